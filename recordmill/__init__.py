@@ -1,0 +1,39 @@
+"""recordmill: turn any raw training dataset into partitioned columnar record files, fast."""
+
+__version__ = "0.1.0"
+
+from recordmill.engine import Summary, write
+from recordmill.errors import (
+    ConfigError,
+    OutputError,
+    PluginError,
+    RecordmillError,
+    RowError,
+    SchemaError,
+    TaskError,
+)
+from recordmill.hookspecs import hookimpl, hookspec
+from recordmill.manifest import read as read_manifest
+from recordmill.options import Options
+from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolve
+
+__all__ = [
+    "ConfigError",
+    "Options",
+    "OutputError",
+    "PluginError",
+    "PluginRef",
+    "RecordmillError",
+    "RowError",
+    "SchemaError",
+    "Summary",
+    "TaskError",
+    "__version__",
+    "available_plugins",
+    "hookimpl",
+    "hookspec",
+    "load_plugin",
+    "read_manifest",
+    "resolve",
+    "write",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from recordmill.cli import main
+
+sys.exit(main())

@@ -1,0 +1,246 @@
+"""The command line: ``recordmill write|plugins|new``, and ``python writer.py`` (= ``recordmill write``).
+
+This module parses arguments and calls the library; nothing more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+import recordmill
+from recordmill.engine import write
+from recordmill.errors import ConfigError, RecordmillError, TaskError
+from recordmill.options import Options, group_dests, plugin_group
+from recordmill.partitions import COMPRESSIONS, FORMATS
+from recordmill.plugins import available_plugins, load_plugin
+
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "template"
+
+
+def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recordmill write",
+        description="Run a dataset plugin and write its rows as partitioned record files.",
+        add_help=add_help,
+    )
+    parser.add_argument(
+        "--script",
+        "--mindrecord_script",
+        help="the plugin: a folder or .py path, an installed plugin's name, or a built-in's name",
+    )
+    parser.add_argument("--output", "--mindrecord_file", help="output folder")
+    parser.add_argument(
+        "--partitions",
+        "--mindrecord_partitions",
+        type=int,
+        default=1,
+        help="number of output files (default: 1)",
+    )
+    parser.add_argument(
+        "--workers",
+        "--mindrecord_workers",
+        type=int,
+        default=None,
+        help="worker processes (default: the number of cores; 1 runs in this process)",
+    )
+    parser.add_argument(
+        "--format", choices=list(FORMATS), default="parquet", help="(default: parquet)"
+    )
+    parser.add_argument(
+        "--compression",
+        choices=COMPRESSIONS,
+        default="auto",
+        help="auto: zstd, except bytes columns (usually JPEG/PNG already) and Arrow files, "
+        "which stay uncompressed (default: auto)",
+    )
+    parser.add_argument(
+        "--row-group-size",
+        type=int,
+        default=None,
+        help="rows per Parquet row group / Arrow record batch (default: about 64 MB of data)",
+    )
+    parser.add_argument(
+        "--shuffle", action="store_true", help="write the rows in a seeded random order"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for --shuffle (default: 0)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing output dataset"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--config",
+        metavar="YAML",
+        help="read flags from a YAML file (keys are flag names); flags on the command line win",
+    )
+    return parser
+
+
+def _config_tokens(parser: argparse.ArgumentParser, path: str) -> list[str]:
+    """The YAML file's settings as command-line tokens, to be placed before the real ones."""
+    try:
+        with open(path) as f:
+            config = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read --config {path}: {e}") from e
+    if not isinstance(config, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of flag names to values")
+    actions = {}
+    for action in parser._actions:
+        for name in [action.dest, *action.option_strings]:
+            actions[name.lstrip("-").replace("-", "_")] = action
+    tokens: list[str] = []
+    for key, value in config.items():
+        action = actions.get(str(key).replace("-", "_"))
+        if action is None or not action.option_strings or action.dest in ("help", "config"):
+            known = sorted(
+                {a.option_strings[0].lstrip("-") for a in parser._actions if a.option_strings}
+            )
+            raise ConfigError(
+                f"--config {path}: unknown setting {key!r} (known: {', '.join(known)})"
+            )
+        if value is None:
+            continue
+        flag = action.option_strings[0]
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"--config {path}: {key} must be true or false, got {value!r}")
+            if value == isinstance(action, argparse._StoreTrueAction):
+                tokens.append(flag)
+        elif isinstance(value, list):
+            tokens += [flag, *map(str, value)]
+        else:
+            tokens += [flag, str(value)]
+    return tokens
+
+
+def write_main(argv: Sequence[str] | None = None) -> int:
+    """``python writer.py ...`` and ``recordmill write ...``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _write(argv)
+    except TaskError as e:
+        print(f"recordmill: error: {e}", file=sys.stderr)
+        if e.traceback_text:
+            print(e.traceback_text.rstrip(), file=sys.stderr)
+        return 1
+    except RecordmillError as e:
+        print(f"recordmill: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("recordmill: interrupted", file=sys.stderr)
+        return 130
+
+
+def _write(argv: list[str]) -> int:
+    # Two passes, as pytest and tox do: find the plugin first, let it add its options, then parse.
+    first, _ = _write_parser(add_help=False).parse_known_args(argv)
+    config_tokens: list[str] = []
+    script = first.script
+    if first.config:
+        config_tokens = _config_tokens(_write_parser(add_help=False), first.config)
+        if script is None:
+            script = _peek_script(first.config)
+
+    parser = _write_parser()
+    plugin = None
+    plugin_dests: list[str] = []
+    if script is not None:
+        plugin = load_plugin(script)
+        try:
+            plugin_dests = group_dests(plugin_group(parser, plugin))
+        except argparse.ArgumentError as e:
+            raise ConfigError(
+                f"plugin {plugin.name}: its option clashes with recordmill's: {e}"
+            ) from e
+        if first.config:
+            config_tokens = _config_tokens(parser, first.config)
+    args = parser.parse_args(config_tokens + argv)
+    if plugin is None:
+        parser.error("--script is required (a plugin folder, .py file, or plugin name)")
+    if args.output is None:
+        parser.error("--output is required")
+
+    summary = write(
+        plugin,
+        args.output,
+        options=Options({dest: getattr(args, dest) for dest in plugin_dests}),
+        partitions=args.partitions,
+        workers=args.workers,
+        format=args.format,
+        shuffle=args.shuffle,
+        seed=args.seed,
+        compression=args.compression,
+        row_group_size=args.row_group_size,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+    )
+    print(summary.line())
+    return 0
+
+
+def _peek_script(path: str) -> str | None:
+    with open(path) as f:
+        config = yaml.safe_load(f) or {}
+    for key in ("script", "mindrecord_script"):
+        if config.get(key) is not None:
+            return str(config[key])
+    return None
+
+
+def plugins_main(args: argparse.Namespace) -> int:
+    refs = available_plugins(Path.cwd())
+    if not refs:
+        print("no plugins found")
+        return 0
+    width = max(len(r.name) for r in refs)
+    for ref in refs:
+        print(f"{ref.name:<{width}}  {ref.source:<10}  {ref.target}")
+    return 0
+
+
+def new_main(args: argparse.Namespace) -> int:
+    target = Path(args.name)
+    if target.exists():
+        print(f"recordmill: error: {target} already exists", file=sys.stderr)
+        return 1
+    if not TEMPLATE_DIR.is_dir():
+        print(f"recordmill: error: the template folder {TEMPLATE_DIR} is missing", file=sys.stderr)
+        return 1
+    shutil.copytree(TEMPLATE_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
+    print(f"created {target}/plugin.py; edit task_number() and dict_data(), then run:")
+    print(f"  python writer.py --script {target} --output out/{target.name} --partitions 4")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "write":
+        return write_main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="recordmill",
+        description="Turn any raw training dataset into partitioned columnar record files.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"recordmill {recordmill.__version__}"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser(
+        "write", help="run a plugin and write a dataset (see: recordmill write --help)"
+    )
+    commands.add_parser("plugins", help="list the plugins recordmill can find").set_defaults(
+        func=plugins_main
+    )
+    new = commands.add_parser("new", help="copy the plugin template to a new folder")
+    new.add_argument("name", help="folder to create")
+    new.set_defaults(func=new_main)
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    return args.func(args)

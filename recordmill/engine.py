@@ -1,0 +1,243 @@
+"""The write pipeline: plugin tasks -> staged fragments (in parallel) -> P partitions -> manifest.
+
+The engine knows nothing of argparse; the CLI turns flags into a call to :func:`write`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from recordmill import manifest as manifest_file
+from recordmill.errors import ConfigError, PluginError, RecordmillError
+from recordmill.options import Options, plugin_options
+from recordmill.output import OutputDir
+from recordmill.partitions import (
+    COMPRESSIONS,
+    FORMATS,
+    PartitionInfo,
+    PartitionJob,
+    bounds,
+    default_row_group_size,
+    write_partition,
+)
+from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
+from recordmill.pool import WorkerLost, WorkerPool
+from recordmill.progress import Progress
+from recordmill.schema import check_same_schema, to_arrow_schema
+from recordmill.tasks import TaskJob, TaskResult, run_task
+
+
+@dataclass
+class Summary:
+    output: Path
+    rows: int
+    partitions: int
+    bytes: int
+    seconds: float
+    manifest: dict[str, Any]
+
+    def line(self) -> str:
+        return (
+            f"recordmill: wrote {self.rows:,} rows in {self.partitions} partitions "
+            f"({self.bytes / 1e6:,.1f} MB, {self.manifest['format']}) to {self.output} "
+            f"in {self.seconds:.1f} s"
+        )
+
+
+def write(
+    plugin: str | PluginRef | ModuleType | DatasetPlugin,
+    output: str | os.PathLike[str],
+    *,
+    options: Options | Mapping[str, Any] | None = None,
+    partitions: int = 1,
+    workers: int | None = None,
+    format: str = "parquet",
+    shuffle: bool = False,
+    seed: int = 0,
+    compression: str = "auto",
+    row_group_size: int | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> Summary:
+    """Run ``plugin`` and write its rows to ``output`` as ``partitions`` files plus a manifest.
+
+    ``plugin`` is a ``--script`` value (entry-point name, built-in name, folder or .py path), a
+    :class:`PluginRef`, or an imported module. ``options`` are the plugin's own options; the ones
+    not given take the defaults its ``add_options`` declares.
+    """
+    started = time.perf_counter()
+    if not isinstance(plugin, DatasetPlugin):
+        plugin = load_plugin(plugin)
+    if not isinstance(options, Options):
+        options = plugin_options(plugin, options)
+    _check_settings(partitions, workers, format, compression, row_group_size)
+    workers = workers or os.cpu_count() or 1
+
+    n_tasks = plugin.task_number(options)
+    declared = _declared_schema(plugin, options)
+    out = OutputDir(output, overwrite=overwrite)
+    staging = out.prepare()
+    try:
+        with _Runner(min(workers, max(n_tasks, partitions, 1))) as runner:
+            jobs = [TaskJob(plugin.ref, options, t, declared, str(staging)) for t in range(n_tasks)]
+            results = runner.run(run_task, jobs, f"{plugin.name}: tasks", "task", progress)
+            total = sum(r.rows for r in results)
+            if total == 0:
+                raise PluginError(
+                    f"plugin {plugin.name} produced no rows in any of its {n_tasks} tasks"
+                )
+            schema = declared or check_same_schema({r.task_id: r.schema for r in results if r.rows})
+            rg_size = row_group_size or default_row_group_size(
+                total, sum(r.nbytes for r in results)
+            )
+            part_jobs = _partition_jobs(
+                results, staging, schema, partitions, format, compression, rg_size, shuffle, seed
+            )
+            infos = runner.run(write_partition, part_jobs, "partitions", "partition", progress)
+        written = manifest_file.build(
+            fmt=format,
+            schema=schema,
+            partitions=[vars(i) for i in infos],
+            tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
+            plugin={"name": plugin.name, "source": plugin.ref.source, "options": options.to_dict()},
+            settings={
+                "partitions": partitions,
+                "shuffle": shuffle,
+                "seed": seed if shuffle else None,
+                "compression": compression,
+                "row_group_size": rg_size,
+            },
+        )
+        shutil.rmtree(staging / "_tasks", ignore_errors=True)
+        manifest_file.write(staging, written)
+        out.commit()
+    except BaseException:
+        out.abort()
+        raise
+    return Summary(
+        out.final,
+        total,
+        partitions,
+        sum(i.bytes for i in infos),
+        time.perf_counter() - started,
+        written,
+    )
+
+
+def _check_settings(
+    partitions: int, workers: int | None, fmt: str, compression: str, row_group_size: int | None
+) -> None:
+    if partitions < 1:
+        raise ConfigError(f"--partitions must be at least 1, got {partitions}")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if compression not in COMPRESSIONS:
+        raise ConfigError(
+            f"--compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
+        )
+    if row_group_size is not None and row_group_size < 1:
+        raise ConfigError(f"--row-group-size must be at least 1, got {row_group_size}")
+
+
+def _declared_schema(plugin: DatasetPlugin, options: Options) -> pa.Schema | None:
+    try:
+        declared = plugin.schema(options)
+    except RecordmillError:
+        raise
+    except Exception as e:
+        raise PluginError(f"plugin {plugin.name}: schema() raised {type(e).__name__}: {e}") from e
+    return None if declared is None else to_arrow_schema(declared)
+
+
+def _partition_jobs(
+    results: list[TaskResult],
+    staging: Path,
+    schema: pa.Schema,
+    count: int,
+    fmt: str,
+    compression: str,
+    row_group_size: int,
+    shuffle: bool,
+    seed: int,
+) -> list[PartitionJob]:
+    total = sum(r.rows for r in results)
+    fragments = tuple((r.task_id, tuple(r.batch_rows)) for r in results if r.rows)
+    order = np.random.default_rng(seed).permutation(total) if shuffle else None
+    return [
+        PartitionJob(
+            index=p,
+            count=count,
+            staging=str(staging),
+            schema=schema,
+            format=fmt,
+            compression=compression,
+            row_group_size=row_group_size,
+            fragments=fragments,
+            start=start,
+            stop=stop,
+            order=None if order is None else order[start:stop],
+        )
+        for p, (start, stop) in enumerate(bounds(total, count))
+    ]
+
+
+class _Runner:
+    """Runs jobs in a pool of worker processes, or in this process when there is one worker."""
+
+    def __init__(self, workers: int):
+        self.pool = WorkerPool(workers) if workers > 1 else None
+
+    def __enter__(self) -> _Runner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pool is not None:
+            self.pool.__exit__(*exc)
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        jobs: Iterable[Any],
+        desc: str,
+        unit: str,
+        show: bool,
+    ) -> list[Any]:
+        """Results in job order, whatever order the jobs finished in."""
+        jobs = list(jobs)
+        bar = Progress(len(jobs), desc, unit, enabled=show)
+        results: list[Any] = [None] * len(jobs)
+
+        def on_progress(message: tuple[int, int]) -> None:
+            bar.add(*message)
+
+        try:
+            if self.pool is None:
+                for i, job in enumerate(jobs):
+                    results[i] = fn(job, report=on_progress)
+                    bar.step()
+            else:
+                keyed = [(i, (job,)) for i, job in enumerate(jobs)]
+                try:
+                    for i, result in self.pool.imap_unordered(fn, keyed, on_progress):
+                        results[i] = result
+                        bar.step()
+                except WorkerLost as e:
+                    raise WorkerLost(f"{unit} {e.key}", e.exitcode) from None
+        finally:
+            bar.close()
+        return results
+
+
+__all__ = ["PartitionInfo", "Summary", "write"]

@@ -1,0 +1,92 @@
+"""Exceptions of recordmill. Every message that names a task, row or field is built here."""
+
+from __future__ import annotations
+
+
+class RecordmillError(Exception):
+    """Base class: a problem recordmill can explain; the CLI prints it without a traceback."""
+
+    def __reduce__(self):
+        # Keep subclasses picklable across worker processes whatever their __init__ takes.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls, args, state):
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
+class PluginError(RecordmillError):
+    """A plugin cannot be found, loaded, or does not implement the hooks it must."""
+
+
+class ConfigError(RecordmillError):
+    """Bad command-line flags or configuration file."""
+
+
+class OutputError(RecordmillError):
+    """The output location cannot be used (exists, is not a dataset, ...)."""
+
+
+class SchemaError(RecordmillError):
+    """A schema declaration is invalid, or tasks produced incompatible schemas."""
+
+
+class TaskError(RecordmillError):
+    """A plugin hook raised while producing the rows of one task."""
+
+    def __init__(self, task_id: int, cause: str, traceback_text: str = ""):
+        super().__init__(f"task {task_id} failed: {cause}")
+        self.task_id = task_id
+        self.cause = cause
+        self.traceback_text = traceback_text
+
+
+class RowError(RecordmillError):
+    """A row does not fit the schema."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        task_id: int | None = None,
+        row: int | None = None,
+        field: str | None = None,
+        expected: str | None = None,
+        got: str | None = None,
+    ):
+        self.reason = reason
+        self.task_id = task_id
+        self.row = row
+        self.field = field
+        self.expected = expected
+        self.got = got
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = []
+        if self.task_id is not None:
+            where.append(f"task {self.task_id}")
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        text = ", ".join(where) + ": " + self.reason if where else self.reason
+        if self.expected is not None:
+            text += f"; expected {self.expected}"
+        if self.got is not None:
+            text += f", got {self.got}"
+        return text
+
+    def located(self, task_id: int, row: int | None = None) -> RowError:
+        """The same error, with the task (and row) filled in."""
+        return RowError(
+            self.reason,
+            task_id=task_id,
+            row=self.row if row is None else row,
+            field=self.field,
+            expected=self.expected,
+            got=self.got,
+        )

@@ -1,0 +1,65 @@
+"""The hooks a recordmill dataset plugin implements. This module is the reference for plugin authors.
+
+A plugin is a module with plain functions named as these hooks (decorating them with
+``recordmill.hookimpl`` is allowed, not needed). Each hook may leave out parameters it does not
+use: ``def task_number(): return 4`` is fine. ``options`` is a :class:`recordmill.Options` holding
+the values of the plugin's own command-line options, with attribute access (``--image-dir`` arrives
+as ``options.image_dir``).
+
+Required: ``task_number`` and ``dict_data``. Optional: ``schema`` and ``add_options``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pluggy
+
+PROJECT_NAME = "recordmill"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+REQUIRED_HOOKS = ("task_number", "dict_data")
+
+
+@hookspec(firstresult=True)
+def task_number(options: Any) -> int:
+    """Return how many independent tasks the dataset splits into (1 means serial).
+
+    Called once, in the main process. Tasks are the unit of parallelism: one class folder of an
+    image dataset, one input file, or one slice of a big file are typical tasks.
+    """
+
+
+@hookspec(firstresult=True)
+def dict_data(task_id: int, options: Any) -> Iterable[Mapping[str, Any]]:
+    """Yield the rows of task ``task_id`` (0 .. task_number()-1), one dict per row.
+
+    Called in a worker process, once per task. Values may be Python scalars, ``str``, ``bytes``,
+    numpy scalars and numpy arrays. Every row must have exactly the schema's fields. The rows of
+    the whole dataset are task 0's rows in the order yielded, then task 1's, and so on.
+    """
+
+
+@hookspec(firstresult=True)
+def schema(options: Any) -> Mapping[str, Any] | Any | None:
+    """Return the dataset's schema, or None to infer it from the first rows.
+
+    Either a MindRecord-style dict, ``{"label": {"type": "int32"}, "data": {"type": "bytes"},
+    "feat": {"type": "float32", "shape": [16]}}``, or a ``pyarrow.Schema``. Type names: bool,
+    int8/16/32/64, uint8/16/32/64, float16/32/64, string, bytes. ``shape`` makes an array field: a
+    fixed shape gives a fixed-shape tensor column, a -1 anywhere a variable-length list. Add
+    ``"nullable": true`` to a field to allow None values.
+    """
+
+
+@hookspec
+def add_options(parser: argparse._ArgumentGroup) -> None:
+    """Add the plugin's own command-line options with ``parser.add_argument(...)``.
+
+    They are shown by ``python writer.py --script NAME --help``, can be set in the ``--config``
+    YAML file, and reach the other hooks as ``options``.
+    """

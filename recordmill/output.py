@@ -1,0 +1,59 @@
+"""The output folder's life: refuse what must not be replaced, stage, then appear atomically.
+
+Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``) that is renamed
+to ``NAME`` only when the run succeeded, so a failed or killed run never leaves an output that
+looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from recordmill.errors import OutputError
+from recordmill.manifest import MANIFEST
+
+
+class OutputDir:
+    def __init__(self, path: str | os.PathLike[str], overwrite: bool = False):
+        self.final = Path(path).expanduser().absolute()
+        self.overwrite = overwrite
+        self.staging = self.final.parent / f".{self.final.name}.recordmill-partial"
+        self._old = self.final.parent / f".{self.final.name}.recordmill-old"
+
+    def _check_final(self) -> None:
+        if not self.final.exists():
+            return
+        if not self.final.is_dir():
+            raise OutputError(f"output {self.final} exists and is not a folder")
+        if not self.overwrite:
+            raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
+        if not (self.final / MANIFEST).is_file() and any(self.final.iterdir()):
+            raise OutputError(
+                f"output {self.final} is not empty and is not a recordmill dataset (no {MANIFEST}); "
+                "refusing to replace it, even with --overwrite"
+            )
+
+    def prepare(self) -> Path:
+        """Check the destination and create an empty staging folder; return the staging path."""
+        self._check_final()
+        if self.staging.exists():
+            if not self.overwrite:
+                raise OutputError(
+                    f"an interrupted run left {self.staging}; pass --overwrite to start over"
+                )
+            shutil.rmtree(self.staging)
+        self.staging.mkdir(parents=True)
+        return self.staging
+
+    def commit(self) -> None:
+        """Make the staged folder the output, replacing an older dataset when allowed."""
+        self._check_final()
+        if self.final.exists():
+            os.replace(self.final, self._old)
+        os.replace(self.staging, self.final)
+        shutil.rmtree(self._old, ignore_errors=True)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)

@@ -1,0 +1,228 @@
+"""Merging staged task fragments into P balanced partition files (Parquet or Arrow IPC).
+
+The rows form one global sequence: task 0's rows, then task 1's, and so on (or a seeded
+permutation of it with ``--shuffle``). Partition p holds a consecutive slice of that sequence, and
+partition sizes differ by at most one row. Each partition is written by one worker, independently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from recordmill.tasks import fragment_path
+
+FORMATS = {"parquet": ".parquet", "arrow": ".arrow"}
+COMPRESSIONS = ("auto", "none", "zstd", "snappy", "lz4", "gzip", "brotli")
+ROW_GROUP_BYTES = 64 << 20
+MAX_ROW_GROUP_ROWS = 1 << 17
+
+
+@dataclass(frozen=True)
+class PartitionJob:
+    index: int
+    count: int
+    staging: str
+    schema: pa.Schema
+    format: str
+    compression: str
+    row_group_size: int
+    # (task_id, batch row counts) of every non-empty task, in task order.
+    fragments: tuple[tuple[int, tuple[int, ...]], ...]
+    start: int
+    stop: int
+    order: np.ndarray | None = None  # global row numbers, with --shuffle
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    file: str
+    rows: int
+    bytes: int
+    checksum: str
+
+
+def file_name(index: int, count: int, fmt: str) -> str:
+    width = max(5, len(str(count)))
+    return f"part-{index:0{width}d}-of-{count:0{width}d}{FORMATS[fmt]}"
+
+
+def bounds(total: int, count: int) -> list[tuple[int, int]]:
+    """``count`` consecutive slices of ``range(total)`` whose sizes differ by at most one."""
+    base, extra = divmod(total, count)
+    out, start = [], 0
+    for p in range(count):
+        stop = start + base + (p < extra)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def default_row_group_size(total_rows: int, total_bytes: int) -> int:
+    per_row = max(1, total_bytes // max(1, total_rows))
+    return max(1, min(MAX_ROW_GROUP_ROWS, ROW_GROUP_BYTES // per_row))
+
+
+def write_partition(
+    job: PartitionJob, report: Callable[[Any], None] = lambda _: None
+) -> PartitionInfo:
+    name = file_name(job.index, job.count, job.format)
+    path = Path(job.staging) / name
+    source = _Fragments(job)
+    chunks = source.sequential() if job.order is None else source.shuffled()
+    writer = _writer(path, job)
+    try:
+        for table in _row_groups(chunks, job.row_group_size):
+            writer.write(table)
+            report((table.num_rows, table.nbytes))
+    finally:
+        writer.close()
+    return PartitionInfo(name, job.stop - job.start, path.stat().st_size, sha256_file(path))
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+class _Fragments:
+    """The staged batches of all tasks, addressed by global row number."""
+
+    def __init__(self, job: PartitionJob):
+        self.job = job
+        self.batches: list[tuple[int, int]] = []  # (task_id, batch index)
+        sizes = []
+        for task_id, batch_rows in job.fragments:
+            for b, n in enumerate(batch_rows):
+                self.batches.append((task_id, b))
+                sizes.append(n)
+        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self._readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
+
+    def _batch(self, i: int, mmap: bool) -> pa.RecordBatch:
+        task_id, b = self.batches[i]
+        if task_id not in self._readers:
+            path = str(fragment_path(self.job.staging, task_id))
+            # Sequential reads copy one batch at a time (bounded memory); random gathers use mmap.
+            stream = pa.memory_map(path) if mmap else pa.OSFile(path)
+            self._readers[task_id] = pa.ipc.open_file(stream)
+        return self._readers[task_id].get_batch(b)
+
+    def sequential(self) -> Iterator[pa.RecordBatch]:
+        start, stop = self.job.start, self.job.stop
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        for i in range(max(first, 0), len(self.batches)):
+            lo, hi = int(self.starts[i]), int(self.starts[i + 1])
+            if lo >= stop:
+                break
+            if hi <= start:
+                continue
+            batch = self._batch(i, mmap=False)
+            yield batch.slice(max(start, lo) - lo, min(stop, hi) - max(start, lo))
+            self._drop_finished(i)
+
+    def _drop_finished(self, i: int) -> None:
+        task_id = self.batches[i][0]
+        if i + 1 == len(self.batches) or self.batches[i + 1][0] != task_id:
+            self._readers.pop(task_id, None)
+
+    def shuffled(self) -> Iterator[pa.Table]:
+        order = self.job.order
+        step = self.job.row_group_size
+        for lo in range(0, len(order), step):
+            yield self.gather(order[lo : lo + step])
+
+    def gather(self, rows: np.ndarray) -> pa.Table:
+        """The given global rows, in the given order."""
+        which = np.searchsorted(self.starts, rows, side="right") - 1
+        by_batch = np.argsort(which, kind="stable")
+        pieces = []
+        sorted_which = which[by_batch]
+        cuts = np.flatnonzero(np.diff(sorted_which)) + 1
+        for group in np.split(by_batch, cuts):
+            i = int(which[group[0]])
+            local = rows[group] - self.starts[i]
+            pieces.append(self._batch(i, mmap=True).take(pa.array(local)))
+        table = pa.Table.from_batches(pieces, schema=self.job.schema)
+        inverse = np.empty_like(by_batch)
+        inverse[by_batch] = np.arange(len(by_batch))
+        return table.take(pa.array(inverse))
+
+
+def _row_groups(chunks: Iterator[Any], size: int) -> Iterator[pa.Table]:
+    """Re-cut a stream of batches or tables into tables of exactly ``size`` rows (the last smaller)."""
+    held: list[Any] = []
+    held_rows = 0
+    for chunk in chunks:
+        while chunk.num_rows:
+            take = min(size - held_rows, chunk.num_rows)
+            held.append(chunk.slice(0, take))
+            held_rows += take
+            chunk = chunk.slice(take)
+            if held_rows == size:
+                yield _table(held)
+                held, held_rows = [], 0
+    if held_rows:
+        yield _table(held)
+
+
+def _table(parts: list[Any]) -> pa.Table:
+    tables = [p if isinstance(p, pa.Table) else pa.Table.from_batches([p]) for p in parts]
+    return pa.concat_tables(tables)
+
+
+def _writer(path: Path, job: PartitionJob) -> Any:
+    if job.format == "arrow":
+        return _ArrowWriter(path, job.schema, job.compression)
+    return _ParquetWriter(path, job.schema, job.compression)
+
+
+class _ArrowWriter:
+    def __init__(self, path: Path, schema: pa.Schema, compression: str):
+        codec = None if compression in ("auto", "none") else compression
+        options = pa.ipc.IpcWriteOptions(compression=codec)
+        self._writer = pa.ipc.new_file(str(path), schema, options=options)
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table, max_chunksize=table.num_rows or None)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+class _ParquetWriter:
+    def __init__(self, path: Path, schema: pa.Schema, compression: str):
+        # Bytes columns usually hold already-compressed media (JPEG, PNG): compressing them again
+        # costs time and saves nothing, and their statistics and dictionaries are useless.
+        other = [f.name for f in schema if not _is_bytes(f.type)]
+        if compression == "auto":
+            codec: Any = {f.name: "none" if _is_bytes(f.type) else "zstd" for f in schema}
+        else:
+            codec = compression
+        self._writer = pq.ParquetWriter(
+            str(path),
+            schema,
+            compression=codec,
+            use_dictionary=other,
+            write_statistics=other,
+        )
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+
+    def close(self) -> None:
+        self._writer.close()

@@ -1,0 +1,156 @@
+"""A small process pool: each worker runs one job at a time, handed out as workers become free.
+
+Unlike ``concurrent.futures``, the main process knows which job each worker holds, so a worker
+that dies (a segfault in a C extension, an OOM kill) is reported with the job it was running,
+and workers can send progress messages while a job runs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from recordmill.errors import RecordmillError, TaskError
+
+# Modules the fork server imports once, so every worker starts with pyarrow already loaded.
+PRELOAD = ["recordmill.tasks", "recordmill.partitions"]
+
+
+class WorkerLost(RecordmillError):
+    """A worker process died while running a job."""
+
+    def __init__(self, key: Any, exitcode: int | None):
+        super().__init__(f"the worker running {key} died (exit code {exitcode})")
+        self.key = key
+        self.exitcode = exitcode
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # fork is unsafe once pyarrow's threads exist in the parent; a fork server is fast and safe.
+    if sys.platform.startswith("linux"):
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _worker_main(conn: Connection) -> None:
+    def report(message: Any) -> None:
+        conn.send(("progress", message))
+
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if job is None:
+            return
+        fn, args = job
+        try:
+            result = fn(*args, report=report)
+        except BaseException as e:  # everything goes back to the main process, which decides
+            message = ("error", e, traceback.format_exc())
+            try:
+                conn.send(message)
+            except Exception:  # the exception itself would not pickle
+                conn.send(("error", TaskError(-1, f"{type(e).__name__}: {e}"), message[2]))
+            continue
+        conn.send(("done", result))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    key: Any = None
+
+
+class WorkerPool:
+    """``workers`` processes; use as a context manager so they are always cleaned up."""
+
+    def __init__(self, workers: int):
+        ctx = _context()
+        self._workers = []
+        for _ in range(workers):
+            parent, child = ctx.Pipe()
+            process = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+            process.start()
+            child.close()
+            self._workers.append(_Worker(process, parent))
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.terminate()
+
+    def imap_unordered(
+        self,
+        fn: Callable[..., Any],
+        jobs: Iterable[tuple[Any, tuple[Any, ...]]],
+        on_progress: Callable[[Any], None] | None = None,
+    ) -> Iterator[tuple[Any, Any]]:
+        """Run ``fn(*args, report=...)`` for each ``(key, args)``; yield ``(key, result)`` as done.
+
+        A job that raises re-raises here (the remote traceback is attached as ``traceback_text``
+        when the error has one); a dead worker raises :class:`WorkerLost`.
+        """
+        pending = deque(jobs)
+        idle = list(self._workers)
+        busy: dict[Connection, _Worker] = {}
+        while pending or busy:
+            while pending and idle:
+                worker = idle.pop()
+                worker.key, args = pending.popleft()
+                worker.conn.send((fn, args))
+                busy[worker.conn] = worker
+            ready = wait(list(busy) + [w.process.sentinel for w in busy.values()])
+            for conn in [r for r in ready if r in busy]:
+                worker = busy[conn]
+                try:
+                    kind, *payload = conn.recv()
+                except (EOFError, OSError):
+                    worker.process.join(1)
+                    raise WorkerLost(worker.key, worker.process.exitcode) from None
+                if kind == "progress":
+                    if on_progress is not None:
+                        on_progress(payload[0])
+                    continue
+                del busy[conn]
+                idle.append(worker)
+                if kind == "error":
+                    error, text = payload
+                    if isinstance(error, TaskError) and not error.traceback_text:
+                        error.traceback_text = text
+                    raise error
+                yield worker.key, payload[0]
+            for worker in list(busy.values()):
+                if not worker.process.is_alive() and not worker.conn.poll():
+                    raise WorkerLost(worker.key, worker.process.exitcode)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+        for worker in self._workers:
+            worker.process.join(5)
+        self.terminate()
+
+    def terminate(self) -> None:
+        for worker in self._workers:
+            if worker.process.is_alive():
+                worker.process.kill()
+        for worker in self._workers:
+            worker.process.join()
+            worker.conn.close()

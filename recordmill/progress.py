@@ -1,0 +1,42 @@
+"""The progress bar on stderr (tqdm): tasks done of N, rows, MB written, rows/s."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from tqdm import tqdm
+
+
+class Progress:
+    def __init__(self, total: int, desc: str, unit: str, enabled: bool = True):
+        self.rows = 0
+        self.bytes = 0
+        self._start = self._shown = time.perf_counter()
+        self._bar = tqdm(
+            total=total,
+            desc=desc,
+            unit=unit,
+            disable=not enabled,
+            file=sys.stderr,
+            dynamic_ncols=True,
+            leave=True,
+        )
+
+    def add(self, rows: int, nbytes: int) -> None:
+        self.rows += rows
+        self.bytes += nbytes
+        now = time.perf_counter()
+        if now - self._shown < 0.2:
+            return
+        self._shown = now
+        rate = self.rows / max(now - self._start, 1e-9)
+        self._bar.set_postfix_str(
+            f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB, {rate:,.0f} rows/s"
+        )
+
+    def step(self) -> None:
+        self._bar.update(1)
+
+    def close(self) -> None:
+        self._bar.close()

@@ -1,0 +1,136 @@
+"""Running one task in a worker: the plugin's rows -> checked Arrow batches -> a staged fragment.
+
+Each task writes its rows to its own Arrow IPC file in the staging folder (``task-000007.arrow``).
+The file appears under its final name only when the task finished, which records the task as done.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from recordmill.errors import RecordmillError, RowError, TaskError
+from recordmill.plugins import DatasetPlugin, PluginRef
+from recordmill.schema import RowConverter, infer_schema
+
+# Batches aim at this many bytes; the first batch is small and measures the row size.
+BATCH_BYTES = 8 << 20
+FIRST_BATCH_ROWS = 64
+MAX_BATCH_ROWS = 65536
+
+
+@dataclass(frozen=True)
+class TaskJob:
+    plugin: PluginRef
+    options: Any
+    task_id: int
+    schema: pa.Schema | None  # None: infer from the task's first row
+    staging: str
+
+
+@dataclass
+class TaskResult:
+    task_id: int
+    rows: int
+    batch_rows: list[int] = field(default_factory=list)
+    nbytes: int = 0
+    schema: pa.Schema | None = None
+
+
+def fragment_path(staging: str | Path, task_id: int) -> Path:
+    return Path(staging) / "_tasks" / f"task-{task_id:06d}.arrow"
+
+
+_plugins: dict[PluginRef, DatasetPlugin] = {}
+
+
+def _plugin(ref: PluginRef) -> DatasetPlugin:
+    if ref not in _plugins:
+        _plugins[ref] = DatasetPlugin(ref)
+    return _plugins[ref]
+
+
+def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> TaskResult:
+    """Produce, check and stage the rows of one task; ``report`` receives ``(rows, bytes)``."""
+    task_id = job.task_id
+    try:
+        rows = _plugin(job.plugin).dict_data(task_id, job.options)
+        if rows is None:
+            raise TaskError(task_id, "dict_data() returned None; it must yield (or return) rows")
+        rows = iter(rows)
+    except RecordmillError:
+        raise
+    except Exception as e:
+        raise _plugin_failed(task_id, e) from e
+
+    result = TaskResult(task_id, rows=0, schema=job.schema)
+    path = fragment_path(job.staging, task_id)
+    partial = path.with_suffix(".arrow.partial")
+    converter = RowConverter(job.schema) if job.schema is not None else None
+    writer = None
+    buffer: list[Any] = []
+    limit = FIRST_BATCH_ROWS
+
+    def flush() -> None:
+        nonlocal converter, writer, limit
+        if converter is None:
+            try:
+                converter = RowConverter(infer_schema(buffer[0]))
+            except RowError as e:
+                raise e.located(task_id, result.rows) from None
+            result.schema = converter.schema
+        try:
+            batch = converter.to_batch(buffer, first_row=result.rows)
+        except RowError as e:
+            raise e.located(task_id) from None
+        if writer is None:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            writer = pa.ipc.new_file(str(partial), converter.schema)
+        writer.write_batch(batch)
+        result.rows += batch.num_rows
+        result.batch_rows.append(batch.num_rows)
+        result.nbytes += batch.nbytes
+        report((batch.num_rows, batch.nbytes))
+        if len(result.batch_rows) == 1:
+            per_row = max(1, batch.nbytes // batch.num_rows)
+            limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
+        buffer.clear()
+
+    try:
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except Exception as e:
+                raise _plugin_failed(task_id, e, row=result.rows + len(buffer)) from e
+            buffer.append(row)
+            if len(buffer) >= limit:
+                flush()
+        if buffer:
+            flush()
+        if writer is not None:
+            writer.close()
+            writer = None
+            os.replace(partial, path)
+    finally:
+        if writer is not None:
+            writer.close()
+        if partial.exists():
+            partial.unlink()
+    return result
+
+
+def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:
+    where = f" after {row} rows" if row is not None else ""
+    return TaskError(
+        task_id,
+        f"dict_data() raised {type(error).__name__}: {error}{where}",
+        "".join(traceback.format_exception(error)),
+    )
