@@ -55,7 +55,7 @@ class Summary:
 
 
 def write(
-    plugin: str | PluginRef | ModuleType | DatasetPlugin,
+    plugin: str | os.PathLike[str] | PluginRef | ModuleType | DatasetPlugin,
     output: str | os.PathLike[str],
     *,
     options: Options | Mapping[str, Any] | None = None,

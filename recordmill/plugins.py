@@ -269,10 +269,10 @@ class DatasetPlugin:
         return self.pm.hook.dict_data(task_id=task_id, options=options)
 
 
-def load_plugin(plugin: str | PluginRef | ModuleType) -> DatasetPlugin:
-    """A :class:`DatasetPlugin` from a ``--script`` value, a reference, or an imported module."""
-    if isinstance(plugin, str):
-        plugin = resolve(plugin)
+def load_plugin(plugin: str | os.PathLike[str] | PluginRef | ModuleType) -> DatasetPlugin:
+    """A :class:`DatasetPlugin` from a ``--script`` value or path, a reference, or a module."""
+    if isinstance(plugin, (str, os.PathLike)):
+        plugin = resolve(os.fspath(plugin))
     elif isinstance(plugin, ModuleType):
         plugin = ref_for_module(plugin)
     return DatasetPlugin(plugin)

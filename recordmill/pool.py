@@ -7,6 +7,7 @@ and workers can send progress messages while a job runs.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import sys
 import traceback
@@ -139,10 +140,8 @@ class WorkerPool:
 
     def close(self) -> None:
         for worker in self._workers:
-            try:
+            with contextlib.suppress(OSError):
                 worker.conn.send(None)
-            except OSError:
-                pass
         for worker in self._workers:
             worker.process.join(5)
         self.terminate()

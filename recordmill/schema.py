@@ -222,9 +222,13 @@ class RowConverter:
         if len(self.names) == 1:
             columns = [[self._getter(row) for row in rows]]
         else:
-            columns = list(zip(*map(self._getter, rows))) if rows else [[] for _ in self.names]
+            columns = (
+                list(zip(*map(self._getter, rows), strict=True))
+                if rows
+                else [[] for _ in self.names]
+            )
         arrays = []
-        for field, values in zip(self.schema, columns):
+        for field, values in zip(self.schema, columns, strict=True):
             try:
                 array = _column(values, field.type)
             except _Mismatch:
@@ -372,9 +376,14 @@ def _ragged_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         leaf = leaf.value_type
     dtype = np.dtype(leaf.to_pandas_dtype())
     arrays = []
+    empty_shape = [0 if d == -1 else d for d in shape]
     for value in values:
         array = np.asarray(value)
-        if array.ndim != len(shape) or any(d not in (-1, n) for d, n in zip(shape, array.shape)):
+        if array.size == 0 and array.ndim != len(shape):
+            array = np.empty(empty_shape, dtype=dtype)  # [] for a [-1, 2] field: no pairs
+        if array.ndim != len(shape) or any(
+            d not in (-1, n) for d, n in zip(shape, array.shape, strict=True)
+        ):
             raise _Mismatch(f"wrong shape {list(array.shape)}")
         arrays.append(array)
     flat = (

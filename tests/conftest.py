@@ -1,0 +1,64 @@
+"""Shared fixtures: plugin folders written from source text, and running writer.py for real."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_plugin(folder: Path, source: str) -> Path:
+    """A plugin folder (like a copy of templates/template) holding ``source`` as plugin.py."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "plugin.py").write_text(textwrap.dedent(source))
+    return folder
+
+
+def run_writer(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+    """``python writer.py ARGS`` in a real process; returns the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "writer.py"), *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def read_dataset(path: Path) -> pa.Table:
+    """Every partition of a written dataset, in order, with pyarrow."""
+    files = sorted(path.glob("part-*"))
+    if files and files[0].suffix == ".arrow":
+        tables = [pa.ipc.open_file(pa.memory_map(str(f))).read_all() for f in files]
+    else:
+        tables = [pq.read_table(f) for f in files]
+    return pa.concat_tables(tables)
+
+
+COUNTING_PLUGIN = """
+    def add_options(parser):
+        parser.add_argument("--sizes", default="5,0,17,3", help="rows per task")
+
+    def task_number(options):
+        return len(options.sizes.split(","))
+
+    def dict_data(task_id, options):
+        n = int(options.sizes.split(",")[task_id])
+        for i in range(n):
+            yield {"task": task_id, "i": i, "name": f"t{task_id}-{i}"}
+"""
+
+
+@pytest.fixture
+def counting_plugin(tmp_path: Path) -> Path:
+    """A plugin whose rows say which task and position they came from; task sizes by option."""
+    return make_plugin(tmp_path / "counting", COUNTING_PLUGIN)

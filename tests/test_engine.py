@@ -1,0 +1,297 @@
+"""The write pipeline end to end, through the Python API, checked with pyarrow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import recordmill
+from recordmill.errors import OutputError, PluginError, RowError, SchemaError, TaskError
+from tests.conftest import make_plugin, read_dataset
+
+
+def expected_rows(sizes: list[int]) -> list[tuple[int, int]]:
+    return [(t, i) for t, n in enumerate(sizes) for i in range(n)]
+
+
+def rows_of(table) -> list[tuple[int, int]]:
+    return list(zip(table["task"].to_pylist(), table["i"].to_pylist(), strict=True))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_rows_keep_the_global_order_across_partitions(counting_plugin, tmp_path, workers):
+    out = tmp_path / "out"
+    summary = recordmill.write(
+        counting_plugin, out, options={"sizes": "5,0,17,3"}, partitions=4, workers=workers, progress=False
+    )
+    assert summary.rows == 25
+    assert rows_of(read_dataset(out)) == expected_rows([5, 0, 17, 3])
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["manifest.json"] + [f"part-0000{p}-of-00004.parquet" for p in range(4)]
+
+
+def test_partitions_are_balanced_with_skewed_tasks(counting_plugin, tmp_path):
+    sizes = [0, 1000, 1, 0, 2]  # one task holds nearly every row, two are empty
+    out = tmp_path / "out"
+    recordmill.write(
+        counting_plugin,
+        out,
+        options={"sizes": ",".join(map(str, sizes))},
+        partitions=7,
+        workers=2,
+        progress=False,
+    )
+    counts = [pq.ParquetFile(f).metadata.num_rows for f in sorted(out.glob("part-*"))]
+    assert len(counts) == 7
+    assert sum(counts) == 1003
+    assert max(counts) - min(counts) <= 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [p["rows"] for p in manifest["partitions"]] == counts
+    assert [t["rows"] for t in manifest["tasks"]] == sizes
+
+
+def test_more_partitions_than_rows_still_gives_every_file(counting_plugin, tmp_path):
+    out = tmp_path / "out"
+    recordmill.write(counting_plugin, out, options={"sizes": "2,1"}, partitions=5, progress=False)
+    counts = [pq.ParquetFile(f).metadata.num_rows for f in sorted(out.glob("part-*"))]
+    assert counts == [1, 1, 1, 0, 0]
+    assert read_dataset(out).schema.names == ["task", "i", "name"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_checksums_do_not_depend_on_workers(counting_plugin, tmp_path, fmt):
+    checksums = []
+    for workers in (1, 2):
+        out = tmp_path / f"out{workers}"
+        recordmill.write(
+            counting_plugin,
+            out,
+            options={"sizes": "300,0,1200,7,450"},
+            partitions=3,
+            workers=workers,
+            format=fmt,
+            progress=False,
+        )
+        manifest = recordmill.read_manifest(out)
+        checksums.append([p["checksum"] for p in manifest["partitions"]])
+    assert checksums[0] == checksums[1]
+    assert len(set(checksums[0])) == 3
+
+
+def test_shuffle_is_a_seeded_permutation(counting_plugin, tmp_path):
+    sizes = [40, 0, 130, 9]
+    runs = {}
+    for name, workers, seed in [("a", 1, 7), ("b", 2, 7), ("c", 2, 8)]:
+        out = tmp_path / name
+        recordmill.write(
+            counting_plugin,
+            out,
+            options={"sizes": ",".join(map(str, sizes))},
+            partitions=3,
+            workers=workers,
+            shuffle=True,
+            seed=seed,
+            row_group_size=16,
+            progress=False,
+        )
+        runs[name] = (rows_of(read_dataset(out)), recordmill.read_manifest(out))
+    rows_a = runs["a"][0]
+    assert sorted(rows_a) == expected_rows(sizes)
+    assert rows_a != expected_rows(sizes)
+    assert runs["b"][0] == rows_a  # same seed, other worker count: same order, same bytes
+    assert [p["checksum"] for p in runs["b"][1]["partitions"]] == [
+        p["checksum"] for p in runs["a"][1]["partitions"]
+    ]
+    assert runs["c"][0] != rows_a
+    assert runs["a"][1]["settings"]["seed"] == 7
+
+
+def test_row_group_size_is_honoured(counting_plugin, tmp_path):
+    out = tmp_path / "out"
+    recordmill.write(
+        counting_plugin, out, options={"sizes": "10,25,0,6"}, partitions=2, row_group_size=4, progress=False
+    )
+    for f in sorted(out.glob("part-*")):
+        meta = pq.ParquetFile(f).metadata
+        sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert all(s == 4 for s in sizes[:-1]) and 0 < sizes[-1] <= 4
+
+
+def test_manifest_records_what_was_written(counting_plugin, tmp_path):
+    out = tmp_path / "out"
+    recordmill.write(counting_plugin, out, options={"sizes": "3,4"}, partitions=2, progress=False)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for key in ("format_version", "format", "schema", "partitions", "tasks", "total_rows", "plugin", "versions"):
+        assert key in manifest
+    assert manifest["format"] == "parquet"
+    assert manifest["total_rows"] == 7
+    assert manifest["plugin"] == {"name": "counting", "source": "path", "options": {"sizes": "3,4"}}
+    assert manifest["tasks"] == [{"task_id": 0, "rows": 3}, {"task_id": 1, "rows": 4}]
+    assert [f["name"] for f in manifest["schema"]["fields"]] == ["task", "i", "name"]
+    assert recordmill.manifest.arrow_schema(manifest) == pq.read_schema(out / manifest["partitions"][0]["file"])
+    for part in manifest["partitions"]:
+        path = out / part["file"]
+        assert part["bytes"] == path.stat().st_size
+        assert part["checksum"] == recordmill.partitions.sha256_file(path)
+
+
+def test_arrow_format_is_memory_mappable(counting_plugin, tmp_path):
+    out = tmp_path / "out"
+    recordmill.write(counting_plugin, out, options={"sizes": "3,4"}, partitions=2, format="arrow", progress=False)
+    assert recordmill.read_manifest(out)["format"] == "arrow"
+    assert rows_of(read_dataset(out)) == expected_rows([3, 4])
+
+
+TENSOR_PLUGIN = """
+    import numpy as np
+
+    def task_number():
+        return 3
+
+    def schema():
+        return {
+            "feat": {"type": "float32", "shape": [2, 3]},
+            "mask": {"type": "uint8", "shape": [-1]},
+            "grid": {"type": "int16", "shape": [-1, 2]},
+        }
+
+    def dict_data(task_id):
+        for i in range(4):
+            yield {
+                "feat": np.full((2, 3), task_id * 10 + i, dtype=np.float64),
+                "mask": np.arange(i, dtype=np.int64),
+                "grid": [[task_id, i]] * i,
+            }
+"""
+
+
+def test_tensor_and_list_columns_round_trip(tmp_path):
+    plugin = make_plugin(tmp_path / "tensors", TENSOR_PLUGIN)
+    out = tmp_path / "out"
+    recordmill.write(plugin, out, partitions=2, workers=2, progress=False)
+    table = read_dataset(out)
+    feat = table["feat"].combine_chunks()
+    assert str(feat.type) == "extension<arrow.fixed_shape_tensor[value_type=float, shape=[2,3]]>"
+    tensors = feat.to_numpy_ndarray()
+    assert tensors.shape == (12, 2, 3) and tensors.dtype == np.float32
+    assert tensors[5, 1, 2] == 11.0  # task 1, row 1
+    assert table["mask"].to_pylist()[3] == [0, 1, 2]
+    assert table["grid"].to_pylist()[7] == [[1, 3]] * 3
+
+
+def test_inferred_schema_types(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "inferred",
+        """
+        import numpy as np
+
+        def task_number():
+            return 2
+
+        def dict_data(task_id):
+            yield {
+                "i": 1, "f": 0.5, "s": "x", "b": b"y", "flag": True,
+                "small": np.int16(3), "vec": np.zeros(4, dtype=np.float32), "ids": [1, 2, 3],
+            }
+        """,
+    )
+    out = tmp_path / "out"
+    recordmill.write(plugin, out, progress=False)
+    fields = {f["name"]: f for f in recordmill.read_manifest(out)["schema"]["fields"]}
+    assert {k: v["type"] for k, v in fields.items()} == {
+        "i": "int64", "f": "float64", "s": "string", "b": "bytes", "flag": "bool",
+        "small": "int16", "vec": "float32", "ids": "int64",
+    }
+    assert fields["vec"]["shape"] == [4]
+    assert fields["ids"]["shape"] == [-1]
+
+
+def test_inferred_types_that_change_between_tasks_are_an_error(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "changing",
+        """
+        def task_number():
+            return 3
+
+        def dict_data(task_id):
+            yield {"x": "text" if task_id == 2 else 1}
+        """,
+    )
+    with pytest.raises(SchemaError, match=r"field 'x' is int64 in task 0 but string in task 2"):
+        recordmill.write(plugin, tmp_path / "out", workers=2, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_declared_schema_is_enforced_with_task_row_and_field(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "bad",
+        """
+        def task_number():
+            return 3
+
+        def schema():
+            return {"label": {"type": "int32"}, "name": {"type": "string"}}
+
+        def dict_data(task_id):
+            for i in range(100):
+                label = "seven" if (task_id, i) == (2, 71) else i
+                yield {"label": label, "name": f"n{i}"}
+        """,
+    )
+    with pytest.raises(RowError) as info:
+        recordmill.write(plugin, tmp_path / "out", workers=2, progress=False)
+    error = info.value
+    assert (error.task_id, error.row, error.field) == (2, 71, "label")
+    assert "expected int32" in str(error) and "str 'seven'" in str(error)
+    assert not (tmp_path / "out").exists()
+
+
+def test_plugin_exception_names_the_task_and_keeps_the_traceback(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "raising",
+        """
+        def task_number():
+            return 4
+
+        def dict_data(task_id):
+            yield {"x": 1}
+            if task_id == 3:
+                raise ValueError("disk on fire")
+        """,
+    )
+    with pytest.raises(TaskError) as info:
+        recordmill.write(plugin, tmp_path / "out", workers=2, progress=False)
+    assert info.value.task_id == 3
+    assert "disk on fire" in str(info.value)
+    assert "raise ValueError" in info.value.traceback_text
+    assert not (tmp_path / "out").exists()
+    assert not any(tmp_path.glob(".out*"))
+
+
+def test_no_rows_at_all_is_an_error(counting_plugin, tmp_path):
+    with pytest.raises(PluginError, match="no rows in any of its 2 tasks"):
+        recordmill.write(counting_plugin, tmp_path / "out", options={"sizes": "0,0"}, progress=False)
+
+
+def test_existing_output_is_refused_unless_overwrite(counting_plugin, tmp_path):
+    out = tmp_path / "out"
+    recordmill.write(counting_plugin, out, options={"sizes": "1,1"}, progress=False)
+    with pytest.raises(OutputError, match="--overwrite"):
+        recordmill.write(counting_plugin, out, options={"sizes": "2,2"}, progress=False)
+    assert recordmill.read_manifest(out)["total_rows"] == 2
+    recordmill.write(counting_plugin, out, options={"sizes": "2,2"}, overwrite=True, progress=False)
+    assert recordmill.read_manifest(out)["total_rows"] == 4
+    assert len(list(out.glob("part-*"))) == 1
+
+
+def test_overwrite_never_deletes_a_folder_that_is_not_a_dataset(counting_plugin, tmp_path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    with pytest.raises(OutputError, match="not a recordmill dataset"):
+        recordmill.write(counting_plugin, precious, overwrite=True, progress=False)
+    assert (precious / "thesis.tex").read_text() == "years of work"
