@@ -1,0 +1,218 @@
+"""Finding plugins (path, entry point, built-in), and checking them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import recordmill
+from recordmill.errors import PluginError
+from recordmill.plugins import BUILTIN_DIR, available_plugins, load_plugin, resolve
+from tests.conftest import COUNTING_PLUGIN, make_plugin, read_dataset
+
+ENTRY_POINT_PLUGIN = """
+    import recordmill
+
+    @recordmill.hookimpl
+    def task_number():
+        return 2
+
+    @recordmill.hookimpl
+    def dict_data(task_id):
+        for i in range(3):
+            yield {"source": "entrypoint", "task": task_id, "i": i}
+"""
+
+
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory) -> Path:
+    """A real third-party package, built and installed by pip, registering an entry point."""
+    root = tmp_path_factory.mktemp("thirdparty")
+    project = root / "project"
+    (project / "rm_thirdparty").mkdir(parents=True)
+    (project / "rm_thirdparty" / "__init__.py").write_text("")
+    (project / "rm_thirdparty" / "plugin.py").write_text(textwrap.dedent(ENTRY_POINT_PLUGIN))
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "rm-thirdparty"
+            version = "1.0"
+
+            [project.entry-points."recordmill.plugins"]
+            thirdparty = "rm_thirdparty.plugin"
+            """
+        )
+    )
+    target = root / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--no-build-isolation", "--target", str(target), str(project)],
+        check=True,
+    )
+    return target
+
+
+@pytest.fixture
+def with_package(installed_package, monkeypatch) -> Path:
+    monkeypatch.syspath_prepend(str(installed_package))
+    return installed_package
+
+
+def test_folder_path(counting_plugin):
+    ref = resolve(str(counting_plugin))
+    assert (ref.name, ref.source) == ("counting", "path")
+    assert ref.target == str(counting_plugin / "plugin.py")
+
+
+def test_py_file_path(tmp_path):
+    path = tmp_path / "single.py"
+    path.write_text(textwrap.dedent(COUNTING_PLUGIN))
+    plugin = load_plugin(str(path))
+    assert (plugin.name, plugin.ref.source) == ("single", "path")
+    assert plugin.task_number(recordmill.Options(sizes="1,2,3")) == 3
+
+
+def test_builtin_by_name():
+    ref = resolve("imagenet")
+    assert ref.source == "builtin"
+    assert ref.target == str(BUILTIN_DIR / "imagenet" / "plugin.py")
+
+
+def test_entry_point_of_an_installed_package(with_package, tmp_path):
+    ref = resolve("thirdparty")
+    assert (ref.source, ref.target) == ("entrypoint", "rm_thirdparty.plugin")
+    assert any(r.name == "thirdparty" and r.source == "entrypoint" for r in available_plugins())
+    out = tmp_path / "out"
+    recordmill.write("thirdparty", out, partitions=2, workers=2, progress=False)
+    assert read_dataset(out)["source"].to_pylist() == ["entrypoint"] * 6
+
+
+def test_entry_point_through_writer_py(installed_package, tmp_path):
+    from tests.conftest import run_writer
+
+    result = run_writer(
+        "--script", "thirdparty", "--output", tmp_path / "out", "--workers", "2", "--quiet",
+        env={"PYTHONPATH": str(installed_package)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "out").num_rows == 6
+
+
+def test_a_folder_wins_over_a_plugin_of_the_same_name_with_a_note(with_package, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    make_plugin(tmp_path / "thirdparty", COUNTING_PLUGIN)
+    ref = resolve("thirdparty")
+    assert ref.source == "path"
+    assert "entrypoint:thirdparty" in capsys.readouterr().err
+    assert resolve("entrypoint:thirdparty").source == "entrypoint"
+    make_plugin(tmp_path / "imagenet", COUNTING_PLUGIN)
+    assert resolve("imagenet").source == "path"
+    assert resolve("builtin:imagenet").source == "builtin"
+    assert "builtin:imagenet" in capsys.readouterr().err
+
+
+def test_unknown_name_lists_what_was_tried_and_what_exists(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PluginError) as info:
+        resolve("nosuchplugin")
+    message = str(info.value)
+    assert "recordmill.plugins" in message and str(BUILTIN_DIR) in message
+    assert "imagenet" in message  # the available plugins
+
+
+def test_folder_without_plugin_module(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PluginError, match="no plugin.py"):
+        resolve(str(tmp_path / "empty"))
+
+
+def test_missing_required_hook_names_the_plugin_and_suggests(tmp_path):
+    folder = make_plugin(
+        tmp_path / "typo",
+        """
+        def task_number():
+            return 1
+
+        def dict_date(task_id):
+            yield {"x": 1}
+        """,
+    )
+    with pytest.raises(PluginError, match=r"typo .*dict_data\(\).*did you mean to name 'dict_date'"):
+        load_plugin(str(folder))
+
+
+def test_hookimpl_matching_no_hook_is_an_error(tmp_path):
+    folder = make_plugin(
+        tmp_path / "extra",
+        """
+        import recordmill
+
+        def task_number():
+            return 1
+
+        def dict_data(task_id):
+            yield {"x": 1}
+
+        @recordmill.hookimpl
+        def sckema():
+            return {}
+        """,
+    )
+    with pytest.raises(PluginError, match=r"extra.*sckema"):
+        load_plugin(str(folder))
+
+
+def test_hook_with_an_argument_the_spec_lacks(tmp_path):
+    folder = make_plugin(
+        tmp_path / "badargs",
+        """
+        def task_number(options, verbose):
+            return 1
+
+        def dict_data(task_id):
+            yield {"x": 1}
+        """,
+    )
+    with pytest.raises(PluginError, match=r"(?s)badargs.*verbose"):
+        load_plugin(str(folder))
+
+
+def test_import_error_names_the_plugin_file(tmp_path):
+    folder = make_plugin(tmp_path / "broken", "import no_such_module_here\n")
+    with pytest.raises(PluginError, match=r"broken/plugin.py.*No module named 'no_such_module_here'"):
+        load_plugin(str(folder))
+
+
+@pytest.mark.parametrize("value", [-1, "3", 2.5, None, True])
+def test_task_number_must_be_a_non_negative_int(tmp_path, value):
+    folder = make_plugin(
+        tmp_path / "count",
+        f"""
+        def task_number():
+            return {value!r}
+
+        def dict_data(task_id):
+            yield {{"x": 1}}
+        """,
+    )
+    with pytest.raises(PluginError, match=r"task_number\(\) must return an int >= 0"):
+        recordmill.write(str(folder), tmp_path / "out", progress=False)
+
+
+def test_two_copies_of_the_template_do_not_collide(tmp_path):
+    template = Path(recordmill.__file__).parent.parent / "templates" / "template" / "plugin.py"
+    a = make_plugin(tmp_path / "a" / "xyz", template.read_text())
+    b = make_plugin(tmp_path / "b" / "xyz", template.read_text().replace("default=4", "default=9"))
+    assert load_plugin(str(a)).obj is not load_plugin(str(b)).obj
+    options = recordmill.options.plugin_options
+    assert options(load_plugin(str(a))).tasks == 4
+    assert options(load_plugin(str(b))).tasks == 9
