@@ -16,7 +16,7 @@ import yaml
 import recordmill
 from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
-from recordmill.options import Options, group_dests, plugin_group
+from recordmill.options import Options, group_dests, plugin_group, to_tokens
 from recordmill.partitions import COMPRESSIONS, FORMATS
 from recordmill.plugins import available_plugins, load_plugin
 
@@ -90,33 +90,7 @@ def _config_tokens(parser: argparse.ArgumentParser, path: str) -> list[str]:
         raise ConfigError(f"cannot read --config {path}: {e}") from e
     if not isinstance(config, dict):
         raise ConfigError(f"--config {path}: expected a mapping of flag names to values")
-    actions = {}
-    for action in parser._actions:
-        for name in [action.dest, *action.option_strings]:
-            actions[name.lstrip("-").replace("-", "_")] = action
-    tokens: list[str] = []
-    for key, value in config.items():
-        action = actions.get(str(key).replace("-", "_"))
-        if action is None or not action.option_strings or action.dest in ("help", "config"):
-            known = sorted(
-                {a.option_strings[0].lstrip("-") for a in parser._actions if a.option_strings}
-            )
-            raise ConfigError(
-                f"--config {path}: unknown setting {key!r} (known: {', '.join(known)})"
-            )
-        if value is None:
-            continue
-        flag = action.option_strings[0]
-        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
-            if not isinstance(value, bool):
-                raise ConfigError(f"--config {path}: {key} must be true or false, got {value!r}")
-            if value == isinstance(action, argparse._StoreTrueAction):
-                tokens.append(flag)
-        elif isinstance(value, list):
-            tokens += [flag, *map(str, value)]
-        else:
-            tokens += [flag, str(value)]
-    return tokens
+    return to_tokens(parser, config, f"--config {path}")
 
 
 def write_main(argv: Sequence[str] | None = None) -> int:

@@ -68,21 +68,54 @@ def group_dests(group: argparse._ArgumentGroup) -> list[str]:
     return [action.dest for action in group._group_actions]
 
 
+def to_tokens(parser: argparse.ArgumentParser, values: Mapping[str, Any], where: str) -> list[str]:
+    """Settings given as a mapping (a YAML file, a Python dict) as command-line tokens.
+
+    Going through the parser gives them the same types, choices and checks as flags. Keys are
+    flag names or destinations, with ``-`` or ``_``.
+    """
+    actions = {}
+    for action in parser._actions:
+        for name in [action.dest, *action.option_strings]:
+            actions[name.lstrip("-").replace("-", "_")] = action
+    tokens: list[str] = []
+    for key, value in values.items():
+        action = actions.get(str(key).replace("-", "_"))
+        if action is None or not action.option_strings or action.dest in ("help", "config"):
+            known = sorted(
+                a.option_strings[0].lstrip("-")
+                for a in parser._actions
+                if a.option_strings and a.dest not in ("help", "config")
+            )
+            raise ConfigError(
+                f"{where}: unknown setting {key!r} (known: {', '.join(known) or 'none'})"
+            )
+        if value is None:
+            continue
+        flag = action.option_strings[0]
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
+            if value == isinstance(action, argparse._StoreTrueAction):
+                tokens.append(flag)
+        elif isinstance(value, (list, tuple)):
+            tokens += [flag, *map(str, value)]
+        else:
+            tokens += [flag, str(value)]
+    return tokens
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        raise ConfigError(message)
+
+
 def plugin_options(plugin: Any, values: Mapping[str, Any] | None = None) -> Options:
-    """The plugin's options: its declared defaults, updated with ``values`` (Python API use)."""
-    parser = argparse.ArgumentParser(add_help=False)
+    """The plugin's options from a mapping (Python API use), parsed as if given as flags.
+
+    Options not given take the defaults the plugin declares.
+    """
+    parser = _RaisingParser(prog=f"plugin {plugin.name}", add_help=False)
     dests = group_dests(plugin_group(parser, plugin))
-    values = dict(values or {})
-    unknown = sorted(set(values) - set(dests))
-    if unknown:
-        raise ConfigError(
-            f"plugin {plugin.name!r} has no option {', '.join(unknown)} "
-            f"(its options: {', '.join(dests) or 'none'})"
-        )
-    required = [a for a in parser._actions if a.required and a.dest not in values]
-    defaults = {a.dest: a.default for a in parser._actions if a.dest in dests}
-    if required:
-        raise ConfigError(
-            f"plugin {plugin.name!r} needs option {', '.join(a.dest for a in required)}"
-        )
-    return Options({**defaults, **values})
+    args = parser.parse_args(to_tokens(parser, values or {}, f"plugin {plugin.name!r}"))
+    return Options({dest: getattr(args, dest) for dest in dests})

@@ -89,9 +89,11 @@ def write_partition(
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
+    buffer = bytearray(8 << 20)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buffer):
+            digest.update(view[:n])
     return "sha256:" + digest.hexdigest()
 
 
@@ -109,32 +111,22 @@ class _Fragments:
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self._readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
 
-    def _batch(self, i: int, mmap: bool) -> pa.RecordBatch:
-        task_id, b = self.batches[i]
-        if task_id not in self._readers:
-            path = str(fragment_path(self.job.staging, task_id))
-            # Sequential reads copy one batch at a time (bounded memory); random gathers use mmap.
-            stream = pa.memory_map(path) if mmap else pa.OSFile(path)
-            self._readers[task_id] = pa.ipc.open_file(stream)
-        return self._readers[task_id].get_batch(b)
+    def _reader(self, task_id: int) -> pa.ipc.RecordBatchFileReader:
+        path = str(fragment_path(self.job.staging, task_id))
+        return pa.ipc.open_file(pa.memory_map(path))
 
     def sequential(self) -> Iterator[pa.RecordBatch]:
         start, stop = self.job.start, self.job.stop
-        first = int(np.searchsorted(self.starts, start, side="right")) - 1
-        for i in range(max(first, 0), len(self.batches)):
+        first = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
+        for i in range(first, len(self.batches)):
             lo, hi = int(self.starts[i]), int(self.starts[i + 1])
             if lo >= stop:
                 break
-            if hi <= start:
-                continue
-            batch = self._batch(i, mmap=False)
+            task_id, b = self.batches[i]
+            # A mapping per batch: zero-copy, and unmapped once the batch is written, so memory
+            # stays bounded by one batch however large a task's fragment is.
+            batch = self._reader(task_id).get_batch(b)
             yield batch.slice(max(start, lo) - lo, min(stop, hi) - max(start, lo))
-            self._drop_finished(i)
-
-    def _drop_finished(self, i: int) -> None:
-        task_id = self.batches[i][0]
-        if i + 1 == len(self.batches) or self.batches[i + 1][0] != task_id:
-            self._readers.pop(task_id, None)
 
     def shuffled(self) -> Iterator[pa.Table]:
         order = self.job.order
@@ -152,7 +144,10 @@ class _Fragments:
         for group in np.split(by_batch, cuts):
             i = int(which[group[0]])
             local = rows[group] - self.starts[i]
-            pieces.append(self._batch(i, mmap=True).take(pa.array(local)))
+            task_id, b = self.batches[i]
+            if task_id not in self._readers:
+                self._readers[task_id] = self._reader(task_id)
+            pieces.append(self._readers[task_id].get_batch(b).take(pa.array(local)))
         table = pa.Table.from_batches(pieces, schema=self.job.schema)
         inverse = np.empty_like(by_batch)
         inverse[by_batch] = np.arange(len(by_batch))

@@ -207,26 +207,17 @@ class RowConverter:
         self.schema = schema
         self.names = schema.names
         self._keys = frozenset(self.names)
-        self._getter = itemgetter(*self.names)
+        self._getters = [itemgetter(name) for name in self.names]
 
     def to_batch(self, rows: list[Any], first_row: int = 0) -> pa.RecordBatch:
         """Convert ``rows``; errors name the row as ``first_row`` + its index in ``rows``."""
-        for i, row in enumerate(rows):
-            try:
-                if row.keys() != self._keys:
-                    self._bad_keys(row, first_row + i)
-            except AttributeError:
-                raise RowError(
-                    "dict_data() must yield dicts", row=first_row + i, got=_describe(row)
-                ) from None
-        if len(self.names) == 1:
-            columns = [[self._getter(row) for row in rows]]
-        else:
-            columns = (
-                list(zip(*map(self._getter, rows), strict=True))
-                if rows
-                else [[] for _ in self.names]
-            )
+        try:
+            # Same length and every schema key present means exactly the schema's keys.
+            if rows and set(map(len, rows)) != {len(self.names)}:
+                raise KeyError
+            columns = [list(map(getter, rows)) for getter in self._getters]
+        except (KeyError, TypeError, IndexError):
+            raise self._bad_row(rows, first_row) from None
         arrays = []
         for field, values in zip(self.schema, columns, strict=True):
             try:
@@ -245,21 +236,29 @@ class RowConverter:
             arrays.append(array)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _bad_keys(self, row: Mapping[str, Any], row_index: int) -> None:
-        missing = sorted(self._keys - set(row.keys()))
-        if missing:
-            raise RowError(
-                "missing field",
-                row=row_index,
-                field=missing[0],
-                expected=expected_text(self.schema.field(missing[0])),
-            )
-        unknown = sorted(str(k) for k in set(row.keys()) - self._keys)
-        raise RowError(
-            f"unknown field (the schema has {', '.join(self.names)})",
-            row=row_index,
-            field=unknown[0],
-        )
+    def _bad_row(self, rows: list[Any], first_row: int) -> RowError:
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                return RowError(
+                    "dict_data() must yield dicts", row=first_row + i, got=_describe(row)
+                )
+            missing = sorted(self._keys - set(row.keys()))
+            if missing:
+                field = self.schema.field(missing[0])
+                return RowError(
+                    "missing field",
+                    row=first_row + i,
+                    field=field.name,
+                    expected=expected_text(field),
+                )
+            unknown = sorted(str(k) for k in set(row.keys()) - self._keys)
+            if unknown:
+                return RowError(
+                    f"unknown field (the schema has {', '.join(self.names)})",
+                    row=first_row + i,
+                    field=unknown[0],
+                )
+        return RowError("rows do not match the schema", row=first_row)
 
     def _diagnose(self, field: pa.Field, values: Sequence[Any], first_row: int) -> RowError:
         for i, value in enumerate(values):
@@ -361,9 +360,9 @@ def _tensor_column(values: Sequence[Any], target: pa.FixedShapeTensorType) -> pa
     shape = tuple(target.shape)
     if not values:
         return pa.ExtensionArray.from_storage(target, pa.array([], type=target.storage_type))
-    stacked = np.stack([np.asarray(v) for v in values])
-    if stacked.shape[1:] != shape:
-        raise _Mismatch(f"wrong shape {list(stacked.shape[1:])}")
+    stacked = np.array(values)
+    if stacked.shape != (len(values), *shape):
+        raise _Mismatch(f"wrong shape {list(np.shape(values[0]))}")
     stacked = np.ascontiguousarray(_as_numpy(stacked, np.dtype(dtype)))
     return pa.FixedShapeTensorArray.from_numpy_ndarray(stacked)
 

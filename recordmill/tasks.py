@@ -10,6 +10,7 @@ import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -74,47 +75,38 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
     partial = path.with_suffix(".arrow.partial")
     converter = RowConverter(job.schema) if job.schema is not None else None
     writer = None
-    buffer: list[Any] = []
     limit = FIRST_BATCH_ROWS
-
-    def flush() -> None:
-        nonlocal converter, writer, limit
-        if converter is None:
-            try:
-                converter = RowConverter(infer_schema(buffer[0]))
-            except RowError as e:
-                raise e.located(task_id, result.rows) from None
-            result.schema = converter.schema
-        try:
-            batch = converter.to_batch(buffer, first_row=result.rows)
-        except RowError as e:
-            raise e.located(task_id) from None
-        if writer is None:
-            partial.parent.mkdir(parents=True, exist_ok=True)
-            writer = pa.ipc.new_file(str(partial), converter.schema)
-        writer.write_batch(batch)
-        result.rows += batch.num_rows
-        result.batch_rows.append(batch.num_rows)
-        result.nbytes += batch.nbytes
-        report((batch.num_rows, batch.nbytes))
-        if len(result.batch_rows) == 1:
-            per_row = max(1, batch.nbytes // batch.num_rows)
-            limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
-        buffer.clear()
-
     try:
         while True:
+            chunk: list[Any] = []
             try:
-                row = next(rows)
-            except StopIteration:
-                break
+                # extend() keeps the rows taken before a plugin error, so its position is exact.
+                chunk.extend(islice(rows, limit))
             except Exception as e:
-                raise _plugin_failed(task_id, e, row=result.rows + len(buffer)) from e
-            buffer.append(row)
-            if len(buffer) >= limit:
-                flush()
-        if buffer:
-            flush()
+                raise _plugin_failed(task_id, e, row=result.rows + len(chunk)) from e
+            if not chunk:
+                break
+            if converter is None:
+                try:
+                    converter = RowConverter(infer_schema(chunk[0]))
+                except RowError as e:
+                    raise e.located(task_id, result.rows) from None
+                result.schema = converter.schema
+            try:
+                batch = converter.to_batch(chunk, first_row=result.rows)
+            except RowError as e:
+                raise e.located(task_id) from None
+            if writer is None:
+                partial.parent.mkdir(parents=True, exist_ok=True)
+                writer = pa.ipc.new_file(str(partial), converter.schema)
+            writer.write_batch(batch)
+            result.rows += batch.num_rows
+            result.batch_rows.append(batch.num_rows)
+            result.nbytes += batch.nbytes
+            report((batch.num_rows, batch.nbytes))
+            if len(result.batch_rows) == 1:
+                per_row = max(1, batch.nbytes // batch.num_rows)
+                limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
         if writer is not None:
             writer.close()
             writer = None
@@ -128,7 +120,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
 
 
 def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:
-    where = f" after {row} rows" if row is not None else ""
+    where = f" at row {row}" if row is not None else ""
     return TaskError(
         task_id,
         f"dict_data() raised {type(error).__name__}: {error}{where}",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -26,7 +25,12 @@ def rows_of(table) -> list[tuple[int, int]]:
 def test_rows_keep_the_global_order_across_partitions(counting_plugin, tmp_path, workers):
     out = tmp_path / "out"
     summary = recordmill.write(
-        counting_plugin, out, options={"sizes": "5,0,17,3"}, partitions=4, workers=workers, progress=False
+        counting_plugin,
+        out,
+        options={"sizes": "5,0,17,3"},
+        partitions=4,
+        workers=workers,
+        progress=False,
     )
     assert summary.rows == 25
     assert rows_of(read_dataset(out)) == expected_rows([5, 0, 17, 3])
@@ -113,7 +117,12 @@ def test_shuffle_is_a_seeded_permutation(counting_plugin, tmp_path):
 def test_row_group_size_is_honoured(counting_plugin, tmp_path):
     out = tmp_path / "out"
     recordmill.write(
-        counting_plugin, out, options={"sizes": "10,25,0,6"}, partitions=2, row_group_size=4, progress=False
+        counting_plugin,
+        out,
+        options={"sizes": "10,25,0,6"},
+        partitions=2,
+        row_group_size=4,
+        progress=False,
     )
     for f in sorted(out.glob("part-*")):
         meta = pq.ParquetFile(f).metadata
@@ -125,14 +134,25 @@ def test_manifest_records_what_was_written(counting_plugin, tmp_path):
     out = tmp_path / "out"
     recordmill.write(counting_plugin, out, options={"sizes": "3,4"}, partitions=2, progress=False)
     manifest = json.loads((out / "manifest.json").read_text())
-    for key in ("format_version", "format", "schema", "partitions", "tasks", "total_rows", "plugin", "versions"):
+    for key in (
+        "format_version",
+        "format",
+        "schema",
+        "partitions",
+        "tasks",
+        "total_rows",
+        "plugin",
+        "versions",
+    ):
         assert key in manifest
     assert manifest["format"] == "parquet"
     assert manifest["total_rows"] == 7
     assert manifest["plugin"] == {"name": "counting", "source": "path", "options": {"sizes": "3,4"}}
     assert manifest["tasks"] == [{"task_id": 0, "rows": 3}, {"task_id": 1, "rows": 4}]
     assert [f["name"] for f in manifest["schema"]["fields"]] == ["task", "i", "name"]
-    assert recordmill.manifest.arrow_schema(manifest) == pq.read_schema(out / manifest["partitions"][0]["file"])
+    assert recordmill.manifest.arrow_schema(manifest) == pq.read_schema(
+        out / manifest["partitions"][0]["file"]
+    )
     for part in manifest["partitions"]:
         path = out / part["file"]
         assert part["bytes"] == path.stat().st_size
@@ -141,7 +161,9 @@ def test_manifest_records_what_was_written(counting_plugin, tmp_path):
 
 def test_arrow_format_is_memory_mappable(counting_plugin, tmp_path):
     out = tmp_path / "out"
-    recordmill.write(counting_plugin, out, options={"sizes": "3,4"}, partitions=2, format="arrow", progress=False)
+    recordmill.write(
+        counting_plugin, out, options={"sizes": "3,4"}, partitions=2, format="arrow", progress=False
+    )
     assert recordmill.read_manifest(out)["format"] == "arrow"
     assert rows_of(read_dataset(out)) == expected_rows([3, 4])
 
@@ -203,8 +225,14 @@ def test_inferred_schema_types(tmp_path):
     recordmill.write(plugin, out, progress=False)
     fields = {f["name"]: f for f in recordmill.read_manifest(out)["schema"]["fields"]}
     assert {k: v["type"] for k, v in fields.items()} == {
-        "i": "int64", "f": "float64", "s": "string", "b": "bytes", "flag": "bool",
-        "small": "int16", "vec": "float32", "ids": "int64",
+        "i": "int64",
+        "f": "float64",
+        "s": "string",
+        "b": "bytes",
+        "flag": "bool",
+        "small": "int16",
+        "vec": "float32",
+        "ids": "int64",
     }
     assert fields["vec"]["shape"] == [4]
     assert fields["ids"]["shape"] == [-1]
@@ -274,7 +302,9 @@ def test_plugin_exception_names_the_task_and_keeps_the_traceback(tmp_path):
 
 def test_no_rows_at_all_is_an_error(counting_plugin, tmp_path):
     with pytest.raises(PluginError, match="no rows in any of its 2 tasks"):
-        recordmill.write(counting_plugin, tmp_path / "out", options={"sizes": "0,0"}, progress=False)
+        recordmill.write(
+            counting_plugin, tmp_path / "out", options={"sizes": "0,0"}, progress=False
+        )
 
 
 def test_existing_output_is_refused_unless_overwrite(counting_plugin, tmp_path):

@@ -54,8 +54,19 @@ def installed_package(tmp_path_factory) -> Path:
     )
     target = root / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-         "--no-build-isolation", "--target", str(target), str(project)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(project),
+        ],
         check=True,
     )
     return target
@@ -100,14 +111,22 @@ def test_entry_point_through_writer_py(installed_package, tmp_path):
     from tests.conftest import run_writer
 
     result = run_writer(
-        "--script", "thirdparty", "--output", tmp_path / "out", "--workers", "2", "--quiet",
+        "--script",
+        "thirdparty",
+        "--output",
+        tmp_path / "out",
+        "--workers",
+        "2",
+        "--quiet",
         env={"PYTHONPATH": str(installed_package)},
     )
     assert result.returncode == 0, result.stderr
     assert read_dataset(tmp_path / "out").num_rows == 6
 
 
-def test_a_folder_wins_over_a_plugin_of_the_same_name_with_a_note(with_package, tmp_path, monkeypatch, capsys):
+def test_a_folder_wins_over_a_plugin_of_the_same_name_with_a_note(
+    with_package, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     make_plugin(tmp_path / "thirdparty", COUNTING_PLUGIN)
     ref = resolve("thirdparty")
@@ -131,7 +150,7 @@ def test_unknown_name_lists_what_was_tried_and_what_exists(tmp_path, monkeypatch
 
 def test_folder_without_plugin_module(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(PluginError, match="no plugin.py"):
+    with pytest.raises(PluginError, match=r"no plugin\.py"):
         resolve(str(tmp_path / "empty"))
 
 
@@ -146,7 +165,9 @@ def test_missing_required_hook_names_the_plugin_and_suggests(tmp_path):
             yield {"x": 1}
         """,
     )
-    with pytest.raises(PluginError, match=r"typo .*dict_data\(\).*did you mean to name 'dict_date'"):
+    with pytest.raises(
+        PluginError, match=r"typo .*dict_data\(\).*did you mean to name 'dict_date'"
+    ):
         load_plugin(str(folder))
 
 
@@ -188,7 +209,9 @@ def test_hook_with_an_argument_the_spec_lacks(tmp_path):
 
 def test_import_error_names_the_plugin_file(tmp_path):
     folder = make_plugin(tmp_path / "broken", "import no_such_module_here\n")
-    with pytest.raises(PluginError, match=r"broken/plugin.py.*No module named 'no_such_module_here'"):
+    with pytest.raises(
+        PluginError, match=r"broken/plugin.py.*No module named 'no_such_module_here'"
+    ):
         load_plugin(str(folder))
 
 

@@ -10,6 +10,7 @@ order. Images are stored as their original file bytes, untouched.
 Fields: label (int32), data (bytes), file_name (string, relative to --image-dir), synset (string).
 """
 
+import os
 from pathlib import Path
 
 DEFAULT_EXTENSIONS = "jpg,jpeg,png,bmp,gif,webp,tif,tiff"
@@ -73,12 +74,18 @@ def dict_data(task_id, options):
     labels = _labels(options, class_dirs)
     if folder.name not in labels:
         raise KeyError(f"class folder {folder.name!r} is not in --label-file {options.label_file}")
-    extensions = {"." + e.strip().lower().lstrip(".") for e in options.extensions.split(",")}
-    for path in sorted(folder.iterdir()):
-        if path.is_file() and path.suffix.lower() in extensions:
-            yield {
-                "label": labels[folder.name],
-                "data": path.read_bytes(),
-                "file_name": f"{folder.name}/{path.name}",
-                "synset": folder.name,
-            }
+    extensions = tuple("." + e.strip().lower().lstrip(".") for e in options.extensions.split(","))
+    # os.scandir and plain string sorting: pathlib costs more than reading a small JPEG.
+    names = sorted(
+        e.name for e in os.scandir(folder) if e.is_file() and e.name.lower().endswith(extensions)
+    )
+    label = labels[folder.name]
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        yield {
+            "label": label,
+            "data": data,
+            "file_name": f"{folder.name}/{name}",
+            "synset": folder.name,
+        }

@@ -1,0 +1,161 @@
+"""Write benchmarks: recordmill against tar and a plain pyarrow loop, as whole processes.
+
+    python benchmarks/bench_write.py            # all workloads, median of 5 runs each
+    python benchmarks/bench_write.py --runs 3 --workloads images
+
+Makes the synthetic image folder on first use (benchmarks/data/, about 600 MB), reads it once so
+the page cache is warm, then times each command as a whole process and samples the summed RSS of
+the process and all its children (the workers) every 20 ms for the peak memory. Prints a Markdown
+table; ratios are taken within the same run because this machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DATA = HERE / "data"
+IMAGES = DATA / "images"
+DOUBLED = DATA / "images-x2"
+WORK = DATA / "out"
+
+
+def ensure_data() -> None:
+    if not IMAGES.is_dir():
+        subprocess.run([sys.executable, HERE / "make_imagefolder.py", IMAGES], check=True)
+    if not DOUBLED.is_dir():
+        # Twice the classes, as hard links: twice the rows and bytes at no extra disk space.
+        for copy in range(2):
+            for folder in sorted(IMAGES.iterdir()):
+                target = DOUBLED / f"{folder.name}-{copy}"
+                target.mkdir(parents=True)
+                for f in folder.iterdir():
+                    os.link(f, target / f.name)
+    for root in (IMAGES,):
+        for f in root.rglob("*"):
+            if f.is_file():
+                f.read_bytes()
+
+
+def measure(command: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak summed RSS (MB) of the command's process tree."""
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    start = time.perf_counter()
+    process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=WORK)
+    peak = 0
+    while process.poll() is None:
+        try:
+            tree = [process, *process.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, command))} failed:\n{process.stderr.read().decode()}")
+    return seconds, peak / 1e6
+
+
+def writer(*args: object) -> list[str]:
+    return [sys.executable, str(REPO / "writer.py"), "--quiet", "--overwrite", *map(str, args)]
+
+
+def workloads(which: set[str]) -> dict[str, list[str]]:
+    out = WORK / "dataset"
+    commands = {}
+    if "images" in which:
+        imagenet = ["--script", "imagenet", "--output", out, "--partitions", 4]
+        commands |= {
+            "images: recordmill --workers 1": writer(
+                *imagenet, "--image-dir", IMAGES, "--workers", 1
+            ),
+            "images: recordmill --workers 2": writer(
+                *imagenet, "--image-dir", IMAGES, "--workers", 2
+            ),
+            "images: plain pyarrow loop": [
+                sys.executable,
+                str(HERE / "baseline.py"),
+                "images",
+                str(IMAGES),
+                str(WORK / "plain.parquet"),
+            ],
+            "images: tar -cf (floor)": [
+                "tar",
+                "-cf",
+                str(WORK / "images.tar"),
+                "-C",
+                str(DATA),
+                "images",
+            ],
+            "images x2: recordmill --workers 2": writer(
+                *imagenet, "--image-dir", DOUBLED, "--workers", 2
+            ),
+        }
+    if "smallrows" in which:
+        small = ["--script", HERE / "smallrows", "--output", out, "--partitions", 4]
+        commands |= {
+            "2M small rows: recordmill --workers 2": writer(*small, "--workers", 2),
+            "2M small rows: plain pyarrow loop": [
+                sys.executable,
+                str(HERE / "baseline.py"),
+                "smallrows",
+                str(WORK / "plain.parquet"),
+            ],
+        }
+    return commands
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workloads", default="images,smallrows")
+    args = parser.parse_args()
+    ensure_data()
+    commands = workloads(set(args.workloads.split(",")))
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for _ in range(args.runs):  # interleaved, so that a noisy moment hits every command alike
+        for name, command in commands.items():
+            results[name].append(measure(command))
+    print("| workload | median wall s | min | max | peak RSS MB (all processes) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    medians = {}
+    for name, runs in results.items():
+        walls = [w for w, _ in runs]
+        medians[name] = statistics.median(walls)
+        print(
+            f"| {name} | {medians[name]:.2f} | {min(walls):.2f} | {max(walls):.2f} "
+            f"| {max(m for _, m in runs):.0f} |"
+        )
+    print()
+    ratios = [
+        ("images: recordmill --workers 2", "images: tar -cf (floor)", "goal <= 1.5"),
+        ("images: recordmill --workers 2", "images: plain pyarrow loop", "goal < 1"),
+        (
+            "2M small rows: recordmill --workers 2",
+            "2M small rows: plain pyarrow loop",
+            "goal <= 0.67",
+        ),
+    ]
+    for a, b, goal in ratios:
+        if a in medians and b in medians:
+            print(f"- {a} / {b}: {medians[a] / medians[b]:.2f} ({goal})")
+    x2 = "images x2: recordmill --workers 2"
+    if x2 in results:
+        one = max(m for _, m in results["images: recordmill --workers 2"])
+        two = max(m for _, m in results[x2])
+        print(f"- peak RSS, doubled folder / folder: {two / one:.2f} (goal: no growth, about 1.0)")
+
+
+if __name__ == "__main__":
+    main()
