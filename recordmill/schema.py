@@ -243,15 +243,16 @@ class RowConverter:
                     "dict_data() must yield dicts", row=first_row + i, got=_describe(row)
                 )
             missing = sorted(self._keys - set(row.keys()))
+            unknown = sorted(str(k) for k in set(row.keys()) - self._keys)
             if missing:
                 field = self.schema.field(missing[0])
+                instead = f" (the row has unknown field(s) {unknown} instead)" if unknown else ""
                 return RowError(
-                    "missing field",
+                    "missing field" + instead,
                     row=first_row + i,
                     field=field.name,
                     expected=expected_text(field),
                 )
-            unknown = sorted(str(k) for k in set(row.keys()) - self._keys)
             if unknown:
                 return RowError(
                     f"unknown field (the schema has {', '.join(self.names)})",

@@ -1,0 +1,203 @@
+"""Schema declarations, inference, and the conversion of rows into Arrow batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from recordmill.errors import RowError, SchemaError
+from recordmill.schema import RowConverter, describe, infer_schema, to_arrow_schema
+
+SCALARS = {
+    "bool": (True, pa.bool_()),
+    "int8": (-128, pa.int8()),
+    "int16": (32767, pa.int16()),
+    "int32": (-(2**31), pa.int32()),
+    "int64": (2**62, pa.int64()),
+    "uint8": (255, pa.uint8()),
+    "uint16": (65535, pa.uint16()),
+    "uint32": (2**32 - 1, pa.uint32()),
+    "uint64": (2**64 - 1, pa.uint64()),
+    "float16": (0.5, pa.float16()),
+    "float32": (1.25, pa.float32()),
+    "float64": (1e300, pa.float64()),
+    "string": ("héllo", pa.string()),
+    "bytes": (b"\x00\xff", pa.binary()),
+}
+
+
+def convert(declared, rows):
+    return RowConverter(to_arrow_schema(declared)).to_batch(rows)
+
+
+@pytest.mark.parametrize("name", sorted(SCALARS))
+def test_every_scalar_type_round_trips(name):
+    value, arrow_type = SCALARS[name]
+    batch = convert({"x": {"type": name}}, [{"x": value}, {"x": value}])
+    assert batch.schema.field("x").type == arrow_type
+    assert batch.column(0).to_pylist() == [value, value]
+    assert describe(batch.schema) == [{"name": "x", "type": name, "nullable": False}]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("int32", np.int64(7)),
+        ("uint8", np.uint8(200)),
+        ("float32", np.float64(0.25)),
+        ("float16", np.float16(1.5)),
+        ("int64", 3.0),  # a whole float is accepted for an int field
+        ("float32", 3),
+        ("bool", np.bool_(False)),
+        ("string", b"bytes that are utf-8"),
+        ("bytes", "text becomes utf-8 bytes"),
+    ],
+)
+def test_numpy_scalars_and_lossless_values_are_accepted(name, value):
+    batch = convert({"x": {"type": name}}, [{"x": value}])
+    expected = value.item() if isinstance(value, np.generic) else value
+    got = batch.column(0).to_pylist()[0]
+    if isinstance(expected, str) and name == "bytes":
+        expected = expected.encode()
+    if isinstance(expected, bytes) and name == "string":
+        expected = expected.decode()
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "got"),
+    [
+        ("int32", 1.5, "float 1.5"),
+        ("int32", "7", "str '7'"),
+        ("int32", True, "bool True"),
+        ("uint8", 256, "int 256"),
+        ("uint8", -1, "int -1"),
+        ("int8", np.int64(1000), "int64 np.int64(1000)"),
+        ("bool", 1, "int 1"),
+        ("string", 5, "int 5"),
+        ("string", b"\xff", "bytes b'\\xff'"),
+        ("float32", "1.0", "str '1.0'"),
+        ("bytes", 3, "int 3"),
+    ],
+)
+def test_wrong_values_name_row_field_expected_and_got(name, value, got):
+    rows = [{"x": SCALARS[name][0]}] * 3 + [{"x": value}]
+    with pytest.raises(RowError) as info:
+        convert({"x": {"type": name}}, rows)
+    error = info.value
+    assert (error.row, error.field, error.expected) == (3, "x", name)
+    assert error.got.startswith(got.split(" ")[0])
+    assert f"expected {name}" in str(error) and "row 3" in str(error)
+
+
+def test_missing_and_unknown_fields():
+    declared = {"a": {"type": "int32"}, "b": {"type": "string"}}
+    with pytest.raises(RowError, match=r"row 1, field 'b': missing field; expected string"):
+        convert(declared, [{"a": 1, "b": "x"}, {"a": 2}])
+    with pytest.raises(RowError, match=r"row 0, field 'c': unknown field"):
+        convert(declared, [{"a": 1, "b": "x", "c": 0}])
+    with pytest.raises(RowError, match=r"row 2, field 'b': missing field \(the row has unknown field\(s\) \['c'\] instead\)"):
+        convert(declared, [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "c": "x"}])
+
+
+@pytest.mark.parametrize("row", [[1, "x"], "ab", 7, None])
+def test_rows_that_are_not_dicts(row):
+    with pytest.raises(RowError, match=r"row 1: dict_data\(\) must yield dicts"):
+        convert({"a": {"type": "int32"}, "b": {"type": "string"}}, [{"a": 1, "b": "x"}, row])
+
+
+def test_none_needs_nullable():
+    with pytest.raises(RowError, match=r"row 1, field 'x': value is None.*nullable"):
+        convert({"x": {"type": "int32"}}, [{"x": 1}, {"x": None}])
+    batch = convert({"x": {"type": "int32", "nullable": True}}, [{"x": 1}, {"x": None}])
+    assert batch.column(0).to_pylist() == [1, None]
+
+
+def test_fixed_shape_tensor():
+    declared = {"img": {"type": "uint8", "shape": [2, 2, 3]}}
+    values = [np.full((2, 2, 3), i, dtype=np.int64) for i in range(3)]
+    batch = convert(declared, [{"img": v} for v in values])
+    column = batch.column(0)
+    assert isinstance(column.type, pa.FixedShapeTensorType)
+    array = column.to_numpy_ndarray()
+    assert array.dtype == np.uint8 and array.shape == (3, 2, 2, 3)
+    assert (array[2] == 2).all()
+    nested = convert({"v": {"type": "float32", "shape": [3]}}, [{"v": [1, 2, 3]}])
+    assert nested.column(0).to_numpy_ndarray().tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_fixed_shape_tensor_errors():
+    declared = {"img": {"type": "uint8", "shape": [4]}}
+    good = np.zeros(4, dtype=np.uint8)
+    with pytest.raises(RowError, match=r"row 1, field 'img': wrong shape \[5\]; expected uint8 array of shape \[4\]"):
+        convert(declared, [{"img": good}, {"img": np.zeros(5)}])
+    with pytest.raises(RowError, match=r"row 0, field 'img': value out of range.*shape \[4\] and dtype int64"):
+        convert(declared, [{"img": np.array([0, 1, 2, 300])}])
+    with pytest.raises(RowError, match=r"row 0, field 'img': value out of range or not a whole number"):
+        convert(declared, [{"img": np.array([0.5, 1, 2, 3])}])
+    with pytest.raises(RowError, match=r"row 0, field 'img'"):
+        convert(declared, [{"img": "abcd"}])
+
+
+def test_variable_length_arrays():
+    declared = {"mask": {"type": "uint8", "shape": [-1]}, "boxes": {"type": "float32", "shape": [-1, 4]}}
+    rows = [
+        {"mask": np.array([1, 0, 1]), "boxes": np.ones((2, 4))},
+        {"mask": [], "boxes": []},
+        {"mask": [7], "boxes": [[1, 2, 3, 4]]},
+    ]
+    batch = convert(declared, rows)
+    assert batch.column(0).to_pylist() == [[1, 0, 1], [], [7]]
+    assert batch.column(1).to_pylist() == [[[1.0] * 4] * 2, [], [[1.0, 2.0, 3.0, 4.0]]]
+    assert describe(batch.schema)[1] == {"name": "boxes", "type": "float32", "shape": [-1, 4], "nullable": False}
+    with pytest.raises(RowError, match=r"row 1, field 'boxes': wrong shape \[2, 3\]"):
+        convert(declared, [rows[0], {"mask": [1], "boxes": np.ones((2, 3))}])
+    with pytest.raises(RowError, match=r"row 0, field 'mask': value out of range"):
+        convert(declared, [{"mask": [1, 256], "boxes": []}])
+
+
+def test_inner_variable_dimension():
+    batch = convert({"m": {"type": "int32", "shape": [2, -1]}}, [{"m": np.arange(6).reshape(2, 3)}, {"m": np.zeros((2, 1))}])
+    assert batch.column(0).to_pylist() == [[[0, 1, 2], [3, 4, 5]], [[0], [0]]]
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        ({"x": {"type": "int"}}, r"unknown type 'int' \(known: bool, int8"),
+        ({"x": {"type": "int32", "shap": [2]}}, r"unknown key\(s\) \['shap'\]"),
+        ({"x": {"type": "int32", "shape": [0]}}, r"shape must be a non-empty list"),
+        ({"x": {"type": "int32", "shape": []}}, r"shape must be a non-empty list"),
+        ({"x": {"type": "string", "shape": [2]}}, r"shape needs a numeric or bool type"),
+        ({"x": {"shape": [2]}}, r"expected a dict with a 'type'"),
+        ({}, r"non-empty dict or a pyarrow.Schema"),
+        ([("x", "int32")], r"non-empty dict or a pyarrow.Schema"),
+    ],
+)
+def test_bad_declarations(declared, message):
+    with pytest.raises(SchemaError, match=message):
+        to_arrow_schema(declared)
+
+
+def test_type_aliases_and_short_form():
+    schema = to_arrow_schema({"a": "int32", "b": {"type": "binary"}, "c": {"type": "str"}})
+    assert schema.types == [pa.int32(), pa.binary(), pa.string()]
+
+
+def test_a_pyarrow_schema_is_used_as_is():
+    schema = pa.schema([pa.field("when", pa.timestamp("s")), pa.field("n", pa.int16())])
+    assert to_arrow_schema(schema) is schema
+    batch = RowConverter(schema).to_batch([{"when": 0, "n": 3}])
+    assert batch.column(1).to_pylist() == [3]
+    with pytest.raises(RowError, match=r"row 0, field 'when'"):
+        RowConverter(schema).to_batch([{"when": "yesterday", "n": 3}])
+
+
+def test_inference_rejects_what_it_cannot_type():
+    with pytest.raises(RowError, match=r"field 'x': cannot infer.*got NoneType None"):
+        infer_schema({"x": None})
+    with pytest.raises(RowError, match=r"field 'x': cannot infer"):
+        infer_schema({"x": {"nested": 1}})
+    with pytest.raises(RowError, match=r"dict_data\(\) must yield dicts"):
+        infer_schema(("a", 1))
