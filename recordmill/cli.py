@@ -10,6 +10,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -81,8 +82,7 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def _config_tokens(parser: argparse.ArgumentParser, path: str) -> list[str]:
-    """The YAML file's settings as command-line tokens, to be placed before the real ones."""
+def _load_config(path: str) -> dict[str, Any]:
     try:
         with open(path) as f:
             config = yaml.safe_load(f) or {}
@@ -90,7 +90,7 @@ def _config_tokens(parser: argparse.ArgumentParser, path: str) -> list[str]:
         raise ConfigError(f"cannot read --config {path}: {e}") from e
     if not isinstance(config, dict):
         raise ConfigError(f"--config {path}: expected a mapping of flag names to values")
-    return to_tokens(parser, config, f"--config {path}")
+    return config
 
 
 def write_main(argv: Sequence[str] | None = None) -> int:
@@ -114,26 +114,21 @@ def write_main(argv: Sequence[str] | None = None) -> int:
 def _write(argv: list[str]) -> int:
     # Two passes, as pytest and tox do: find the plugin first, let it add its options, then parse.
     first, _ = _write_parser(add_help=False).parse_known_args(argv)
-    config_tokens: list[str] = []
-    script = first.script
-    if first.config:
-        config_tokens = _config_tokens(_write_parser(add_help=False), first.config)
-        if script is None:
-            script = _peek_script(first.config)
+    config = _load_config(first.config) if first.config else {}
+    script = first.script or config.get("script") or config.get("mindrecord_script")
 
     parser = _write_parser()
     plugin = None
     plugin_dests: list[str] = []
     if script is not None:
-        plugin = load_plugin(script)
+        plugin = load_plugin(str(script))
         try:
             plugin_dests = group_dests(plugin_group(parser, plugin))
         except argparse.ArgumentError as e:
             raise ConfigError(
                 f"plugin {plugin.name}: its option clashes with recordmill's: {e}"
             ) from e
-        if first.config:
-            config_tokens = _config_tokens(parser, first.config)
+    config_tokens = to_tokens(parser, config, f"--config {first.config}")
     args = parser.parse_args(config_tokens + argv)
     if plugin is None:
         parser.error("--script is required (a plugin folder, .py file, or plugin name)")
@@ -156,15 +151,6 @@ def _write(argv: list[str]) -> int:
     )
     print(summary.line())
     return 0
-
-
-def _peek_script(path: str) -> str | None:
-    with open(path) as f:
-        config = yaml.safe_load(f) or {}
-    for key in ("script", "mindrecord_script"):
-        if config.get(key) is not None:
-            return str(config[key])
-    return None
 
 
 def plugins_main(args: argparse.Namespace) -> int:

@@ -1,0 +1,227 @@
+"""The command line, run as real processes: writer.py, recordmill write/plugins/new, the wrappers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import recordmill
+from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset, run_writer
+
+
+def recordmill_cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "recordmill", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_template_flow_from_a_copy(tmp_path):
+    result = recordmill_cli("new", "xyz", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    plugin = tmp_path / "xyz" / "plugin.py"
+    plugin.write_text(plugin.read_text().replace('"label": row_id % 10', '"label": row_id % 3'))
+    result = run_writer(
+        "--script", "xyz", "--output", "out/xyz", "--partitions", "4", "--workers", "2",
+        "--tasks", "5", "--rows-per-task", "7", cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "wrote 35 rows in 4 partitions" in result.stdout
+    table = read_dataset(tmp_path / "out" / "xyz")
+    assert table["id"].to_pylist() == list(range(35))
+    assert table["label"].to_pylist() == [i % 3 for i in range(35)]
+    manifest = recordmill.read_manifest(tmp_path / "out" / "xyz")
+    assert manifest["plugin"]["options"] == {"tasks": 5, "rows_per_task": 7}
+    assert "tasks" in result.stderr  # the progress bar
+
+
+def test_new_refuses_an_existing_folder(tmp_path):
+    (tmp_path / "xyz").mkdir()
+    result = recordmill_cli("new", "xyz", cwd=tmp_path)
+    assert result.returncode == 1 and "already exists" in result.stderr
+
+
+def test_help_shows_the_plugin_options(tmp_path):
+    result = run_writer("--script", str(REPO / "templates" / "template"), "--help")
+    assert result.returncode == 0
+    assert "options of plugin 'template'" in result.stdout
+    assert "--rows-per-task" in result.stdout
+    general = run_writer("--help")
+    assert "--partitions" in general.stdout and "--rows-per-task" not in general.stdout
+
+
+def test_seed_flag_names_keep_working(counting_plugin, tmp_path):
+    result = run_writer(
+        "--mindrecord_script", counting_plugin, "--mindrecord_file", tmp_path / "out",
+        "--mindrecord_partitions", "3", "--mindrecord_workers", "2", "--sizes", "4,4", "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(list((tmp_path / "out").glob("part-*-of-00003.parquet"))) == 3
+    assert result.stderr == ""  # --quiet: no progress bar
+
+
+def test_every_flag_from_yaml_and_the_command_line_wins(counting_plugin, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            script: {counting_plugin}
+            output: {tmp_path / "from_yaml"}
+            partitions: 2
+            workers: 2
+            format: arrow
+            shuffle: true
+            seed: 3
+            quiet: true
+            sizes: "1,2,3"
+            """
+        )
+    )
+    result = run_writer("--config", config)
+    assert result.returncode == 0, result.stderr
+    manifest = recordmill.read_manifest(tmp_path / "from_yaml")
+    assert manifest["format"] == "arrow" and manifest["settings"]["seed"] == 3
+    assert manifest["total_rows"] == 6 and len(manifest["partitions"]) == 2
+
+    result = run_writer(
+        "--config", config, "--output", tmp_path / "from_line", "--partitions", "3", "--sizes", "5"
+    )
+    assert result.returncode == 0, result.stderr
+    manifest = recordmill.read_manifest(tmp_path / "from_line")
+    assert len(manifest["partitions"]) == 3 and manifest["total_rows"] == 5
+    assert manifest["format"] == "arrow"  # still from the file
+
+
+def test_yaml_with_an_unknown_key_is_an_error(counting_plugin, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"script: {counting_plugin}\noutput: {tmp_path / 'o'}\npartitons: 4\n")
+    result = run_writer("--config", config)
+    assert result.returncode == 1
+    assert "unknown setting 'partitons'" in result.stderr and "partitions" in result.stderr
+
+
+def test_yaml_is_data_not_code(counting_plugin, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"script: {counting_plugin}\noutput: !!python/object/apply:os.system ['echo pwned']\n")
+    result = run_writer("--config", config)
+    assert result.returncode == 1
+    assert "pwned" not in result.stdout and "cannot read --config" in result.stderr
+
+
+def test_recordmill_write_is_the_same_as_writer_py(counting_plugin, tmp_path):
+    result = recordmill_cli(
+        "write", "--script", counting_plugin, "--output", tmp_path / "out", "--workers", "1", "--quiet"
+    )
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "out").num_rows == 25
+
+
+def test_plugins_lists_where_each_comes_from(tmp_path):
+    make_plugin(tmp_path / "mine", COUNTING_PLUGIN)
+    result = recordmill_cli("plugins", cwd=tmp_path)
+    assert result.returncode == 0
+    lines = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()}
+    assert lines["mine"] == "path" and lines["imagenet"] == "builtin"
+
+
+def test_a_plugin_error_exits_non_zero_with_task_and_traceback(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "raising",
+        """
+        def task_number():
+            return 3
+
+        def dict_data(task_id):
+            if task_id == 1:
+                raise RuntimeError("cannot open shard")
+            yield {"x": 1}
+        """,
+    )
+    for workers in ("1", "2"):
+        result = run_writer("--script", plugin, "--output", tmp_path / "out", "--workers", workers)
+        assert result.returncode == 1
+        assert "task 1 failed: dict_data() raised RuntimeError: cannot open shard" in result.stderr
+        assert 'raise RuntimeError("cannot open shard")' in result.stderr  # the plugin's traceback
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_row_message_names_task_row_field(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "bad",
+        """
+        def task_number():
+            return 2
+
+        def schema():
+            return {"label": {"type": "int32"}}
+
+        def dict_data(task_id):
+            for i in range(5):
+                yield {"label": "x" if (task_id, i) == (1, 3) else i}
+        """,
+    )
+    result = run_writer("--script", plugin, "--output", tmp_path / "out", "--quiet")
+    assert result.returncode == 1
+    assert "task 1, row 3, field 'label': wrong type; expected int32, got str 'x'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_run_template_wrapper(tmp_path):
+    result = subprocess.run(
+        ["bash", str(REPO / "run_scripts" / "run_template.sh"), "--quiet"],
+        env={**os.environ, "OUTPUT": str(tmp_path / "t")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert recordmill.read_manifest(tmp_path / "t")["total_rows"] == 400
+
+
+SLOW_PLUGIN = """
+    import time
+
+    def task_number():
+        return 40
+
+    def dict_data(task_id):
+        time.sleep(0.2)
+        yield {"task": task_id}
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
+    plugin = make_plugin(tmp_path / "slow", SLOW_PLUGIN)
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "writer.py"), "--script", plugin, "--output", out, "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    staging = tmp_path / ".out.recordmill-partial" / "_tasks"
+    deadline = time.monotonic() + 60
+    while not (staging.is_dir() and any(staging.iterdir())):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    os.kill(process.pid, sig)
+    process.wait(timeout=30)
+    assert process.returncode != 0
+    assert not out.exists()
+    assert not list(tmp_path.rglob("manifest.json"))
+    assert not list(tmp_path.rglob("part-*"))
+    if sig == signal.SIGINT:
+        assert process.returncode == 130
+    else:
+        os.killpg(process.pid, signal.SIGKILL)  # the workers, orphaned by the kill
+
