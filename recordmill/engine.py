@@ -49,7 +49,7 @@ class Summary:
     def line(self) -> str:
         return (
             f"recordmill: wrote {self.rows:,} rows in {self.partitions} partitions "
-            f"({self.bytes / 1e6:,.1f} MB, {self.manifest['format']}) to {self.output} "
+            f"({_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
             f"in {self.seconds:.1f} s"
         )
 
@@ -132,6 +132,16 @@ def write(
         time.perf_counter() - started,
         written,
     )
+
+
+def _size(nbytes: float) -> str:
+    if nbytes < 1000:
+        return f"{nbytes:.0f} bytes"
+    for unit in ("KB", "MB"):
+        nbytes /= 1000
+        if nbytes < 1000:
+            return f"{nbytes:,.1f} {unit}"
+    return f"{nbytes / 1000:,.1f} GB"
 
 
 def _check_settings(

@@ -31,8 +31,19 @@ def test_the_template_flow_from_a_copy(tmp_path):
     plugin = tmp_path / "xyz" / "plugin.py"
     plugin.write_text(plugin.read_text().replace('"label": row_id % 10', '"label": row_id % 3'))
     result = run_writer(
-        "--script", "xyz", "--output", "out/xyz", "--partitions", "4", "--workers", "2",
-        "--tasks", "5", "--rows-per-task", "7", cwd=tmp_path,
+        "--script",
+        "xyz",
+        "--output",
+        "out/xyz",
+        "--partitions",
+        "4",
+        "--workers",
+        "2",
+        "--tasks",
+        "5",
+        "--rows-per-task",
+        "7",
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     assert "wrote 35 rows in 4 partitions" in result.stdout
@@ -61,8 +72,17 @@ def test_help_shows_the_plugin_options(tmp_path):
 
 def test_seed_flag_names_keep_working(counting_plugin, tmp_path):
     result = run_writer(
-        "--mindrecord_script", counting_plugin, "--mindrecord_file", tmp_path / "out",
-        "--mindrecord_partitions", "3", "--mindrecord_workers", "2", "--sizes", "4,4", "--quiet",
+        "--mindrecord_script",
+        counting_plugin,
+        "--mindrecord_file",
+        tmp_path / "out",
+        "--mindrecord_partitions",
+        "3",
+        "--mindrecord_workers",
+        "2",
+        "--sizes",
+        "4,4",
+        "--quiet",
     )
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "out").glob("part-*-of-00003.parquet"))) == 3
@@ -111,7 +131,9 @@ def test_yaml_with_an_unknown_key_is_an_error(counting_plugin, tmp_path):
 
 def test_yaml_is_data_not_code(counting_plugin, tmp_path):
     config = tmp_path / "run.yaml"
-    config.write_text(f"script: {counting_plugin}\noutput: !!python/object/apply:os.system ['echo pwned']\n")
+    config.write_text(
+        f"script: {counting_plugin}\noutput: !!python/object/apply:os.system ['echo pwned']\n"
+    )
     result = run_writer("--config", config)
     assert result.returncode == 1
     assert "pwned" not in result.stdout and "cannot read --config" in result.stderr
@@ -119,7 +141,14 @@ def test_yaml_is_data_not_code(counting_plugin, tmp_path):
 
 def test_recordmill_write_is_the_same_as_writer_py(counting_plugin, tmp_path):
     result = recordmill_cli(
-        "write", "--script", counting_plugin, "--output", tmp_path / "out", "--workers", "1", "--quiet"
+        "write",
+        "--script",
+        counting_plugin,
+        "--output",
+        tmp_path / "out",
+        "--workers",
+        "1",
+        "--quiet",
     )
     assert result.returncode == 0, result.stderr
     assert read_dataset(tmp_path / "out").num_rows == 25
@@ -204,7 +233,16 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
     plugin = make_plugin(tmp_path / "slow", SLOW_PLUGIN)
     out = tmp_path / "out"
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "writer.py"), "--script", plugin, "--output", out, "--workers", "2"],
+        [
+            sys.executable,
+            str(REPO / "writer.py"),
+            "--script",
+            plugin,
+            "--output",
+            out,
+            "--workers",
+            "2",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -224,4 +262,3 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
         assert process.returncode == 130
     else:
         os.killpg(process.pid, signal.SIGKILL)  # the workers, orphaned by the kill
-

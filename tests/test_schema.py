@@ -97,7 +97,10 @@ def test_missing_and_unknown_fields():
         convert(declared, [{"a": 1, "b": "x"}, {"a": 2}])
     with pytest.raises(RowError, match=r"row 0, field 'c': unknown field"):
         convert(declared, [{"a": 1, "b": "x", "c": 0}])
-    with pytest.raises(RowError, match=r"row 2, field 'b': missing field \(the row has unknown field\(s\) \['c'\] instead\)"):
+    with pytest.raises(
+        RowError,
+        match=r"row 2, field 'b': missing field \(the row has unknown field\(s\) \['c'\] instead\)",
+    ):
         convert(declared, [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}, {"a": 1, "c": "x"}])
 
 
@@ -130,18 +133,28 @@ def test_fixed_shape_tensor():
 def test_fixed_shape_tensor_errors():
     declared = {"img": {"type": "uint8", "shape": [4]}}
     good = np.zeros(4, dtype=np.uint8)
-    with pytest.raises(RowError, match=r"row 1, field 'img': wrong shape \[5\]; expected uint8 array of shape \[4\]"):
+    with pytest.raises(
+        RowError,
+        match=r"row 1, field 'img': wrong shape \[5\]; expected uint8 array of shape \[4\]",
+    ):
         convert(declared, [{"img": good}, {"img": np.zeros(5)}])
-    with pytest.raises(RowError, match=r"row 0, field 'img': value out of range.*shape \[4\] and dtype int64"):
+    with pytest.raises(
+        RowError, match=r"row 0, field 'img': value out of range.*shape \[4\] and dtype int64"
+    ):
         convert(declared, [{"img": np.array([0, 1, 2, 300])}])
-    with pytest.raises(RowError, match=r"row 0, field 'img': value out of range or not a whole number"):
+    with pytest.raises(
+        RowError, match=r"row 0, field 'img': value out of range or not a whole number"
+    ):
         convert(declared, [{"img": np.array([0.5, 1, 2, 3])}])
     with pytest.raises(RowError, match=r"row 0, field 'img'"):
         convert(declared, [{"img": "abcd"}])
 
 
 def test_variable_length_arrays():
-    declared = {"mask": {"type": "uint8", "shape": [-1]}, "boxes": {"type": "float32", "shape": [-1, 4]}}
+    declared = {
+        "mask": {"type": "uint8", "shape": [-1]},
+        "boxes": {"type": "float32", "shape": [-1, 4]},
+    }
     rows = [
         {"mask": np.array([1, 0, 1]), "boxes": np.ones((2, 4))},
         {"mask": [], "boxes": []},
@@ -150,7 +163,12 @@ def test_variable_length_arrays():
     batch = convert(declared, rows)
     assert batch.column(0).to_pylist() == [[1, 0, 1], [], [7]]
     assert batch.column(1).to_pylist() == [[[1.0] * 4] * 2, [], [[1.0, 2.0, 3.0, 4.0]]]
-    assert describe(batch.schema)[1] == {"name": "boxes", "type": "float32", "shape": [-1, 4], "nullable": False}
+    assert describe(batch.schema)[1] == {
+        "name": "boxes",
+        "type": "float32",
+        "shape": [-1, 4],
+        "nullable": False,
+    }
     with pytest.raises(RowError, match=r"row 1, field 'boxes': wrong shape \[2, 3\]"):
         convert(declared, [rows[0], {"mask": [1], "boxes": np.ones((2, 3))}])
     with pytest.raises(RowError, match=r"row 0, field 'mask': value out of range"):
@@ -158,7 +176,10 @@ def test_variable_length_arrays():
 
 
 def test_inner_variable_dimension():
-    batch = convert({"m": {"type": "int32", "shape": [2, -1]}}, [{"m": np.arange(6).reshape(2, 3)}, {"m": np.zeros((2, 1))}])
+    batch = convert(
+        {"m": {"type": "int32", "shape": [2, -1]}},
+        [{"m": np.arange(6).reshape(2, 3)}, {"m": np.zeros((2, 1))}],
+    )
     assert batch.column(0).to_pylist() == [[[0, 1, 2], [3, 4, 5]], [[0], [0]]]
 
 
