@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -98,13 +99,13 @@ def write_main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _write(argv)
-    except TaskError as e:
-        print(f"recordmill: error: {e}", file=sys.stderr)
-        if e.traceback_text:
-            print(e.traceback_text.rstrip(), file=sys.stderr)
-        return 1
     except RecordmillError as e:
         print(f"recordmill: error: {e}", file=sys.stderr)
+        # The plugin's own traceback, when plugin code raised: in a worker, or here.
+        if isinstance(e, TaskError) and e.traceback_text:
+            print(e.traceback_text.rstrip(), file=sys.stderr)
+        elif e.__cause__ is not None and not isinstance(e.__cause__, RecordmillError):
+            traceback.print_exception(e.__cause__, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("recordmill: interrupted", file=sys.stderr)

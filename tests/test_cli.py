@@ -262,3 +262,20 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
         assert process.returncode == 130
     else:
         os.killpg(process.pid, signal.SIGKILL)  # the workers, orphaned by the kill
+
+
+def test_an_error_in_a_main_process_hook_shows_the_plugin_traceback(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "counting_fails",
+        """
+        def task_number():
+            return len(open("/nonexistent/list.txt").readlines())
+
+        def dict_data(task_id):
+            yield {"x": 1}
+        """,
+    )
+    result = run_writer("--script", plugin, "--output", tmp_path / "out")
+    assert result.returncode == 1
+    assert "plugin counting_fails: task_number() raised FileNotFoundError" in result.stderr
+    assert 'open("/nonexistent/list.txt")' in result.stderr
