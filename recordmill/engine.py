@@ -28,13 +28,14 @@ from recordmill.partitions import (
     PartitionJob,
     bounds,
     default_row_group_size,
+    fragments_done_after,
     write_partition,
 )
 from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.pool import WorkerLost, WorkerPool
 from recordmill.progress import Progress
 from recordmill.schema import check_same_schema, to_arrow_schema
-from recordmill.tasks import TaskJob, TaskResult, run_task
+from recordmill.tasks import TaskJob, TaskResult, fragment_path, run_task
 
 
 @dataclass
@@ -103,7 +104,14 @@ def write(
             part_jobs = _partition_jobs(
                 results, staging, schema, partitions, format, compression, rg_size, shuffle, seed
             )
-            infos = runner.run(write_partition, part_jobs, "partitions", "partition", progress)
+            infos = runner.run(
+                write_partition,
+                part_jobs,
+                "partitions",
+                "partition",
+                progress,
+                on_result=_fragment_cleaner(part_jobs, staging),
+            )
         written = manifest_file.build(
             fmt=format,
             schema=schema,
@@ -203,6 +211,24 @@ def _partition_jobs(
     ]
 
 
+def _fragment_cleaner(jobs: list[PartitionJob], staging: Path) -> Callable[[int, Any], None]:
+    """Delete each fragment as soon as every partition that reads it is written, so that the
+    staged copy of the data shrinks while the partitions grow instead of doubling the disk use."""
+    released = fragments_done_after(jobs)
+    done: set[int] = set()
+    prefix = 0
+
+    def on_result(index: int, _: Any) -> None:
+        nonlocal prefix
+        done.add(index)
+        while prefix in done:
+            for task_id in released.get(prefix, ()):
+                fragment_path(staging, task_id).unlink(missing_ok=True)
+            prefix += 1
+
+    return on_result
+
+
 class _Runner:
     """Runs jobs in a pool of worker processes, or in this process when there is one worker."""
 
@@ -223,6 +249,7 @@ class _Runner:
         desc: str,
         unit: str,
         show: bool,
+        on_result: Callable[[int, Any], None] = lambda index, result: None,
     ) -> list[Any]:
         """Results in job order, whatever order the jobs finished in."""
         jobs = list(jobs)
@@ -236,12 +263,14 @@ class _Runner:
             if self.pool is None:
                 for i, job in enumerate(jobs):
                     results[i] = fn(job, report=on_progress)
+                    on_result(i, results[i])
                     bar.step()
             else:
                 keyed = [(i, (job,)) for i, job in enumerate(jobs)]
                 try:
                     for i, result in self.pool.imap_unordered(fn, keyed, on_progress):
                         results[i] = result
+                        on_result(i, result)
                         bar.step()
                 except WorkerLost as e:
                     raise WorkerLost(f"{unit} {e.key}", e.exitcode) from None

@@ -8,6 +8,7 @@ partition sizes differ by at most one row. Each partition is written by one work
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,18 +74,39 @@ def default_row_group_size(total_rows: int, total_bytes: int) -> int:
 def write_partition(
     job: PartitionJob, report: Callable[[Any], None] = lambda _: None
 ) -> PartitionInfo:
+    """Write one partition file from the staged fragments; it gets its final name when complete."""
     name = file_name(job.index, job.count, job.format)
     path = Path(job.staging) / name
+    partial = path.with_name(name + ".partial")
     source = _Fragments(job)
     chunks = source.sequential() if job.order is None else source.shuffled()
-    writer = _writer(path, job)
+    writer = _writer(partial, job)
     try:
         for table in _row_groups(chunks, job.row_group_size):
             writer.write(table)
             report((table.num_rows, table.nbytes))
     finally:
         writer.close()
-    return PartitionInfo(name, job.stop - job.start, path.stat().st_size, sha256_file(path))
+    info = PartitionInfo(name, job.stop - job.start, partial.stat().st_size, sha256_file(partial))
+    os.replace(partial, path)
+    return info
+
+
+def fragments_done_after(jobs: list[PartitionJob]) -> dict[int, list[int]]:
+    """For each partition, the tasks whose fragments no partition needs once it and all the
+    partitions before it are written (in-order writing only; a shuffle needs every fragment)."""
+    if not jobs or jobs[0].order is not None:
+        return {}
+    released: dict[int, list[int]] = {job.index: [] for job in jobs}
+    task_start = 0
+    last_partition = 0
+    for task_id, batch_rows in jobs[0].fragments:
+        task_stop = task_start + sum(batch_rows)
+        while jobs[last_partition].stop < task_stop:
+            last_partition += 1
+        released[last_partition].append(task_id)
+        task_start = task_stop
+    return released
 
 
 def sha256_file(path: Path) -> str:

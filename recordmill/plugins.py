@@ -258,7 +258,9 @@ class DatasetPlugin:
         try:
             n = self.pm.hook.task_number(options=options)
         except Exception as e:
-            raise PluginError(f"plugin {self.name}: task_number() raised {type(e).__name__}: {e}") from e
+            raise PluginError(
+                f"plugin {self.name}: task_number() raised {type(e).__name__}: {e}"
+            ) from e
         if isinstance(n, bool) or not hasattr(n, "__index__") or int(n) < 0:
             raise PluginError(
                 f"plugin {self.name}: task_number() must return an int >= 0, got {n!r}"
