@@ -2,6 +2,7 @@
 
     python benchmarks/baseline.py images DIR OUT.parquet
     python benchmarks/baseline.py smallrows OUT.parquet
+    python benchmarks/baseline.py read DIR          # only read every file: Python's own floor
 
 Written the way a user would without recordmill: batches of dicts through
 ``pa.Table.from_pylist`` and one ``pq.ParquetWriter`` with pyarrow's default settings.
@@ -61,10 +62,12 @@ def write(rows, out: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("workload", choices=["images", "smallrows"])
+    parser.add_argument("workload", choices=["images", "smallrows", "read"])
     parser.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args()
-    if args.workload == "images":
+    if args.workload == "read":
+        print(sum(len(row["data"]) for row in image_rows(args.paths[0])), "bytes")
+    elif args.workload == "images":
         print(write(image_rows(args.paths[0]), args.paths[1]), "rows")
     else:
         print(write(small_rows(), args.paths[0]), "rows")
