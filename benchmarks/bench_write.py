@@ -98,6 +98,15 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
                 str(DATA),
                 "images",
             ],
+            "images: Python reads every file, writes nothing": [
+                sys.executable,
+                str(HERE / "baseline.py"),
+                "read",
+                str(IMAGES),
+            ],
+            "images: recordmill --workers 2 --format arrow": writer(
+                *imagenet, "--image-dir", IMAGES, "--workers", 2, "--format", "arrow"
+            ),
             "images x2: recordmill --workers 2": writer(
                 *imagenet, "--image-dir", DOUBLED, "--workers", 2
             ),
