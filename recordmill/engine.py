@@ -46,12 +46,14 @@ class Summary:
     bytes: int
     seconds: float
     manifest: dict[str, Any]
+    phases: dict[str, float]
 
     def line(self) -> str:
+        phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
         return (
             f"recordmill: wrote {self.rows:,} rows in {self.partitions} partitions "
             f"({_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
-            f"in {self.seconds:.1f} s"
+            f"in {self.seconds:.1f} s ({phases})"
         )
 
 
@@ -91,7 +93,9 @@ def write(
     try:
         with _Runner(min(workers, max(n_tasks, partitions, 1))) as runner:
             jobs = [TaskJob(plugin.ref, options, t, declared, str(staging)) for t in range(n_tasks)]
+            tasks_started = time.perf_counter()
             results = runner.run(run_task, jobs, f"{plugin.name}: tasks", "task", progress)
+            partitions_started = time.perf_counter()
             total = sum(r.rows for r in results)
             if total == 0:
                 raise PluginError(
@@ -112,6 +116,7 @@ def write(
                 progress,
                 on_result=_fragment_cleaner(part_jobs, staging),
             )
+            partitions_done = time.perf_counter()
         written = manifest_file.build(
             fmt=format,
             schema=schema,
@@ -139,6 +144,10 @@ def write(
         sum(i.bytes for i in infos),
         time.perf_counter() - started,
         written,
+        phases={
+            "tasks": partitions_started - tasks_started,
+            "partitions": partitions_done - partitions_started,
+        },
     )
 
 
