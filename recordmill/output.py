@@ -27,6 +27,8 @@ class OutputDir:
             return
         if not self.final.is_dir():
             raise OutputError(f"output {self.final} exists and is not a folder")
+        if not any(self.final.iterdir()):
+            return  # an empty folder, made ahead of the run, is simply replaced
         if not self.overwrite:
             raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
         if not (self.final / MANIFEST).is_file() and any(self.final.iterdir()):
@@ -50,9 +52,10 @@ class OutputDir:
     def commit(self) -> None:
         """Make the staged folder the output, replacing an older dataset when allowed."""
         self._check_final()
-        if self.final.exists():
+        if self.final.exists() and any(self.final.iterdir()):
+            shutil.rmtree(self._old, ignore_errors=True)  # left by a run killed right here
             os.replace(self.final, self._old)
-        os.replace(self.staging, self.final)
+        os.replace(self.staging, self.final)  # rename(2) replaces an empty folder atomically
         shutil.rmtree(self._old, ignore_errors=True)
 
     def abort(self) -> None:

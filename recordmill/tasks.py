@@ -95,6 +95,8 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
             try:
                 batch = converter.to_batch(chunk, first_row=result.rows)
             except RowError as e:
+                if job.schema is None:
+                    e.reason += " (the schema was inferred from the task's first row; a schema() hook sets it)"
                 raise e.located(task_id) from None
             if writer is None:
                 partial.parent.mkdir(parents=True, exist_ok=True)

@@ -325,3 +325,29 @@ def test_overwrite_never_deletes_a_folder_that_is_not_a_dataset(counting_plugin,
     with pytest.raises(OutputError, match="not a recordmill dataset"):
         recordmill.write(counting_plugin, precious, overwrite=True, progress=False)
     assert (precious / "thesis.tex").read_text() == "years of work"
+
+
+def test_an_empty_folder_made_ahead_is_used(counting_plugin, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    recordmill.write(counting_plugin, out, options={"sizes": "1,1"}, progress=False)
+    assert recordmill.read_manifest(out)["total_rows"] == 2
+
+
+def test_an_inferred_schema_is_enforced_with_a_hint(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "drifting",
+        """
+        def task_number():
+            return 1
+
+        def dict_data(task_id):
+            yield {"x": 1}
+            yield {"x": 2.5}
+        """,
+    )
+    with pytest.raises(
+        RowError,
+        match=r"task 0, row 1, field 'x'.*inferred from the task's first row.*expected int64, got float 2.5",
+    ):
+        recordmill.write(plugin, tmp_path / "out", progress=False)
