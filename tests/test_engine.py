@@ -351,3 +351,22 @@ def test_an_inferred_schema_is_enforced_with_a_hint(tmp_path):
         match=r"task 0, row 1, field 'x'.*inferred from the task's first row.*expected int64, got float 2.5",
     ):
         recordmill.write(plugin, tmp_path / "out", progress=False)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_shuffle_moves_tensor_and_list_values_with_their_rows(tmp_path, fmt):
+    plugin = make_plugin(tmp_path / "tensors", TENSOR_PLUGIN)
+    out = tmp_path / "out"
+    recordmill.write(
+        plugin, out, partitions=3, workers=2, shuffle=True, seed=1, format=fmt, progress=False
+    )
+    table = read_dataset(out)
+    feat = table["feat"].combine_chunks().to_numpy_ndarray()
+    keys = [int(f[0, 0]) for f in feat]  # task * 10 + i
+    assert sorted(keys) == sorted(t * 10 + i for t in range(3) for i in range(4))
+    assert keys != sorted(keys)
+    for key, mask, grid in zip(
+        keys, table["mask"].to_pylist(), table["grid"].to_pylist(), strict=True
+    ):
+        task, i = divmod(key, 10)
+        assert mask == list(range(i)) and grid == [[task, i]] * i
