@@ -10,6 +10,7 @@ order. Images are stored as their original file bytes, untouched.
 Fields: label (int32), data (bytes), file_name (string, relative to --image-dir), synset (string).
 """
 
+import functools
 import os
 from pathlib import Path
 
@@ -34,9 +35,15 @@ def add_options(parser):
 
 
 def _class_dirs(options):
-    if not options.image_dir.is_dir():
-        raise FileNotFoundError(f"--image-dir {options.image_dir} is not a folder")
-    return sorted(d for d in options.image_dir.iterdir() if d.is_dir())
+    return _list_class_dirs(str(options.image_dir))
+
+
+@functools.lru_cache(maxsize=4)
+def _list_class_dirs(image_dir):
+    # Cached: a worker runs many tasks over the same folder.
+    if not os.path.isdir(image_dir):
+        raise FileNotFoundError(f"--image-dir {image_dir} is not a folder")
+    return sorted(Path(e.path) for e in os.scandir(image_dir) if e.is_dir())
 
 
 def _labels(options, class_dirs):
