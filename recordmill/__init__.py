@@ -24,6 +24,7 @@ __all__ = [
     "PluginError",
     "PluginRef",
     "RecordmillError",
+    "Reject",
     "RowError",
     "SchemaError",
     "Summary",

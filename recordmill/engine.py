@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from recordmill import manifest as manifest_file
+from recordmill import rejects
 from recordmill.errors import ConfigError, PluginError, RecordmillError
 from recordmill.options import Options, plugin_options
 from recordmill.output import OutputDir
@@ -50,10 +51,14 @@ class Summary:
 
     def line(self) -> str:
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
+        rejected = self.manifest["rejects"]["count"]
+        skipped = (
+            f"; {rejected:,} inputs rejected, listed in {rejects.REJECTS_FILE}" if rejected else ""
+        )
         return (
             f"recordmill: wrote {self.rows:,} rows in {self.partitions} partitions "
             f"({_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
-            f"in {self.seconds:.1f} s ({phases})"
+            f"in {self.seconds:.1f} s ({phases}){skipped}"
         )
 
 
@@ -97,9 +102,11 @@ def write(
             results = runner.run(run_task, jobs, f"{plugin.name}: tasks", "task", progress)
             partitions_started = time.perf_counter()
             total = sum(r.rows for r in results)
+            rejected = [rejects.as_record(r.task_id, j) for r in results for j in r.rejects]
             if total == 0:
                 raise PluginError(
                     f"plugin {plugin.name} produced no rows in any of its {n_tasks} tasks"
+                    + (f" ({len(rejected)} inputs rejected)" if rejected else "")
                 )
             schema = declared or check_same_schema({r.task_id: r.schema for r in results if r.rows})
             rg_size = row_group_size or default_row_group_size(
@@ -122,6 +129,7 @@ def write(
             schema=schema,
             partitions=[vars(i) for i in infos],
             tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
+            rejected=len(rejected),
             plugin={"name": plugin.name, "source": plugin.ref.source, "options": options.to_dict()},
             settings={
                 "partitions": partitions,
@@ -131,6 +139,8 @@ def write(
                 "row_group_size": rg_size,
             },
         )
+        if rejected:
+            rejects.write(staging, rejected)
         shutil.rmtree(staging / "_tasks", ignore_errors=True)
         manifest_file.write(staging, written)
         out.commit()

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from recordmill import __version__
 from recordmill.errors import OutputError
+from recordmill.rejects import REJECTS_FILE
 from recordmill.schema import describe
 
 FORMAT_VERSION = 1
@@ -26,6 +27,7 @@ def build(
     schema: pa.Schema,
     partitions: list[dict[str, Any]],
     tasks: list[dict[str, Any]],
+    rejected: int,
     plugin: dict[str, Any],
     settings: dict[str, Any],
 ) -> dict[str, Any]:
@@ -39,6 +41,7 @@ def build(
         },
         "partitions": partitions,
         "tasks": tasks,
+        "rejects": {"count": rejected, "file": REJECTS_FILE if rejected else None},
         "plugin": plugin,
         "settings": settings,
         "versions": {

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from recordmill.errors import RecordmillError, RowError, TaskError
 from recordmill.plugins import DatasetPlugin, PluginRef
+from recordmill.rejects import Reject
 from recordmill.schema import RowConverter, infer_schema
 
 # Batches aim at this many bytes; the first batch is small and measures the row size.
@@ -42,6 +43,7 @@ class TaskResult:
     batch_rows: list[int] = field(default_factory=list)
     nbytes: int = 0
     schema: pa.Schema | None = None
+    rejects: list[Reject] = field(default_factory=list)
 
 
 def fragment_path(staging: str | Path, task_id: int) -> Path:
@@ -86,6 +88,11 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
                 raise _plugin_failed(task_id, e, row=result.rows + len(chunk)) from e
             if not chunk:
                 break
+            if Reject in set(map(type, chunk)):
+                result.rejects += [r for r in chunk if type(r) is Reject]
+                chunk = [r for r in chunk if type(r) is not Reject]
+                if not chunk:
+                    continue
             if converter is None:
                 try:
                     converter = RowConverter(infer_schema(chunk[0]))

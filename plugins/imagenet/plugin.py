@@ -3,96 +3,133 @@
     python writer.py --script imagenet --image-dir /data/imagenet/train \
         --label-file labels.txt --output out/imagenet --partitions 8
 
-One task per class folder. Labels come from ``--label-file`` (lines like ``n02119789 0``, as in
-MindRecord's ImageNet example) or, without one, from the position of the folder name in sorted
-order. Images are stored as their original file bytes, untouched.
+One task per class folder (synset names like n01440764). Labels come from ``--label-file``, lines
+of ``n02119789 0`` as in MindRecord's ImageNet example, optionally followed by a human-readable class
+name that becomes the ``text`` field; without a label file, a folder's label is its position in
+sorted order. ``--num-images K`` takes a seeded random subset of K images, as DLBS does.
 
-Fields: label (int32), data (bytes), file_name (string, relative to --image-dir), synset (string).
+Fields: label (int32), synset (string), file_name (string, "synset/file"), text (with a label
+file), and the image: ``data`` (bytes) or, with ``--encode tensor``, ``image`` (uint8 H x W x 3),
+plus height, width and channels when the image is decoded. See ``recordmill/images.py`` for the
+image options.
 """
 
 import functools
 import os
-from pathlib import Path
+import random
 
-DEFAULT_EXTENSIONS = "jpg,jpeg,png,bmp,gif,webp,tif,tiff"
+from recordmill import images
 
 
 def add_options(parser):
-    parser.add_argument(
-        "--image-dir", type=Path, required=True, help="folder with one sub-folder per class"
-    )
+    parser.add_argument("--image-dir", required=True, help="folder with one sub-folder per class")
     parser.add_argument(
         "--label-file",
-        type=Path,
-        default=None,
-        help="lines of 'synset label'; default: labels from the sorted folder names",
+        help="lines of 'synset label [class name]'; default: labels from the sorted folder names",
+    )
+    parser.add_argument(
+        "--num-images",
+        type=int,
+        default=-1,
+        help="a seeded random subset of this many images (default: -1, all)",
+    )
+    parser.add_argument(
+        "--subset-seed", type=int, default=0, help="seed for --num-images (default: 0)"
     )
     parser.add_argument(
         "--extensions",
-        default=DEFAULT_EXTENSIONS,
-        help=f"image file extensions to include, any case (default: {DEFAULT_EXTENSIONS})",
+        default=",".join(images.EXTENSIONS),
+        help="image file extensions to include, in any case (default: %(default)s)",
     )
-
-
-def _class_dirs(options):
-    return _list_class_dirs(str(options.image_dir))
+    images.add_options(parser)
 
 
 @functools.lru_cache(maxsize=4)
-def _list_class_dirs(image_dir):
+def _class_dirs(image_dir):
     # Cached: a worker runs many tasks over the same folder.
     if not os.path.isdir(image_dir):
         raise FileNotFoundError(f"--image-dir {image_dir} is not a folder")
-    return sorted(Path(e.path) for e in os.scandir(image_dir) if e.is_dir())
+    return sorted(e.name for e in os.scandir(image_dir) if e.is_dir())
 
 
-def _labels(options, class_dirs):
-    if options.label_file is None:
-        return {d.name: i for i, d in enumerate(class_dirs)}
+@functools.lru_cache(maxsize=4)
+def _label_map(label_file, image_dir):
+    """{synset: (label, class name)} from the label file, or from the sorted folder names."""
+    if label_file is None:
+        return {name: (i, "") for i, name in enumerate(_class_dirs(image_dir))}
     labels = {}
-    for number, line in enumerate(options.label_file.read_text().splitlines(), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) < 2 or not parts[1].lstrip("-").isdigit():
-            raise ValueError(
-                f"{options.label_file}:{number}: expected 'synset label', got {line!r}"
-            )
-        labels[parts[0]] = int(parts[1])
+    with open(label_file) as f:
+        for number, line in enumerate(f, 1):
+            parts = line.split(maxsplit=2)
+            if not parts:
+                continue
+            if len(parts) < 2 or not parts[1].lstrip("-").isdigit():
+                raise ValueError(
+                    f"{label_file}:{number}: expected 'synset label [name]', got {line!r}"
+                )
+            labels[parts[0]] = (int(parts[1]), parts[2].strip() if len(parts) > 2 else "")
     return labels
 
 
+def _files(folder, extensions):
+    suffixes = tuple("." + e.strip().lower().lstrip(".") for e in extensions.split(","))
+    # os.scandir and plain string sorting: pathlib costs more than reading a small JPEG.
+    return sorted(
+        e.name for e in os.scandir(folder) if e.is_file() and e.name.lower().endswith(suffixes)
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _subset(image_dir, extensions, num_images, seed):
+    """The chosen files per class when --num-images is set: shuffle all, keep the first K."""
+    every = [
+        (d, f)
+        for d in _class_dirs(image_dir)
+        for f in _files(os.path.join(image_dir, d), extensions)
+    ]
+    random.Random(seed).shuffle(every)
+    chosen = {}
+    for synset, name in every[:num_images]:
+        chosen.setdefault(synset, []).append(name)
+    return {synset: sorted(names) for synset, names in chosen.items()}
+
+
 def task_number(options):
-    return len(_class_dirs(options))
+    return len(_class_dirs(options.image_dir))
 
 
-def schema():
-    return {
+def schema(options):
+    fields = {
         "label": {"type": "int32"},
-        "data": {"type": "bytes"},
-        "file_name": {"type": "string"},
         "synset": {"type": "string"},
+        "file_name": {"type": "string"},
     }
+    if options.label_file:
+        fields["text"] = {"type": "string"}
+    return {**fields, **images.schema(options)}
 
 
 def dict_data(task_id, options):
-    class_dirs = _class_dirs(options)
-    folder = class_dirs[task_id]
-    labels = _labels(options, class_dirs)
-    if folder.name not in labels:
-        raise KeyError(f"class folder {folder.name!r} is not in --label-file {options.label_file}")
-    extensions = tuple("." + e.strip().lower().lstrip(".") for e in options.extensions.split(","))
-    # os.scandir and plain string sorting: pathlib costs more than reading a small JPEG.
-    names = sorted(
-        e.name for e in os.scandir(folder) if e.is_file() and e.name.lower().endswith(extensions)
-    )
-    label = labels[folder.name]
+    synset = _class_dirs(options.image_dir)[task_id]
+    labels = _label_map(options.label_file, options.image_dir)
+    if synset not in labels:
+        raise KeyError(f"class folder {synset!r} is not in --label-file {options.label_file}")
+    label, text = labels[synset]
+    folder = os.path.join(options.image_dir, synset)
+    if options.num_images >= 0:
+        subset = _subset(
+            options.image_dir, options.extensions, options.num_images, options.subset_seed
+        )
+        names = subset.get(synset, [])
+    else:
+        names = _files(folder, options.extensions)
+    extra = {"text": text} if options.label_file else {}
     for name in names:
-        with open(os.path.join(folder, name), "rb") as f:
-            data = f.read()
-        yield {
-            "label": label,
-            "data": data,
-            "file_name": f"{folder.name}/{name}",
-            "synset": folder.name,
-        }
+        yield images.row(
+            os.path.join(folder, name),
+            options,
+            label=label,
+            synset=synset,
+            file_name=f"{synset}/{name}",
+            **extra,
+        )

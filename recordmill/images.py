@@ -1,0 +1,241 @@
+"""The image pipeline: options and one call that turns an image file into a row's fields.
+
+Plugins that read image files share it (``imagenet``, ``filelist``), and any plugin can use it::
+
+    from recordmill import images
+
+    def add_options(parser):
+        images.add_options(parser)
+
+    def schema(options):
+        return {"label": {"type": "int32"}, **images.schema(options)}
+
+    def dict_data(task_id, options):
+        for path, label in my_files(task_id):
+            yield images.row(path, options, label=label)
+
+``--encode passthrough`` (default) stores the file's bytes untouched in ``data``;
+``--encode jpeg|png`` re-encodes (after ``--resize S``, shorter side to S) into ``data``;
+``--encode tensor --size S`` (or ``--size H W``) decodes to an RGB uint8 HWC array in ``image``.
+Decoding applies EXIF orientation, turns every mode (grayscale, CMYK, palette, 16-bit) into RGB,
+and uses Pillow's JPEG draft mode to decode at 1/2, 1/4 or 1/8 scale when shrinking.
+A file that is not an image, or does not decode, fails the run naming it, or with
+``--on-bad-file skip`` becomes a line of ``rejects.jsonl``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from recordmill.errors import RecordmillError
+from recordmill.rejects import Reject
+
+ENCODINGS = ("passthrough", "jpeg", "png", "tensor")
+RESIZE_MODES = ("stretch", "shorter-side+center-crop")
+EXTENSIONS = ("jpg", "jpeg", "png", "bmp", "gif", "webp", "tif", "tiff")
+
+# File signatures: a cheap check, in passthrough mode, that a file is an image at all.
+_SIGNATURES = (
+    b"\xff\xd8\xff",
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF87a",
+    b"GIF89a",
+    b"BM",
+    b"II*\x00",
+    b"MM\x00*",
+)
+
+
+class BadImage(RecordmillError):
+    """An input file that is not a readable image."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(
+            f"bad image file {path}: {reason} (--on-bad-file skip records it and goes on)"
+        )
+        self.path = path
+        self.reason = reason
+
+
+def add_options(parser: Any) -> None:
+    """The image pipeline's command-line options."""
+    parser.add_argument(
+        "--encode",
+        choices=ENCODINGS,
+        default="passthrough",
+        help="passthrough: the file's bytes untouched (default); jpeg/png: re-encode; "
+        "tensor: decoded RGB uint8 HWC arrays of --size",
+    )
+    parser.add_argument(
+        "--size",
+        type=int,
+        nargs="+",
+        metavar="S",
+        help="with --encode tensor: S for S x S, or H W",
+    )
+    parser.add_argument(
+        "--resize-mode",
+        choices=RESIZE_MODES,
+        default="shorter-side+center-crop",
+        help="how --size is reached (default: shorter-side+center-crop)",
+    )
+    parser.add_argument(
+        "--resize",
+        type=int,
+        metavar="S",
+        help="with --encode jpeg/png: first resize so that the shorter side is S",
+    )
+    parser.add_argument(
+        "--quality", type=int, default=95, help="JPEG quality for --encode jpeg (default: 95)"
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="with passthrough: decode every image to check it (otherwise only its signature)",
+    )
+    parser.add_argument(
+        "--on-bad-file",
+        choices=("fail", "skip"),
+        default="fail",
+        help="a file that is not a readable image fails the run (default) or is skipped and "
+        "listed in rejects.jsonl",
+    )
+
+
+def target_size(options: Any) -> tuple[int, int]:
+    """``--size`` as (height, width)."""
+    size = options.size
+    if not size or len(size) > 2 or min(size) < 1:
+        raise RecordmillError("--encode tensor needs --size S or --size H W (positive pixels)")
+    return (size[0], size[0]) if len(size) == 1 else (size[0], size[1])
+
+
+def schema(options: Any) -> dict[str, Any]:
+    """The image fields ``row`` produces with these options, for a plugin's ``schema()``."""
+    if options.encode == "passthrough":
+        return {"data": {"type": "bytes"}}
+    decoded = {
+        "height": {"type": "int32"},
+        "width": {"type": "int32"},
+        "channels": {"type": "int32"},
+    }
+    if options.encode == "tensor":
+        height, width = target_size(options)
+        return {"image": {"type": "uint8", "shape": [height, width, 3]}, **decoded}
+    return {"data": {"type": "bytes"}, **decoded}
+
+
+def row(path: str | os.PathLike[str], options: Any, **fields: Any) -> dict[str, Any] | Reject:
+    """``fields`` plus the image fields of ``path``; a :class:`Reject` for a bad file when
+    ``--on-bad-file skip``."""
+    try:
+        return {**fields, **encode(path, options)}
+    except BadImage as e:
+        if options.on_bad_file == "skip":
+            return Reject(e.path, e.reason)
+        raise
+
+
+def encode(path: str | os.PathLike[str], options: Any) -> dict[str, Any]:
+    """The image fields of one file (see :func:`schema`); raises :class:`BadImage`."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise BadImage(path, f"cannot read: {e.strerror or e}") from None
+    if options.encode == "passthrough":
+        if options.verify:
+            decode(path, data)
+        elif not _looks_like_image(data):
+            raise BadImage(path, f"not an image file (starts with {data[:8]!r})")
+        return {"data": data}
+    if options.encode == "tensor":
+        image = decode(path, data, _draft_size(options))
+        image = fit(image, target_size(options), options.resize_mode)
+        array = np.asarray(image)
+        return {"image": array, "height": array.shape[0], "width": array.shape[1], "channels": 3}
+    image = decode(path, data, (options.resize, options.resize) if options.resize else None)
+    if options.resize:
+        image = _shorter_side(image, options.resize)
+    buffer = io.BytesIO()
+    if options.encode == "jpeg":
+        image.save(buffer, "JPEG", quality=options.quality)
+    else:
+        image.save(buffer, "PNG")
+    return {"data": buffer.getvalue(), "height": image.height, "width": image.width, "channels": 3}
+
+
+def _looks_like_image(data: bytes) -> bool:
+    return data.startswith(_SIGNATURES) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+
+
+def _draft_size(options: Any) -> tuple[int, int]:
+    height, width = target_size(options)
+    if options.resize_mode == "stretch":
+        # EXIF orientation may swap the axes after decoding: ask for the larger side both ways.
+        side = max(height, width)
+        return side, side
+    return height, width
+
+
+def decode(path: str, data: bytes, draft: tuple[int, int] | None = None) -> Image.Image:
+    """Decode to an RGB image, EXIF orientation applied; ``draft`` (h, w) lets Pillow decode a
+    JPEG at a reduced scale that still covers that size."""
+    try:
+        image = Image.open(io.BytesIO(data))
+        if draft is not None and image.format == "JPEG":
+            # Both sides at least the size asked, so a later resize only ever shrinks.
+            need = max(draft)
+            image.draft("RGB", (need, need))
+        image.load()
+        image = ImageOps.exif_transpose(image)
+        return to_rgb(image)
+    except BadImage:
+        raise
+    except Exception as e:  # Pillow raises many kinds for broken files
+        raise BadImage(path, f"cannot decode: {type(e).__name__}: {e}") from None
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """Any mode as 8-bit RGB: 16-bit and 32-bit grayscale are scaled, not clipped."""
+    if image.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        values = np.asarray(image).astype(np.float64)
+        top = 65535.0 if image.mode.startswith("I;16") or values.max(initial=0) > 255 else 255.0
+        image = Image.fromarray(np.clip(values * (255.0 / top), 0, 255).astype(np.uint8), "L")
+    elif image.mode == "F":
+        image = Image.fromarray(np.clip(np.asarray(image), 0, 255).astype(np.uint8), "L")
+    elif image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
+        # Transparent pixels become white, as viewers show them, not whatever colour they hide.
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        image = Image.alpha_composite(background, rgba)
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def fit(image: Image.Image, size: tuple[int, int], mode: str) -> Image.Image:
+    """Exactly ``size`` (h, w): stretched, or shorter side scaled then centre-cropped."""
+    height, width = size
+    if mode == "stretch":
+        return image.resize((width, height), Image.Resampling.BILINEAR, reducing_gap=None)
+    scale = max(width / image.width, height / image.height)
+    scaled_w = max(width, round(image.width * scale))
+    scaled_h = max(height, round(image.height * scale))
+    left = (scaled_w - width) // 2
+    top = (scaled_h - height) // 2
+    return image.resize(
+        (width, height),
+        Image.Resampling.BILINEAR,
+        box=(left / scale, top / scale, (left + width) / scale, (top + height) / scale),
+    )
+
+
+def _shorter_side(image: Image.Image, side: int) -> Image.Image:
+    scale = side / min(image.width, image.height)
+    size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    return image.resize(size, Image.Resampling.BILINEAR)

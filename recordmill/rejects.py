@@ -1,0 +1,33 @@
+"""Rejected input: what a plugin yields instead of a row for input it skips on purpose.
+
+A plugin never drops input silently: it yields ``Reject(source, reason)`` and recordmill writes one
+JSON line per reject to ``rejects.jsonl`` in the output, counts them in the manifest, and says how
+many in the summary line. Every input thus ends up either as a row or as a line of rejects.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REJECTS_FILE = "rejects.jsonl"
+
+
+@dataclass(frozen=True)
+class Reject:
+    """An input that produced no row: ``source`` says which (a file path...), ``reason`` why."""
+
+    source: str
+    reason: str
+
+
+def write(folder: Path, rejects: list[dict[str, Any]]) -> None:
+    with open(folder / REJECTS_FILE, "w") as f:
+        for reject in rejects:
+            f.write(json.dumps(reject, ensure_ascii=False) + "\n")
+
+
+def as_record(task_id: int, reject: Reject) -> dict[str, Any]:
+    return {"task_id": task_id, **asdict(reject)}

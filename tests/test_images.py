@@ -1,0 +1,212 @@
+"""The image pipeline on real files made with Pillow: modes, orientation, resizing, bad files."""
+
+from __future__ import annotations
+
+import io
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import recordmill
+from recordmill import images
+from tests.conftest import read_dataset, run_writer
+
+
+def options(**kw):
+    base = dict(
+        encode="passthrough",
+        size=None,
+        resize_mode="shorter-side+center-crop",
+        resize=None,
+        quality=95,
+        verify=False,
+        on_bad_file="fail",
+    )
+    return SimpleNamespace(**{**base, **kw})
+
+
+def save(path, image, fmt, **kw):
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **kw)
+    path.write_bytes(buffer.getvalue())
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mode", "fmt", "expected"),
+    [
+        ("L", "PNG", (77, 77, 77)),
+        ("P", "PNG", None),
+        ("CMYK", "JPEG", None),
+        ("RGBA", "PNG", (255, 255, 255)),  # fully transparent pixels become white
+        ("I;16", "PNG", (128, 128, 128)),  # 16-bit is scaled, not clipped to white
+        ("1", "PNG", (255, 255, 255)),
+    ],
+)
+def test_every_mode_comes_out_rgb(tmp_path, mode, fmt, expected):
+    if mode == "I;16":
+        image = Image.fromarray(np.full((8, 8), 32896, dtype=np.uint16))
+    elif mode == "RGBA":
+        image = Image.new("RGBA", (8, 8), (10, 20, 30, 0))
+    elif mode == "1":
+        image = Image.new("1", (8, 8), 1)
+    elif mode == "L":
+        image = Image.new("L", (8, 8), 77)
+    else:
+        image = Image.new("RGB", (8, 8), (200, 30, 60)).convert(mode)
+    path = save(tmp_path / f"x.{fmt.lower()}", image, fmt)
+    fields = images.encode(path, options(encode="tensor", size=[4]))
+    pixels = fields["image"]
+    assert pixels.shape == (4, 4, 3) and pixels.dtype == np.uint8
+    if expected is not None:
+        assert tuple(pixels[0, 0]) == expected
+    else:
+        assert abs(int(pixels[0, 0, 0]) - 200) < 20 and int(pixels[0, 0, 1]) < 70
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    # A 20 wide x 10 tall image whose EXIF says "rotate 90": it is 10 wide x 20 tall when shown.
+    pixels = np.zeros((10, 20, 3), dtype=np.uint8)
+    pixels[:, :10] = 255  # left half white
+    image = Image.fromarray(pixels)
+    exif = image.getexif()
+    exif[0x0112] = 6
+    path = save(tmp_path / "rotated.jpg", image, "JPEG", exif=exif, quality=100)
+    fields = images.encode(path, options(encode="png"))
+    decoded = Image.open(io.BytesIO(fields["data"]))
+    assert (fields["width"], fields["height"]) == decoded.size == (10, 20)
+    assert np.asarray(decoded)[2, 5].mean() > 200  # the white half is now on top
+    assert np.asarray(decoded)[17, 5].mean() < 50
+
+
+def test_draft_mode_decodes_large_photos_small_and_right(tmp_path):
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:1200, 0:1600]
+    pixels = np.stack([xx * 255 // 1600, yy * 255 // 1200, np.full_like(xx, 90)], axis=-1).astype(
+        np.uint8
+    )
+    pixels = np.clip(pixels + rng.integers(-3, 4, pixels.shape), 0, 255).astype(np.uint8)
+    path = save(tmp_path / "photo.jpg", Image.fromarray(pixels), "JPEG", quality=92)
+    fields = images.encode(path, options(encode="tensor", size=[120, 160], resize_mode="stretch"))
+    reference = np.asarray(
+        Image.open(path).convert("RGB").resize((160, 120), Image.Resampling.BILINEAR)
+    )
+    assert fields["image"].shape == (120, 160, 3)
+    assert np.abs(fields["image"].astype(int) - reference.astype(int)).mean() < 3
+
+
+def test_shorter_side_then_center_crop(tmp_path):
+    pixels = np.zeros((100, 300, 3), dtype=np.uint8)
+    pixels[:, 100:200] = (0, 255, 0)  # a green centre third
+    path = save(tmp_path / "wide.png", Image.fromarray(pixels), "PNG")
+    crop = images.encode(path, options(encode="tensor", size=[50]))["image"]
+    assert crop.shape == (50, 50, 3) and (crop[:, 1:-1, 1] > 250).all()  # edges blend a little
+    stretched = images.encode(path, options(encode="tensor", size=[50], resize_mode="stretch"))[
+        "image"
+    ]
+    assert stretched[:, :10, 1].max() < 10  # the black left third is still there
+
+
+def test_jpeg_reencode_with_resize(tmp_path):
+    path = save(tmp_path / "big.png", Image.new("RGB", (400, 200), (9, 99, 199)), "PNG")
+    fields = images.encode(path, options(encode="jpeg", resize=100, quality=80))
+    decoded = Image.open(io.BytesIO(fields["data"]))
+    assert decoded.format == "JPEG" and decoded.size == (200, 100)
+    assert (fields["height"], fields["width"], fields["channels"]) == (100, 200, 3)
+
+
+def test_tensor_needs_a_size(tmp_path):
+    with pytest.raises(recordmill.RecordmillError, match="--size"):
+        images.schema(options(encode="tensor"))
+
+
+@pytest.fixture
+def folder_with_bad_files(tmp_path):
+    root = tmp_path / "images"
+    good = root / "n01"
+    good.mkdir(parents=True)
+    for i in range(3):
+        save(good / f"ok{i}.jpg", Image.new("RGB", (30, 20), (i * 50, 0, 0)), "JPEG")
+    bad = root / "n02"
+    bad.mkdir()
+    save(bad / "fine.png", Image.new("L", (10, 10), 5), "PNG")
+    whole = io.BytesIO()
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(
+        whole, "JPEG"
+    )
+    (bad / "truncated.jpg").write_bytes(whole.getvalue()[: len(whole.getvalue()) // 2])
+    (bad / "notes.jpg").write_text("this is not an image")
+    return root
+
+
+def test_a_bad_file_fails_the_run_naming_it(folder_with_bad_files, tmp_path):
+    result = run_writer(
+        "--script",
+        "imagenet",
+        "--image-dir",
+        folder_with_bad_files,
+        "--output",
+        tmp_path / "out",
+        "--encode",
+        "tensor",
+        "--size",
+        "8",
+        "--quiet",
+    )
+    assert result.returncode == 1
+    assert (
+        "n02/notes.jpg: cannot decode" in result.stderr
+        or "n02/truncated.jpg: cannot decode" in result.stderr
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_passthrough_catches_a_non_image_by_its_signature(folder_with_bad_files, tmp_path):
+    result = run_writer(
+        "--script",
+        "imagenet",
+        "--image-dir",
+        folder_with_bad_files,
+        "--output",
+        tmp_path / "out",
+        "--quiet",
+    )
+    assert result.returncode == 1
+    assert "notes.jpg: not an image file (starts with b'this is " in result.stderr
+
+
+@pytest.mark.parametrize("extra", [["--encode", "tensor", "--size", "8"], ["--verify"]])
+def test_skip_lists_every_bad_file_and_keeps_the_rest(folder_with_bad_files, tmp_path, extra):
+    out = tmp_path / "out"
+    result = run_writer(
+        "--script",
+        "imagenet",
+        "--image-dir",
+        folder_with_bad_files,
+        "--output",
+        out,
+        "--on-bad-file",
+        "skip",
+        "--quiet",
+        *extra,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "2 inputs rejected, listed in rejects.jsonl" in result.stdout
+    lines = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert sorted(line["source"].rsplit("/", 1)[1] for line in lines) == [
+        "notes.jpg",
+        "truncated.jpg",
+    ]
+    assert all(line["task_id"] == 1 and "cannot decode" in line["reason"] for line in lines)
+    manifest = recordmill.read_manifest(out)
+    assert manifest["rejects"] == {"count": 2, "file": "rejects.jsonl"}
+    table = read_dataset(out)
+    assert sorted(table["file_name"].to_pylist()) == [
+        "n01/ok0.jpg",
+        "n01/ok1.jpg",
+        "n01/ok2.jpg",
+        "n02/fine.png",
+    ]
