@@ -18,6 +18,8 @@ import yaml
 import recordmill
 from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
+from recordmill.filelists import make_list
+from recordmill.images import EXTENSIONS
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
 from recordmill.partitions import COMPRESSIONS, FORMATS
 from recordmill.plugins import available_plugins, load_plugin
@@ -179,6 +181,26 @@ def new_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def make_list_main(args: argparse.Namespace) -> int:
+    if args.train_ratio + args.test_ratio > 1:
+        print("recordmill: error: --train-ratio + --test-ratio must not exceed 1", file=sys.stderr)
+        return 1
+    written = make_list(
+        args.root,
+        args.prefix,
+        train_ratio=args.train_ratio,
+        test_ratio=args.test_ratio,
+        recursive=not args.no_recursive,
+        shuffle=not args.no_shuffle,
+        seed=args.seed,
+        extensions=tuple(e.strip().lstrip(".") for e in args.exts.split(",")),
+    )
+    for path in written:
+        lines = len(path.read_text().splitlines())
+        print(f"wrote {path} ({lines:,} images)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "write":
@@ -200,6 +222,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     new = commands.add_parser("new", help="copy the plugin template to a new folder")
     new.add_argument("name", help="folder to create")
     new.set_defaults(func=new_main)
+    make = commands.add_parser(
+        "make-list",
+        help="write an im2rec-style image list (.lst) for a folder, as im2rec.py --list does",
+    )
+    make.add_argument("root", help="the image folder (one sub-folder per class)")
+    make.add_argument("prefix", help="output prefix: PREFIX.lst, or PREFIX_train.lst ...")
+    make.add_argument("--train-ratio", type=float, default=1.0, help="(default: 1.0)")
+    make.add_argument("--test-ratio", type=float, default=0.0, help="(default: 0.0)")
+    make.add_argument("--seed", type=int, default=0, help="shuffle seed (default: 0)")
+    make.add_argument("--no-shuffle", action="store_true", help="keep the sorted order")
+    make.add_argument(
+        "--no-recursive",
+        action="store_true",
+        help="only the files directly in ROOT, all with label 0 (default: one label per sub-folder)",
+    )
+    make.add_argument("--exts", default=",".join(EXTENSIONS), help="(default: %(default)s)")
+    make.set_defaults(func=make_list_main)
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
