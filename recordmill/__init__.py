@@ -16,6 +16,7 @@ from recordmill.hookspecs import hookimpl, hookspec
 from recordmill.manifest import read as read_manifest
 from recordmill.options import Options
 from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolve
+from recordmill.rejects import Reject
 
 __all__ = [
     "ConfigError",

@@ -1,0 +1,136 @@
+"""The csv plugin: CSV with quoting and bad rows, JSON Lines, schemas from YAML or inferred."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+import recordmill
+from tests.conftest import read_dataset, run_writer
+
+ROWS = [
+    {"id": 1, "name": 'say "hi", then go', "score": 0.5, "ok": True},
+    {"id": 2, "name": "two\nlines", "score": -1.25, "ok": False},
+    {"id": 3, "name": "", "score": 3.0, "ok": True},
+    {"id": 4, "name": "comma, inside", "score": 1e-3, "ok": False},
+    {"id": 5, "name": "plain", "score": 7.0, "ok": True},
+]
+
+
+def write_csv(path, rows, header=("id", "name", "score", "ok")):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow([row[h] for h in header])
+
+
+def test_quoted_csv_with_inferred_types(tmp_path):
+    write_csv(tmp_path / "a.csv", ROWS)
+    out = tmp_path / "out"
+    result = run_writer(
+        "--script", "csv", "--input", tmp_path / "a.csv", "--output", out, "--quiet"
+    )
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(out)
+    assert table.to_pylist() == ROWS
+    types = {f["name"]: f["type"] for f in recordmill.read_manifest(out)["schema"]["fields"]}
+    assert types == {"id": "int64", "name": "string", "score": "float64", "ok": "bool"}
+
+
+def test_a_folder_split_into_blocks_keeps_the_order(tmp_path):
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    write_csv(folder / "1.csv", ROWS[:3])
+    write_csv(folder / "2.csv", ROWS[3:])
+    (folder / "schema.yaml").write_text("id: int32\nname: string\nscore: float32\nok: bool\n")
+    out = tmp_path / "out"
+    result = run_writer(
+        "--script",
+        "csv",
+        "--input",
+        folder,
+        "--schema",
+        folder / "schema.yaml",
+        "--rows-per-task",
+        "2",
+        "--output",
+        out,
+        "--workers",
+        "2",
+        "--partitions",
+        "2",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    manifest = recordmill.read_manifest(out)
+    assert [t["rows"] for t in manifest["tasks"]] == [2, 1, 2]
+    table = read_dataset(out)
+    assert table["id"].to_pylist() == [1, 2, 3, 4, 5]
+    assert table["name"].to_pylist()[1] == "two\nlines"
+    assert str(table.schema.field("score").type) == "float"
+
+
+def test_bad_rows_name_file_line_and_column(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text('id,score\n1,0.5\n2,"two\nlines"\n3\nx,1.0\n')
+    (tmp_path / "s.yaml").write_text("id: int32\nscore: float32\n")
+    args = ["--script", "csv", "--input", path, "--schema", tmp_path / "s.yaml", "--quiet"]
+    result = run_writer(*args, "--output", tmp_path / "o")
+    assert result.returncode == 1
+    assert "bad.csv:3: column 'score': expected float32, got 'two\\nlines'" in result.stderr
+    result = run_writer(*args, "--output", tmp_path / "o", "--on-bad-row", "skip")
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "o")["id"].to_pylist() == [1]
+    rejects = [
+        json.loads(line) for line in (tmp_path / "o" / "rejects.jsonl").read_text().splitlines()
+    ]
+    assert [r["source"].rsplit(":", 1)[1] for r in rejects] == ["3", "5", "6"]
+    assert "expected 2 fields (id, score), got 1" in rejects[1]["reason"]
+    assert "column 'id': expected int32, got 'x'" in rejects[2]["reason"]
+
+
+def test_a_header_that_does_not_match_the_schema(tmp_path):
+    write_csv(tmp_path / "a.csv", ROWS)
+    (tmp_path / "s.yaml").write_text("id: int32\nlabel: int32\n")
+    result = run_writer(
+        "--script",
+        "csv",
+        "--input",
+        tmp_path / "a.csv",
+        "--schema",
+        tmp_path / "s.yaml",
+        "--output",
+        tmp_path / "o",
+        "--quiet",
+    )
+    assert result.returncode == 1
+    assert "not in the schema: ['name', 'score', 'ok'], not in the file: ['label']" in result.stderr
+
+
+def test_json_lines_with_arrays_and_a_bad_line(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    lines = [json.dumps({"id": i, "vec": [i, i + 1, i + 2]}) for i in range(4)]
+    path.write_text("\n".join([*lines[:2], "{not json", *lines[2:]]) + "\n")
+    (tmp_path / "s.yaml").write_text("id: int64\nvec: {type: float32, shape: [3]}\n")
+    args = ["--script", "csv", "--input", path, "--schema", tmp_path / "s.yaml", "--quiet"]
+    result = run_writer(*args, "--output", tmp_path / "o")
+    assert result.returncode == 1 and "rows.jsonl:3: not valid JSON" in result.stderr
+    result = run_writer(
+        *args, "--output", tmp_path / "o", "--on-bad-row", "skip", "--rows-per-task", "2"
+    )
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(tmp_path / "o")
+    assert table["id"].to_pylist() == [0, 1, 2, 3]
+    assert table["vec"].combine_chunks().to_numpy_ndarray().tolist()[3] == [3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize("name", ["x.tsv"])
+def test_tsv_and_empty_cells_become_nulls(tmp_path, name):
+    (tmp_path / name).write_text("a\tb\n1\t\n\t2.5\n")
+    out = tmp_path / "out"
+    result = run_writer("--script", "csv", "--input", tmp_path / name, "--output", out, "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(out).to_pylist() == [{"a": 1, "b": None}, {"a": None, "b": 2.5}]
