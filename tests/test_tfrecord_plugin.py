@@ -1,0 +1,113 @@
+"""The tfrecord plugin on files written by an independent writer (the ``tfrecord`` package)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from recordmill import tfrecord as ours
+from tests.conftest import read_dataset, run_writer
+
+tfrecord = pytest.importorskip("tfrecord", reason="the independent writer: pip install tfrecord")
+
+
+def write_file(path, start, count):
+    writer = tfrecord.TFRecordWriter(str(path))
+    for i in range(start, start + count):
+        writer.write(
+            {
+                "image/encoded": (bytes([i % 256]) * (i + 1), "byte"),
+                "image/class/label": (i - 3, "int"),
+                "bbox": ([i * 0.5, -i * 0.25, 1.0], "float"),
+            }
+        )
+    writer.close()
+
+
+@pytest.fixture
+def tfrecord_dir(tmp_path):
+    folder = tmp_path / "tfr"
+    folder.mkdir()
+    write_file(folder / "train-0.tfrecord", 0, 5)
+    write_file(folder / "train-1.tfrecord", 5, 4)
+    (folder / "README.txt").write_text("not a record file")
+    return folder
+
+
+def test_features_become_columns(tfrecord_dir, tmp_path):
+    out = tmp_path / "out"
+    result = run_writer(
+        "--script",
+        "tfrecord",
+        "--input",
+        tfrecord_dir,
+        "--output",
+        out,
+        "--workers",
+        "2",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(out)
+    assert table["image/class/label"].to_pylist() == [i - 3 for i in range(9)]
+    assert table["image/encoded"].to_pylist() == [bytes([i]) * (i + 1) for i in range(9)]
+    assert np.allclose(table["bbox"].to_pylist()[4], [2.0, -1.0, 1.0])
+    fields = {
+        f["name"]: f for f in json.loads((out / "manifest.json").read_text())["schema"]["fields"]
+    }
+    assert fields["bbox"] == {"name": "bbox", "type": "float32", "shape": [-1], "nullable": False}
+    assert fields["image/class/label"]["type"] == "int64"
+
+
+def test_our_crc_matches_the_reference(tfrecord_dir):
+    data = (tfrecord_dir / "train-0.tfrecord").read_bytes()
+    assert ours.masked_crc(data[:8]) == int.from_bytes(data[8:12], "little")
+    assert ours.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+def test_a_damaged_record_is_named_or_skipped(tfrecord_dir, tmp_path):
+    path = tfrecord_dir / "train-1.tfrecord"
+    data = bytearray(path.read_bytes())
+    data[16 + 2] ^= 0xFF  # a byte inside the first record's data
+    path.write_bytes(bytes(data))
+    result = run_writer(
+        "--script", "tfrecord", "--input", tfrecord_dir, "--output", tmp_path / "o", "--quiet"
+    )
+    assert result.returncode == 1
+    assert "train-1.tfrecord: record 0 at byte 0: the data's CRC does not match" in result.stderr
+    result = run_writer(
+        "--script",
+        "tfrecord",
+        "--input",
+        tfrecord_dir,
+        "--output",
+        tmp_path / "o",
+        "--on-bad-record",
+        "skip",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "o")["image/class/label"].to_pylist() == [
+        i - 3 for i in range(9) if i != 5
+    ]
+    reject = json.loads((tmp_path / "o" / "rejects.jsonl").read_text())
+    assert reject["source"].endswith("train-1.tfrecord:0")
+
+
+def test_a_truncated_file_is_named(tfrecord_dir, tmp_path):
+    path = tfrecord_dir / "train-0.tfrecord"
+    path.write_bytes(path.read_bytes()[:-7])
+    result = run_writer(
+        "--script", "tfrecord", "--input", path, "--output", tmp_path / "o", "--quiet"
+    )
+    assert result.returncode == 1
+    assert "record 4 at byte" in result.stderr and "truncated" in result.stderr
+
+
+def test_the_pure_python_crc_is_the_same(monkeypatch):
+    data = bytes(range(256)) * 3
+    fast = ours.crc32c(data)
+    monkeypatch.setattr(ours, "_crc32c", None)
+    assert ours.crc32c(data) == fast
