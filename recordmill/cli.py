@@ -20,9 +20,10 @@ from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.filelists import make_list
 from recordmill.images import EXTENSIONS
+from recordmill.mindrecord import argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
 from recordmill.partitions import COMPRESSIONS, FORMATS
-from recordmill.plugins import available_plugins, load_plugin
+from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolve
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "template"
 
@@ -116,23 +117,36 @@ def write_main(argv: Sequence[str] | None = None) -> int:
 
 def _write(argv: list[str]) -> int:
     # Two passes, as pytest and tox do: find the plugin first, let it add its options, then parse.
-    first, _ = _write_parser(add_help=False).parse_known_args(argv)
+    first, rest = _write_parser(add_help=False).parse_known_args(argv)
     config = _load_config(first.config) if first.config else {}
     script = first.script or config.get("script") or config.get("mindrecord_script")
+    ref = resolve(str(script)) if script is not None else None
+    if ref is not None and ref.source == "mindrecord":
+        # An unmodified mr_api.py reads the flags recordmill does not know at import time.
+        with argument_pickle(rest):
+            return _run(argv, config, first.config, ref)
+    return _run(argv, config, first.config, ref)
 
+
+def _run(
+    argv: list[str], config: dict[str, Any], config_path: str | None, ref: PluginRef | None
+) -> int:
     parser = _write_parser()
     plugin = None
     plugin_dests: list[str] = []
-    if script is not None:
-        plugin = load_plugin(str(script))
+    if ref is not None:
+        plugin = load_plugin(ref)
         try:
             plugin_dests = group_dests(plugin_group(parser, plugin))
         except argparse.ArgumentError as e:
             raise ConfigError(
                 f"plugin {plugin.name}: its option clashes with recordmill's: {e}"
             ) from e
-    config_tokens = to_tokens(parser, config, f"--config {first.config}")
-    args = parser.parse_args(config_tokens + argv)
+    config_tokens = to_tokens(parser, config, f"--config {config_path}")
+    if ref is not None and ref.source == "mindrecord":
+        args, _ = parser.parse_known_args(config_tokens + argv)  # the rest went to the pickle
+    else:
+        args = parser.parse_args(config_tokens + argv)
     if plugin is None:
         parser.error("--script is required (a plugin folder, .py file, or plugin name)")
     if args.output is None:

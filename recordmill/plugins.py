@@ -29,6 +29,7 @@ import pluggy
 
 from recordmill import hookspecs
 from recordmill.errors import PluginError
+from recordmill.mindrecord import LEGACY_MODULE, MindRecordPlugin
 
 ENTRY_POINT_GROUP = "recordmill.plugins"
 PLUGIN_MODULE = "plugin.py"
@@ -43,7 +44,7 @@ class PluginRef:
     """Where a plugin comes from; small and picklable, so worker processes can load it again."""
 
     name: str
-    source: str  # "path", "builtin", "entrypoint" or "module"
+    source: str  # "path", "builtin", "entrypoint", "module" or "mindrecord" (an mr_api.py)
     target: str  # a file path, an entry point's value, or an importable module name
 
     def describe(self) -> str:
@@ -101,12 +102,14 @@ def _from_path(path: Path) -> PluginRef:
     path = path.resolve()
     if path.is_dir():
         module_file = path / PLUGIN_MODULE
-        if not module_file.is_file():
-            raise PluginError(
-                f"folder {path} is not a plugin: it has no {PLUGIN_MODULE} "
-                "(start one with: recordmill new NAME)"
-            )
-        return PluginRef(path.name, "path", str(module_file))
+        if module_file.is_file():
+            return PluginRef(path.name, "path", str(module_file))
+        if (path / LEGACY_MODULE).is_file():
+            return PluginRef(path.name, "mindrecord", str(path / LEGACY_MODULE))
+        raise PluginError(
+            f"folder {path} is not a plugin: it has neither {PLUGIN_MODULE} nor a MindRecord "
+            f"{LEGACY_MODULE} (start one with: recordmill new NAME)"
+        )
     if path.suffix != ".py":
         raise PluginError(f"{path} is neither a plugin folder nor a .py file")
     return PluginRef(path.stem, "path", str(path))
@@ -184,6 +187,8 @@ def _import(ref: PluginRef) -> Any:
             return importlib.metadata.EntryPoint(ref.name, ref.target, ENTRY_POINT_GROUP).load()
         if ref.source == "module":
             return importlib.import_module(ref.target)
+        if ref.source == "mindrecord":
+            return MindRecordPlugin(_import_file(Path(ref.target)), ref.name)
         return _import_file(Path(ref.target))
     except PluginError:
         raise
@@ -239,7 +244,7 @@ class DatasetPlugin:
         for hook_name in hookspecs.REQUIRED_HOOKS:
             if getattr(self.pm.hook, hook_name).get_hookimpls():
                 continue
-            defined = [n for n, v in vars(self.obj).items() if inspect.isroutine(v)]
+            defined = [n for n in dir(self.obj) if inspect.isroutine(getattr(self.obj, n, None))]
             close = difflib.get_close_matches(hook_name, defined, n=1)
             hint = f" (did you mean to name {close[0]!r} {hook_name!r}?)" if close else ""
             raise PluginError(
