@@ -150,7 +150,7 @@ def test_unknown_name_lists_what_was_tried_and_what_exists(tmp_path, monkeypatch
 
 def test_folder_without_plugin_module(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(PluginError, match=r"no plugin\.py"):
+    with pytest.raises(PluginError, match=r"neither plugin\.py nor a MindRecord mr_api\.py"):
         resolve(str(tmp_path / "empty"))
 
 
