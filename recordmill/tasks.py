@@ -130,8 +130,10 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
 
 def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:
     where = f" at row {row}" if row is not None else ""
-    return TaskError(
-        task_id,
-        f"dict_data() raised {type(error).__name__}: {error}{where}",
-        "".join(traceback.format_exception(error)),
+    # recordmill's own errors, raised by helpers the plugin uses, already say what went wrong.
+    what = (
+        str(error)
+        if isinstance(error, RecordmillError)
+        else f"dict_data() raised {type(error).__name__}: {error}"
     )
+    return TaskError(task_id, f"{what}{where}", "".join(traceback.format_exception(error)))

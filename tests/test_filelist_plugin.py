@@ -126,7 +126,7 @@ def test_multi_label_im2rec_lines_and_torchrecord_lines(tmp_path):
 
 def test_bad_lines_name_the_file_and_line(tmp_path):
     make_folder(tmp_path / "img", classes=("a",), per_class=1)
-    lst = tmp_path / "bad.lst"
+    lst = tmp_path / "img" / "bad.lst"
     lst.write_text("0\t1.000000\ta/a0.png\n1\tone\ta/a0.png\n")
     result = run_writer(
         "--script", "filelist", "--list", lst, "--output", tmp_path / "o", "--quiet"
