@@ -130,10 +130,11 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
 
 def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:
     where = f" at row {row}" if row is not None else ""
-    # recordmill's own errors, raised by helpers the plugin uses, already say what went wrong.
-    what = (
-        str(error)
-        if isinstance(error, RecordmillError)
-        else f"dict_data() raised {type(error).__name__}: {error}"
+    if isinstance(error, RecordmillError):
+        # Raised by a recordmill helper the plugin uses: its message says it all, no traceback.
+        return TaskError(task_id, f"{error}{where}")
+    return TaskError(
+        task_id,
+        f"dict_data() raised {type(error).__name__}: {error}{where}",
+        "".join(traceback.format_exception(error)),
     )
-    return TaskError(task_id, f"{what}{where}", "".join(traceback.format_exception(error)))
