@@ -106,8 +106,8 @@ class WorkerPool:
     ) -> Iterator[tuple[Any, Any]]:
         """Run ``fn(*args, report=...)`` for each ``(key, args)``; yield ``(key, result)`` as done.
 
-        A job that raises re-raises here (the remote traceback is attached as ``traceback_text``
-        when the error has one); a dead worker raises :class:`WorkerLost`.
+        A job that raises re-raises here (an unexpected error gets the worker's traceback as a
+        note); a dead worker raises :class:`WorkerLost`.
         """
         pending = deque(jobs)
         idle = list(self._workers)
@@ -134,8 +134,8 @@ class WorkerPool:
                 idle.append(worker)
                 if kind == "error":
                     error, text = payload
-                    if isinstance(error, TaskError) and not error.traceback_text:
-                        error.traceback_text = text
+                    if not isinstance(error, RecordmillError) and hasattr(error, "add_note"):
+                        error.add_note(f"in a worker process:\n{text}")  # an unexpected error
                     raise error
                 yield worker.key, payload[0]
             for worker in list(busy.values()):
