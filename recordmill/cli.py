@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 import recordmill
+from recordmill.demo import make_demo_data
 from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.filelists import make_list
@@ -215,6 +216,14 @@ def make_list_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def demo_data_main(args: argparse.Namespace) -> int:
+    root = make_demo_data(args.folder)
+    print(
+        f"wrote demo inputs to {root}: images/, images_train.lst, mnist/, table.csv, table.jsonl, tfrecord/"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "write":
@@ -253,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     make.add_argument("--exts", default=",".join(EXTENSIONS), help="(default: %(default)s)")
     make.set_defaults(func=make_list_main)
+    demo = commands.add_parser(
+        "demo-data", help="write small demo inputs for every built-in plugin"
+    )
+    demo.add_argument("folder", help="where to write them")
+    demo.set_defaults(func=demo_data_main)
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()

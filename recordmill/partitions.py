@@ -221,13 +221,32 @@ def _is_bytes(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
+def _leaves(path: str, t: pa.DataType) -> list[str]:
+    """The Parquet column paths of a field: per-column settings go by these, not by field name."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _leaves(path, t.storage_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaves(f"{path}.list.element", t.value_type)
+    if pa.types.is_struct(t):
+        return [leaf for child in t for leaf in _leaves(f"{path}.{child.name}", child.type)]
+    if pa.types.is_map(t):
+        return _leaves(f"{path}.key_value.key", t.key_type) + _leaves(
+            f"{path}.key_value.value", t.item_type
+        )
+    return [path]
+
+
 class _ParquetWriter:
     def __init__(self, path: Path, schema: pa.Schema, compression: str):
         # Bytes columns usually hold already-compressed media (JPEG, PNG): compressing them again
         # costs time and saves nothing, and their statistics and dictionaries are useless.
-        other = [f.name for f in schema if not _is_bytes(f.type)]
+        other = [leaf for f in schema if not _is_bytes(f.type) for leaf in _leaves(f.name, f.type)]
         if compression == "auto":
-            codec: Any = {f.name: "none" if _is_bytes(f.type) else "zstd" for f in schema}
+            codec: Any = {
+                leaf: "none" if _is_bytes(f.type) else "zstd"
+                for f in schema
+                for leaf in _leaves(f.name, f.type)
+            }
         else:
             codec = compression
         self._writer = pq.ParquetWriter(

@@ -149,3 +149,47 @@ def parse_example(data: bytes) -> dict[str, tuple[str, list | np.ndarray]]:
                     feature = v
             features[name] = _feature(feature)
     return features
+
+
+def _encode_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _message(number: int, payload: bytes) -> bytes:
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
+
+
+def encode_example(features: dict[str, bytes | float | int | list]) -> bytes:
+    """A serialized ``tf.train.Example``: bytes/str -> bytes_list, float -> float_list,
+    int -> int64_list; a list holds several values of one kind."""
+    entries = b""
+    for name, value in features.items():
+        values = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
+        first = values[0] if len(values) else b""
+        if isinstance(first, (bytes, str)):
+            body = b"".join(_message(1, v.encode() if isinstance(v, str) else v) for v in values)
+            feature = _message(1, body)
+        elif isinstance(first, (float, np.floating)):
+            feature = _message(2, _message(1, np.asarray(values, "<f4").tobytes()))
+        else:
+            feature = _message(3, _message(1, b"".join(_encode_varint(int(v)) for v in values)))
+        entries += _message(1, _message(1, name.encode()) + _message(2, feature))
+    return _message(1, entries)
+
+
+def write_records(path: str | os.PathLike[str], payloads: list[bytes]) -> None:
+    """Write a TFRecord file (for demo data and tests; recordmill itself only reads them)."""
+    with open(path, "wb") as f:
+        for data in payloads:
+            header = struct.pack("<Q", len(data))
+            f.write(header + struct.pack("<I", masked_crc(header)))
+            f.write(data + struct.pack("<I", masked_crc(data)))

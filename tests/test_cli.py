@@ -204,18 +204,6 @@ def test_a_bad_row_message_names_task_row_field(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_run_template_wrapper(tmp_path):
-    result = subprocess.run(
-        ["bash", str(REPO / "run_scripts" / "run_template.sh"), "--quiet"],
-        env={**os.environ, "OUTPUT": str(tmp_path / "t")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert recordmill.read_manifest(tmp_path / "t")["total_rows"] == 400
-
-
 SLOW_PLUGIN = """
     import time
 

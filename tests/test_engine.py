@@ -370,3 +370,21 @@ def test_shuffle_moves_tensor_and_list_values_with_their_rows(tmp_path, fmt):
     ):
         task, i = divmod(key, 10)
         assert mask == list(range(i)) and grid == [[task, i]] * i
+
+
+def test_default_compression_is_zstd_except_for_bytes(tmp_path):
+    template = recordmill.plugins.BUILTIN_DIR.parent / "templates" / "template"
+    out = tmp_path / "out"
+    recordmill.write(template, out, progress=False)
+    meta = pq.ParquetFile(next(out.glob("part-*"))).metadata.row_group(0)
+    codecs = {
+        meta.column(i).path_in_schema: meta.column(i).compression for i in range(meta.num_columns)
+    }
+    assert codecs == {
+        "id": "ZSTD",
+        "label": "ZSTD",
+        "file_name": "ZSTD",
+        "data": "UNCOMPRESSED",
+        "feature.list.element": "ZSTD",
+        "tokens.list.element": "ZSTD",
+    }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Convert CSV or JSON Lines files (a file or a folder of them) with a YAML schema. Without INPUT
+# it uses the demo table (made on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEMO=${DEMO:-out/demo-data}
+if [ -z "${INPUT:-}" ]; then
+    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
+    INPUT=$DEMO/table.csv
+    SCHEMA=${SCHEMA:-$DEMO/table.schema.yaml}
+fi
+SCHEMA=${SCHEMA:-}               # optional: column -> type; default: inferred
+OUTPUT=${OUTPUT:-out/csv}
+
+python writer.py \
+    --script csv \
+    --input "$INPUT" \
+    ${SCHEMA:+--schema "$SCHEMA"} \
+    --rows-per-task 50 \
+    --output "$OUTPUT" \
+    --partitions 2 \
+    --overwrite \
+    "$@"
