@@ -3,6 +3,7 @@
     python benchmarks/baseline.py images DIR OUT.parquet
     python benchmarks/baseline.py smallrows OUT.parquet
     python benchmarks/baseline.py read DIR          # only read every file: Python's own floor
+    python benchmarks/baseline.py tensors DIR OUT.parquet   # decode + resize to 128 x 128, no draft
 
 Written the way a user would without recordmill: batches of dicts through
 ``pa.Table.from_pylist`` and one ``pq.ParquetWriter`` with pyarrow's default settings.
@@ -12,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from PIL import Image
 
 HERE = Path(__file__).resolve().parent
 BATCH = 1000
@@ -60,12 +64,44 @@ def write(rows, out: Path) -> int:
     return total
 
 
+def write_tensors(root: Path, out: Path, size: int = 128) -> int:
+    """Open each file with PIL, convert to RGB, resize (no draft mode), write tensors to Parquet."""
+    writer, batch, labels, total = None, [], [], 0
+
+    def flush() -> None:
+        nonlocal writer
+        table = pa.table(
+            {
+                "label": pa.array(labels, pa.int32()),
+                "image": pa.FixedShapeTensorArray.from_numpy_ndarray(np.stack(batch)),
+            }
+        )
+        writer = writer or pq.ParquetWriter(out, table.schema)
+        writer.write_table(table)
+        batch.clear()
+        labels.clear()
+
+    for row in image_rows(root):
+        image = Image.open(io.BytesIO(row["data"])).convert("RGB")
+        batch.append(np.asarray(image.resize((size, size), Image.Resampling.BILINEAR)))
+        labels.append(row["label"])
+        total += 1
+        if len(batch) == BATCH:
+            flush()
+    if batch:
+        flush()
+    writer.close()
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("workload", choices=["images", "smallrows", "read"])
+    parser.add_argument("workload", choices=["images", "smallrows", "read", "tensors"])
     parser.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args()
-    if args.workload == "read":
+    if args.workload == "tensors":
+        print(write_tensors(args.paths[0], args.paths[1]), "rows")
+    elif args.workload == "read":
         print(sum(len(row["data"]) for row in image_rows(args.paths[0])), "bytes")
     elif args.workload == "images":
         print(write(image_rows(args.paths[0]), args.paths[1]), "rows")

@@ -2,7 +2,7 @@
 
     python benchmarks/make_imagefolder.py benchmarks/data/images --classes 100 --per-class 200
 
-Images are 160-500 px on each side, a colour gradient with noise, about 30 KB each at quality 85.
+Images are 160-500 px on each side (--min-size, --max-size), a colour gradient with noise, about 30 KB each at quality 85.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import numpy as np
 from PIL import Image
 
 
-def make_class(args: tuple[Path, int, int, int]) -> int:
-    root, class_index, count, seed = args
+def make_class(args: tuple[Path, int, int, int, int, int]) -> int:
+    root, class_index, count, seed, smallest, largest = args
     rng = np.random.default_rng([seed, class_index])
     folder = root / f"n{class_index:08d}"
     folder.mkdir(parents=True, exist_ok=True)
     total = 0
     for i in range(count):
-        w, h = (int(v) for v in rng.integers(160, 501, size=2))
+        w, h = (int(v) for v in rng.integers(smallest, largest + 1, size=2))
         yy, xx = np.mgrid[0:h, 0:w]
         base = np.stack(
             [xx * 255 // w, yy * 255 // h, (xx + yy + class_index) * 255 // (w + h + 100)], axis=-1
@@ -43,8 +43,13 @@ def main() -> None:
     parser.add_argument("--per-class", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--min-size", type=int, default=160, help="smallest side (default: 160)")
+    parser.add_argument("--max-size", type=int, default=500, help="largest side (default: 500)")
     args = parser.parse_args()
-    jobs = [(args.root, c, args.per_class, args.seed) for c in range(args.classes)]
+    jobs = [
+        (args.root, c, args.per_class, args.seed, args.min_size, args.max_size)
+        for c in range(args.classes)
+    ]
     with ProcessPoolExecutor(args.jobs) as pool:
         total = sum(pool.map(make_class, jobs))
     print(f"{args.classes * args.per_class} images, {total / 1e6:.0f} MB in {args.root}")
