@@ -107,3 +107,60 @@ def test_extensions_option(image_folder, tmp_path):
     )
     names = read_dataset(out)["file_name"].to_pylist()
     assert names == sorted(n for n in made if n.endswith(".png"))
+
+
+def test_tensor_encoding_matches_pillow_and_keeps_label_text(image_folder, tmp_path):
+    root, made = image_folder
+    labels = tmp_path / "labels.txt"
+    labels.write_text("n01440764 0 tench, Tinca tinca\nn02102040 1 English springer\nn03000684 2\n")
+    out = tmp_path / "out"
+    result = run_writer(
+        "--script",
+        "imagenet",
+        "--image-dir",
+        root,
+        "--label-file",
+        labels,
+        "--output",
+        out,
+        "--encode",
+        "tensor",
+        "--size",
+        "16",
+        "24",
+        "--resize-mode",
+        "stretch",
+        "--workers",
+        "2",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(out)
+    assert table["text"].to_pylist()[:4] == ["tench, Tinca tinca"] * 4
+    assert table["text"].to_pylist()[-1] == ""
+    tensors = table["image"].combine_chunks().to_numpy_ndarray()
+    assert tensors.shape == (12, 16, 24, 3)
+    assert set(table["channels"].to_pylist()) == {3}
+    for name, tensor in zip(table["file_name"].to_pylist(), tensors, strict=True):
+        source = Image.open(io.BytesIO(made[name][1]))
+        if source.mode in ("RGBA", "CMYK"):
+            continue  # composited on white / converted: checked in test_images
+        expected = np.asarray(source.convert("RGB").resize((24, 16), Image.Resampling.BILINEAR))
+        assert np.abs(tensor.astype(int) - expected.astype(int)).mean() < 2, name
+
+
+def test_num_images_is_a_seeded_subset(image_folder, tmp_path):
+    root, made = image_folder
+    chosen = []
+    for seed in (1, 1, 2):
+        out = tmp_path / f"out{len(chosen)}"
+        recordmill.write(
+            "imagenet",
+            out,
+            options={"image_dir": root, "num_images": 5, "subset_seed": seed},
+            progress=False,
+        )
+        chosen.append(read_dataset(out)["file_name"].to_pylist())
+    assert len(chosen[0]) == 5 and set(chosen[0]) <= set(made)
+    assert chosen[0] == chosen[1] and chosen[0] != chosen[2]
+    assert chosen[0] == sorted(chosen[0])  # still in class, then file order
