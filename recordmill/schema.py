@@ -8,12 +8,14 @@ row, the field, what was expected and what came.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import yaml
 
 from recordmill.errors import RowError, SchemaError
 
@@ -84,6 +86,21 @@ def _declared_field(name: str, spec: Any) -> pa.Field:
             raise SchemaError(f"schema field {name!r}: shape needs a numeric or bool type")
         value_type = array_type(value_type, list(shape))
     return pa.field(name, value_type, nullable=bool(spec.get("nullable", False)))
+
+
+def from_yaml(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """A schema from a YAML file (``label: int32`` or ``feat: {type: float32, shape: [3]}``),
+    checked, in the dict form a ``schema()`` hook returns. Read with ``yaml.safe_load``."""
+    try:
+        with open(path) as f:
+            declared = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise SchemaError(f"cannot read schema file {path}: {e}") from e
+    if not isinstance(declared, dict) or not declared:
+        raise SchemaError(f"schema file {path}: expected a mapping of field names to types")
+    specs = {str(k): v if isinstance(v, dict) else {"type": v} for k, v in declared.items()}
+    to_arrow_schema(specs)  # report a bad type here, naming the file's field
+    return specs
 
 
 def array_type(value_type: pa.DataType, shape: list[int]) -> pa.DataType:

@@ -222,3 +222,17 @@ def test_inference_rejects_what_it_cannot_type():
         infer_schema({"x": {"nested": 1}})
     with pytest.raises(RowError, match=r"dict_data\(\) must yield dicts"):
         infer_schema(("a", 1))
+
+
+def test_schema_from_yaml(tmp_path):
+    from recordmill.schema import from_yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text("label: int32\nfeat: {type: float32, shape: [3]}\n")
+    assert from_yaml(path) == {"label": {"type": "int32"}, "feat": {"type": "float32", "shape": [3]}}
+    path.write_text("label: integer\n")
+    with pytest.raises(SchemaError, match=r"schema field 'label': unknown type 'integer'"):
+        from_yaml(path)
+    path.write_text("- a\n- b\n")
+    with pytest.raises(SchemaError, match=r"s.yaml: expected a mapping"):
+        from_yaml(path)

@@ -19,9 +19,8 @@ import io
 import json
 import os
 
-import yaml
-
 from recordmill import Reject
+from recordmill.schema import from_yaml
 
 CSV_SUFFIXES = (".csv", ".tsv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -146,20 +145,9 @@ def task_number(options):
     return len(_tasks(options.input, options.rows_per_task, options.delimiter))
 
 
-@functools.lru_cache(maxsize=4)
-def _declared(schema_path):
-    with open(schema_path) as f:
-        declared = yaml.safe_load(f)
-    if not isinstance(declared, dict) or not declared:
-        raise ValueError(f"--schema {schema_path}: expected a mapping of column names to types")
-    return {
-        name: spec if isinstance(spec, dict) else {"type": spec} for name, spec in declared.items()
-    }
-
-
 def schema(options):
     if options.schema:
-        return _declared(options.schema)
+        return from_yaml(options.schema)
     first = _files(options.input)[0]
     if _is_jsonl(first):
         return None  # recordmill infers from the first row of each task and checks they agree

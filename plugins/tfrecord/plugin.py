@@ -17,9 +17,8 @@ import fnmatch
 import functools
 import os
 
-import yaml
-
 from recordmill import Reject
+from recordmill.schema import from_yaml
 from recordmill.tfrecord import TFRecordError, parse_example, records
 
 TYPES = {"bytes": "bytes", "float": "float32", "int64": "int64"}
@@ -62,13 +61,7 @@ def task_number(options):
 @functools.lru_cache(maxsize=4)
 def _schema(input_path, pattern, schema_path):
     if schema_path:
-        with open(schema_path) as f:
-            declared = yaml.safe_load(f)
-        if not isinstance(declared, dict) or not declared:
-            raise ValueError(
-                f"--schema {schema_path}: expected a mapping of feature names to types"
-            )
-        return {k: v if isinstance(v, dict) else {"type": v} for k, v in declared.items()}
+        return from_yaml(schema_path)
     for path in _files(input_path, pattern):
         for _, _, data, problem in records(path):
             if problem:
