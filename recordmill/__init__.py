@@ -16,10 +16,12 @@ from recordmill.hookspecs import hookimpl, hookspec
 from recordmill.manifest import read as read_manifest
 from recordmill.options import Options
 from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolve
+from recordmill.reader import Dataset, open
 from recordmill.rejects import Reject
 
 __all__ = [
     "ConfigError",
+    "Dataset",
     "Options",
     "OutputError",
     "PluginError",
@@ -35,6 +37,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "load_plugin",
+    "open",
     "read_manifest",
     "resolve",
     "write",

@@ -229,7 +229,10 @@ def test_schema_from_yaml(tmp_path):
 
     path = tmp_path / "s.yaml"
     path.write_text("label: int32\nfeat: {type: float32, shape: [3]}\n")
-    assert from_yaml(path) == {"label": {"type": "int32"}, "feat": {"type": "float32", "shape": [3]}}
+    assert from_yaml(path) == {
+        "label": {"type": "int32"},
+        "feat": {"type": "float32", "shape": [3]},
+    }
     path.write_text("label: integer\n")
     with pytest.raises(SchemaError, match=r"schema field 'label': unknown type 'integer'"):
         from_yaml(path)

@@ -1,0 +1,178 @@
+"""recordmill.open: random access, slices, batches, shuffles, shards, decoding, damage."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from PIL import Image
+
+import recordmill
+import recordmill.decode
+from tests.conftest import make_plugin
+
+PLUGIN = """
+    import io
+    import numpy as np
+    from PIL import Image
+
+    def task_number():
+        return 5
+
+    def schema():
+        return {
+            "id": {"type": "int64"},
+            "name": {"type": "string"},
+            "vec": {"type": "float32", "shape": [2, 3]},
+            "ids": {"type": "int32", "shape": [-1]},
+            "png": {"type": "bytes"},
+        }
+
+    def dict_data(task_id):
+        for i in range(37 * task_id):  # 0, 37, 74, ... rows: uneven tasks, one empty
+            n = sum(37 * t for t in range(task_id)) + i
+            buffer = io.BytesIO()
+            Image.new("RGB", (3, 2), (n % 256, 7, 9)).save(buffer, "PNG")
+            yield {
+                "id": n,
+                "name": f"row {n}",
+                "vec": np.full((2, 3), n, dtype=np.float32),
+                "ids": np.arange(n % 4, dtype=np.int32),
+                "png": buffer.getvalue(),
+            }
+"""
+TOTAL = 37 * (0 + 1 + 2 + 3 + 4)
+
+
+@pytest.fixture(scope="module", params=["parquet", "arrow"])
+def dataset(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(request.param)
+    plugin = make_plugin(root / "p", PLUGIN)
+    recordmill.write(
+        plugin,
+        root / "out",
+        partitions=3,
+        workers=2,
+        row_group_size=16,
+        format=request.param,
+        progress=False,
+    )
+    return root / "out"
+
+
+def test_length_schema_and_manifest(dataset):
+    ds = recordmill.open(str(dataset))
+    assert len(ds) == TOTAL
+    assert ds.schema.names == ["id", "name", "vec", "ids", "png"]
+    assert ds.manifest["total_rows"] == TOTAL
+
+
+def test_random_access_any_row_and_negative(dataset):
+    ds = recordmill.open(str(dataset))
+    for i in [0, 1, 15, 16, 17, 123, TOTAL - 1]:
+        row = ds[i]
+        assert row["id"] == i and row["name"] == f"row {i}"
+        assert (
+            row["vec"].shape == (2, 3) and row["vec"].dtype == np.float32 and row["vec"][1, 2] == i
+        )
+        assert row["ids"].tolist() == list(range(i % 4))
+    assert ds[-1]["id"] == TOTAL - 1 and ds[-TOTAL]["id"] == 0
+    with pytest.raises(IndexError):
+        ds[TOTAL]
+
+
+def test_slices_and_take(dataset):
+    ds = recordmill.open(str(dataset))
+    assert ds[10:50]["id"].to_pylist() == list(range(10, 50))
+    assert ds[-3:]["id"].to_pylist() == [TOTAL - 3, TOTAL - 2, TOTAL - 1]
+    assert ds[5:20:5]["id"].to_pylist() == [5, 10, 15]
+    assert ds.take([300, 2, -1, 2])["id"].to_pylist() == [300, 2, TOTAL - 1, 2]
+    assert isinstance(ds.take([1]), pa.Table)
+
+
+def test_sequential_batches_cover_every_row_in_order(dataset):
+    ds = recordmill.open(str(dataset))
+    batches = list(ds.iter_batches(batch_size=50, columns=["id", "vec"]))
+    assert [len(b["id"]) for b in batches] == [50] * 7 + [20]
+    assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(TOTAL))
+    assert batches[1]["vec"].shape == (50, 2, 3)
+    assert set(batches[0]) == {"id", "vec"}
+
+
+def test_shuffle_is_a_seeded_permutation(dataset):
+    ds = recordmill.open(str(dataset))
+    orders = [
+        np.concatenate(
+            [b["id"] for b in ds.iter_batches(batch_size=32, shuffle=True, seed=s)]
+        ).tolist()
+        for s in (4, 4, 5)
+    ]
+    assert sorted(orders[0]) == list(range(TOTAL))
+    assert orders[0] == orders[1] and orders[0] != orders[2] and orders[0] != sorted(orders[0])
+
+
+def test_shuffle_decodes_each_row_group_once_when_it_fits_the_cache(dataset):
+    ds = recordmill.open(str(dataset))
+    if ds.manifest["format"] == "arrow":
+        pytest.skip("Arrow partitions are memory-mapped, nothing is decoded")
+    for _ in ds.iter_batches(batch_size=2, shuffle=True, seed=1):  # windows of 128 rows
+        pass
+    groups = sum(-(-p["rows"] // 16) for p in ds.manifest["partitions"])
+    assert ds.stats.groups_read == groups
+    small = recordmill.open(str(dataset), cache_bytes=1)
+    for _ in small.iter_batches(batch_size=2, shuffle=True, seed=1):
+        pass
+    assert small.stats.groups_read > groups  # a cache too small to hold them: reads again
+
+
+def test_shards_are_disjoint_covering_and_balanced(dataset):
+    ds = recordmill.open(str(dataset))
+    shards = [ds.shard(r, 4) for r in range(4)]
+    ids = [s.to_arrow()["id"].to_pylist() for s in shards]
+    assert sorted(i for shard in ids for i in shard) == list(range(TOTAL))
+    assert max(map(len, ids)) - min(map(len, ids)) <= 1
+    assert shards[2][0]["id"] == ids[2][0] and len(shards[2]) == len(ids[2])
+    with pytest.raises(ValueError):
+        ds.shard(4, 4)
+
+
+def test_select_and_decode(dataset):
+    ds = recordmill.open(str(dataset), decode={"png": recordmill.decode.image})
+    row = ds.select(["id", "png"])[42]
+    assert set(row) == {"id", "png"}
+    assert row["png"].shape == (2, 3, 3) and tuple(row["png"][0, 0]) == (42, 7, 9)
+    image = recordmill.decode.pil(recordmill.open(str(dataset))[3]["png"])
+    assert isinstance(image, Image.Image) and image.size == (3, 2)
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        ds.select(["nope"])
+
+
+def test_a_file_uri(dataset):
+    ds = recordmill.open(dataset.as_uri())
+    assert ds[100]["id"] == 100
+
+
+def test_a_truncated_partition_is_a_clear_error(dataset, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(dataset, copy)
+    part = sorted(copy.glob("part-*"))[1]
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    ds = recordmill.open(str(copy))
+    with pytest.raises((recordmill.RecordmillError, OSError, pa.ArrowInvalid)):
+        ds[len(ds) // 2]
+
+
+def test_not_a_dataset(tmp_path):
+    with pytest.raises(recordmill.OutputError, match="not a recordmill dataset"):
+        recordmill.open(str(tmp_path))
+
+
+def test_image_decoder_handles_grayscale_bytes():
+    buffer = io.BytesIO()
+    Image.new("L", (4, 5), 200).save(buffer, "PNG")
+    array = recordmill.decode.image(buffer.getvalue())
+    assert array.shape == (5, 4, 3) and (array == 200).all()
