@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 import recordmill
@@ -25,6 +26,9 @@ from recordmill.mindrecord import argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
 from recordmill.partitions import COMPRESSIONS, FORMATS
 from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolve
+from recordmill.progress import human_size
+from recordmill.reader import open as open_dataset
+from recordmill.verify import verify
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "template"
 
@@ -224,6 +228,64 @@ def demo_data_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def info_main(args: argparse.Namespace) -> int:
+    ds = open_dataset(args.path)
+    m = ds.manifest
+    print(
+        f"{args.path}: {m['total_rows']:,} rows in {len(m['partitions'])} {m['format']} partitions"
+    )
+    print(
+        f"created {m.get('created', '?')} by recordmill {m['versions']['recordmill']}, "
+        f"pyarrow {m['versions']['pyarrow']}, python {m['versions'].get('python', '?')}"
+    )
+    options = ", ".join(f"{k}={v!r}" for k, v in m["plugin"]["options"].items()) or "no options"
+    print(f"plugin {m['plugin']['name']} ({m['plugin'].get('source', '?')}): {options}")
+    settings = m.get("settings", {})
+    if settings:
+        print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    print("schema:")
+    for f in m["schema"]["fields"]:
+        shape = f" shape {f['shape']}" if "shape" in f else ""
+        print(f"  {f['name']}: {f['type']}{shape}{' (nullable)' if f['nullable'] else ''}")
+    print("partitions:")
+    for p in m["partitions"]:
+        print(f"  {p['file']}  {p['rows']:,} rows  {human_size(p['bytes'])}")
+    rejects = (m.get("rejects") or {}).get("count", 0)
+    if rejects:
+        print(f"rejects: {rejects:,}, listed in {m['rejects']['file']}")
+    return 0
+
+
+def head_main(args: argparse.Namespace) -> int:
+    ds = open_dataset(args.path)
+    if args.columns:
+        ds = ds.select([c.strip() for c in args.columns.split(",")])
+    for i in range(min(args.n, len(ds))):
+        row = ds[i]
+        print(f"[{i}] " + ", ".join(f"{k}={_show(v)}" for k, v in row.items()))
+    return 0
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value):,} bytes: {value[:8].hex(' ')}{' ...' if len(value) > 8 else ''}>"
+    if isinstance(value, np.ndarray):
+        return f"<{value.dtype} array {list(value.shape)}>"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def verify_main(args: argparse.Namespace) -> int:
+    problems = verify(args.path)
+    for problem in problems:
+        print(f"{args.path}/{problem}")
+    if problems:
+        return 1
+    m = open_dataset(args.path).manifest
+    print(f"ok: {m['total_rows']:,} rows in {len(m['partitions'])} partitions match the manifest")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "write":
@@ -267,8 +329,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     demo.add_argument("folder", help="where to write them")
     demo.set_defaults(func=demo_data_main)
+    info = commands.add_parser(
+        "info", help="what a dataset holds: schema, rows, partitions, plugin"
+    )
+    info.add_argument("path")
+    info.set_defaults(func=info_main)
+    head = commands.add_parser("head", help="print the first rows of a dataset")
+    head.add_argument("path")
+    head.add_argument("-n", type=int, default=5, help="rows (default: 5)")
+    head.add_argument("--columns", help="comma-separated columns (default: all)")
+    head.set_defaults(func=head_main)
+    check = commands.add_parser(
+        "verify", help="re-read every partition and check rows, schema and checksums"
+    )
+    check.add_argument("path")
+    check.set_defaults(func=verify_main)
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
-    return args.func(args)
+    try:
+        return args.func(args)
+    except RecordmillError as e:
+        print(f"recordmill: error: {e}", file=sys.stderr)
+        return 1

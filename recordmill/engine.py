@@ -34,7 +34,7 @@ from recordmill.partitions import (
 )
 from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.pool import WorkerLost, WorkerPool
-from recordmill.progress import Progress
+from recordmill.progress import Progress, human_size
 from recordmill.schema import check_same_schema, to_arrow_schema
 from recordmill.tasks import TaskJob, TaskResult, fragment_path, run_task
 
@@ -57,7 +57,7 @@ class Summary:
         )
         return (
             f"recordmill: wrote {self.rows:,} rows in {self.partitions} partitions "
-            f"({_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
+            f"({human_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
             f"in {self.seconds:.1f} s ({phases}){skipped}"
         )
 
@@ -159,16 +159,6 @@ def write(
             "partitions": partitions_done - partitions_started,
         },
     )
-
-
-def _size(nbytes: float) -> str:
-    if nbytes < 1000:
-        return f"{nbytes:.0f} bytes"
-    for unit in ("KB", "MB"):
-        nbytes /= 1000
-        if nbytes < 1000:
-            return f"{nbytes:,.1f} {unit}"
-    return f"{nbytes / 1000:,.1f} GB"
 
 
 def _check_settings(

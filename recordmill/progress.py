@@ -40,3 +40,14 @@ class Progress:
 
     def close(self) -> None:
         self._bar.close()
+
+
+def human_size(nbytes: float) -> str:
+    """``591.7 MB``, ``48.1 KB``, ``5 bytes``."""
+    if nbytes < 1000:
+        return f"{nbytes:.0f} bytes"
+    for unit in ("KB", "MB"):
+        nbytes /= 1000
+        if nbytes < 1000:
+            return f"{nbytes:,.1f} {unit}"
+    return f"{nbytes / 1000:,.1f} GB"

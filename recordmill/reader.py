@@ -346,7 +346,15 @@ def to_numpy(column: pa.Array | pa.ChunkedArray) -> Any:
     if isinstance(t, pa.FixedShapeTensorType):
         return column.to_numpy_ndarray()
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return [None if v is None else np.asarray(v) for v in column.to_pylist()]
+        leaf = t
+        while hasattr(leaf, "value_type"):
+            leaf = leaf.value_type
+        dtype = (
+            leaf.to_pandas_dtype()
+            if pa.types.is_integer(leaf) or pa.types.is_floating(leaf)
+            else None
+        )
+        return [None if v is None else np.asarray(v, dtype=dtype) for v in column.to_pylist()]
     if (
         pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
     ) and not column.null_count:

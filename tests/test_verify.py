@@ -1,0 +1,107 @@
+"""recordmill verify, info and head on real datasets, intact and damaged."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import recordmill
+from recordmill.verify import verify
+from tests.conftest import COUNTING_PLUGIN, make_plugin
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    root = tmp_path_factory.mktemp("v")
+    plugin = make_plugin(root / "counting", COUNTING_PLUGIN)
+    recordmill.write(
+        plugin, root / "ds", options={"sizes": "40,0,25"}, partitions=3, progress=False
+    )
+    return root / "ds"
+
+
+@pytest.fixture
+def copy(written, tmp_path):
+    target = tmp_path / "ds"
+    shutil.copytree(written, target)
+    return target
+
+
+def cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "recordmill", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def test_an_intact_dataset_verifies(written):
+    assert verify(written) == []
+    result = cli("verify", written)
+    assert result.returncode == 0 and "ok: 65 rows in 3 partitions" in result.stdout
+
+
+def test_truncated(copy):
+    part = copy / "part-00001-of-00003.parquet"
+    part.write_bytes(part.read_bytes()[:-100])
+    problems = verify(copy)
+    assert any(
+        "part-00001-of-00003.parquet: " in p and "truncated or altered" in p for p in problems
+    )
+    assert any("cannot be read" in p for p in problems)
+    result = cli("verify", copy)
+    assert result.returncode == 1 and "part-00001-of-00003.parquet" in result.stdout
+
+
+def test_flipped_bytes_keep_the_size_but_not_the_checksum(copy):
+    part = copy / "part-00000-of-00003.parquet"
+    data = bytearray(part.read_bytes())
+    data[40] ^= 0xFF  # inside the first column chunk, not the footer
+    part.write_bytes(bytes(data))
+    assert verify(copy) == [
+        f"part-00000-of-00003.parquet: checksum {recordmill.partitions.sha256_file(part)} does not match "
+        f"the manifest's {recordmill.read_manifest(copy)['partitions'][0]['checksum']}"
+    ]
+
+
+def test_deleted_and_extra_files(copy):
+    (copy / "part-00002-of-00003.parquet").rename(copy / "part-00009-of-00009.parquet")
+    problems = verify(copy)
+    assert "part-00002-of-00003.parquet: missing" in problems
+    assert "part-00009-of-00009.parquet: a partition file the manifest does not list" in problems
+
+
+def test_a_wrong_manifest(copy):
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["total_rows"] = 66
+    manifest["partitions"][1]["rows"] = 99
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    problems = verify(copy)
+    assert "manifest: partitions hold 142 rows, total_rows says 66" in problems
+    assert "part-00001-of-00003.parquet: 22 rows, the manifest says 99" in problems
+    (copy / "manifest.json").write_text("{not json")
+    assert verify(copy)[0].startswith("manifest: ")
+
+
+def test_the_reader_refuses_a_partition_whose_rows_disagree(copy):
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["partitions"][0]["rows"] = 5
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(recordmill.OutputError, match="holds 22 rows, the manifest says 5"):
+        recordmill.open(str(copy))[0]
+
+
+def test_info_and_head(written):
+    result = cli("info", written)
+    assert result.returncode == 0
+    assert "65 rows in 3 parquet partitions" in result.stdout
+    assert "plugin counting (path): sizes='40,0,25'" in result.stdout
+    assert (
+        "  task: int64" in result.stdout and "part-00002-of-00003.parquet  21 rows" in result.stdout
+    )
+    result = cli("head", written, "-n", "2", "--columns", "name,i")
+    assert result.stdout.splitlines() == ["[0] name='t0-0', i=0", "[1] name='t0-1', i=1"]
+    result = cli("head", written.parent / "nothing")
+    assert result.returncode == 1 and "not a recordmill dataset" in result.stderr
