@@ -203,8 +203,20 @@ class Dataset:
             yield from view._batches(table, batch_size, format)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for batch in self.iter_batches(format="arrow"):
-            yield from self._rows(pa.Table.from_batches([batch]))
+        return self.iter_rows()
+
+    def iter_rows(
+        self, indices: Sequence[int] | np.ndarray | None = None, batch_size: int = 1024
+    ) -> Iterator[dict[str, Any]]:
+        """Row dicts: all rows in order, or the rows at ``indices``, in that order (read a window
+        of ``64 * batch_size`` rows at a time, each row group once per window)."""
+        if indices is None:
+            for batch in self.iter_batches(batch_size, format="arrow"):
+                yield from self._rows(pa.Table.from_batches([batch]))
+            return
+        window = 64 * batch_size
+        for lo in range(0, len(indices), window):
+            yield from self._rows(self.take(indices[lo : lo + window]))
 
     # --- internals ----------------------------------------------------------------------------
 
