@@ -357,6 +357,21 @@ def to_numpy(column: pa.Array | pa.ChunkedArray) -> Any:
     t = column.type
     if isinstance(t, pa.FixedShapeTensorType):
         return column.to_numpy_ndarray()
+    shape = []
+    leaf = t
+    while pa.types.is_fixed_size_list(leaf):
+        shape.append(leaf.list_size)
+        leaf = leaf.value_type
+    if (
+        shape
+        and (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf))
+        and not column.null_count
+    ):
+        # Fixed shape all the way down: one (rows, *shape) array, no per-row work.
+        flat = column
+        for _ in shape:
+            flat = flat.flatten()
+        return flat.to_numpy(zero_copy_only=False).reshape(len(column), *shape)
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         leaf = t
         while hasattr(leaf, "value_type"):

@@ -104,9 +104,13 @@ def from_yaml(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
 
 
 def array_type(value_type: pa.DataType, shape: list[int]) -> pa.DataType:
-    """Fixed shape: a fixed-shape tensor; -1 anywhere: nested lists, one level per dimension."""
-    if -1 not in shape:
-        return pa.fixed_shape_tensor(value_type, shape)
+    """Nested lists, one level per dimension: fixed-size lists for fixed dimensions, lists for -1.
+
+    A fixed shape such as [2, 3] is ``fixed_size_list<fixed_size_list<float32, 3>, 2>`` rather than
+    Arrow's ``fixed_shape_tensor`` extension type: every Parquet reader understands it and keeps
+    the shape (DuckDB ``FLOAT[3][2]``, Polars ``Array(Float32, shape=(2, 3))``, Hugging Face
+    datasets fixed-length sequences), while the extension type breaks Hugging Face's loader.
+    """
     for dim in reversed(shape):
         value_type = pa.list_(value_type) if dim == -1 else pa.list_(value_type, dim)
     return value_type
@@ -128,10 +132,7 @@ def describe(schema: pa.Schema) -> list[dict[str, Any]]:
 def _type_and_shape(t: pa.DataType) -> tuple[str, list[int] | None]:
     if isinstance(t, pa.FixedShapeTensorType):
         return TYPE_NAMES.get(t.value_type, str(t.value_type)), list(t.shape)
-    shape = []
-    while pa.types.is_list(t) or pa.types.is_fixed_size_list(t):
-        shape.append(t.list_size if pa.types.is_fixed_size_list(t) else -1)
-        t = t.value_type
+    shape, t = _nested_shape(t)
     if shape and t in TYPE_NAMES:
         return TYPE_NAMES[t], shape
     if shape:
@@ -177,7 +178,7 @@ def _infer_type(name: str, value: Any) -> pa.DataType:
         value_type = pa.from_numpy_dtype(value.dtype)
         if value.ndim == 0:
             return value_type
-        return pa.fixed_shape_tensor(value_type, list(value.shape))
+        return array_type(value_type, list(value.shape))
     if isinstance(value, (list, tuple)):
         arr = np.asarray(value)
         if arr.dtype.kind in "biuf" and arr.ndim >= 1:
@@ -310,6 +311,9 @@ def _column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         if isinstance(target, pa.FixedShapeTensorType):
             return _tensor_column(values, target)
         if pa.types.is_list(target) or pa.types.is_fixed_size_list(target):
+            shape, leaf = _nested_shape(target)
+            if -1 not in shape:
+                return _fixed_column(values, target, shape, leaf)
             return _ragged_column(values, target)
         if target in TYPE_NAMES:
             return _scalar_column(values, target)
@@ -385,12 +389,30 @@ def _tensor_column(values: Sequence[Any], target: pa.FixedShapeTensorType) -> pa
     return pa.FixedShapeTensorArray.from_numpy_ndarray(stacked)
 
 
-def _ragged_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
+def _nested_shape(t: pa.DataType) -> tuple[list[int], pa.DataType]:
+    """The shape (-1 for variable dimensions) and the value type of nested list types."""
     shape = []
-    leaf = target
-    while pa.types.is_list(leaf) or pa.types.is_fixed_size_list(leaf):
-        shape.append(leaf.list_size if pa.types.is_fixed_size_list(leaf) else -1)
-        leaf = leaf.value_type
+    while pa.types.is_list(t) or pa.types.is_fixed_size_list(t):
+        shape.append(t.list_size if pa.types.is_fixed_size_list(t) else -1)
+        t = t.value_type
+    return shape, t
+
+
+def _fixed_column(
+    values: Sequence[Any], target: pa.DataType, shape: list[int], leaf: pa.DataType
+) -> pa.Array:
+    """Fixed-shape arrays: one numpy stack, then one fixed-size list level per dimension."""
+    stacked = np.array(values) if values else np.empty((0, *shape))
+    if stacked.shape != (len(values), *shape):
+        raise _Mismatch(f"wrong shape {list(np.shape(values[0]))}")
+    child: pa.Array = pa.array(_as_numpy(stacked, np.dtype(leaf.to_pandas_dtype())).ravel())
+    for dim in reversed(shape):
+        child = pa.FixedSizeListArray.from_arrays(child, dim)
+    return child.cast(target) if child.type != target else child
+
+
+def _ragged_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
+    shape, leaf = _nested_shape(target)
     dtype = np.dtype(leaf.to_pandas_dtype())
     arrays = []
     empty_shape = [0 if d == -1 else d for d in shape]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import recordmill
+from recordmill.reader import to_numpy
 from tests.conftest import read_dataset, run_writer
 
 ROWS = [
@@ -124,7 +125,7 @@ def test_json_lines_with_arrays_and_a_bad_line(tmp_path):
     assert result.returncode == 0, result.stderr
     table = read_dataset(tmp_path / "o")
     assert table["id"].to_pylist() == [0, 1, 2, 3]
-    assert table["vec"].combine_chunks().to_numpy_ndarray().tolist()[3] == [3.0, 4.0, 5.0]
+    assert to_numpy(table["vec"]).tolist()[3] == [3.0, 4.0, 5.0]
 
 
 @pytest.mark.parametrize("name", ["x.tsv"])

@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from recordmill.idx import read_idx, write_idx
+from recordmill.reader import to_numpy
 from tests.conftest import read_dataset, run_writer
 
 
@@ -56,7 +57,7 @@ def test_tensor_images_and_labels_match_the_source(mnist_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     table = read_dataset(out)
     assert table["label"].to_pylist() == labels.tolist()
-    assert (table["image"].combine_chunks().to_numpy_ndarray() == pixels).all()
+    assert (to_numpy(table["image"]) == pixels).all()
 
 
 def test_png_images_and_the_test_split(mnist_dir, tmp_path):

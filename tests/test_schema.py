@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from recordmill.errors import RowError, SchemaError
+from recordmill.reader import to_numpy
 from recordmill.schema import RowConverter, describe, infer_schema, to_arrow_schema
 
 SCALARS = {
@@ -122,12 +123,12 @@ def test_fixed_shape_tensor():
     values = [np.full((2, 2, 3), i, dtype=np.int64) for i in range(3)]
     batch = convert(declared, [{"img": v} for v in values])
     column = batch.column(0)
-    assert isinstance(column.type, pa.FixedShapeTensorType)
-    array = column.to_numpy_ndarray()
+    assert column.type == pa.list_(pa.list_(pa.list_(pa.uint8(), 3), 2), 2)
+    array = to_numpy(column)
     assert array.dtype == np.uint8 and array.shape == (3, 2, 2, 3)
     assert (array[2] == 2).all()
     nested = convert({"v": {"type": "float32", "shape": [3]}}, [{"v": [1, 2, 3]}])
-    assert nested.column(0).to_numpy_ndarray().tolist() == [[1.0, 2.0, 3.0]]
+    assert to_numpy(nested.column(0)).tolist() == [[1.0, 2.0, 3.0]]
 
 
 def test_fixed_shape_tensor_errors():
