@@ -10,8 +10,10 @@ same cache (see :meth:`Dataset.iter_batches`).
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +59,7 @@ class _Files:
     cache_bytes: int = 0
     cache_limit: int = CACHE_BYTES
     stats: ReadStats = field(default_factory=ReadStats)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def open(
@@ -193,14 +196,23 @@ class Dataset:
         view = self.select(columns) if columns is not None else self
         if shuffle:
             order = np.random.default_rng(seed).permutation(len(view)) + view._start
-            window = max(batch_size, 64 * batch_size)
+            window = view._window_rows(batch_size)
             for lo in range(0, len(order), window):
                 table = view._gather(order[lo : lo + window])
                 yield from view._batches(table, batch_size, format)
             return
-        for lo in range(view._start, view._stop, batch_size):
-            table = view._range(lo, min(lo + batch_size, view._stop))
-            yield from view._batches(table, batch_size, format)
+        held: list[pa.Table] = []
+        held_rows = 0
+        for table in view._groups_in_order():
+            held.append(table)
+            held_rows += table.num_rows
+            if held_rows >= batch_size:
+                joined = pa.concat_tables(held)
+                cut = held_rows - held_rows % batch_size
+                yield from view._batches(joined.slice(0, cut), batch_size, format)
+                held, held_rows = [joined.slice(cut)], held_rows - cut
+        if held_rows:
+            yield from view._batches(pa.concat_tables(held), batch_size, format)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.iter_rows()
@@ -242,6 +254,36 @@ class Dataset:
             {name: values[i] for name, values in columns.items()} for i in range(table.num_rows)
         ]
 
+    def _window_rows(self, batch_size: int) -> int:
+        """Rows gathered at once in a shuffled pass: 64 batches, but not much over 256 MB."""
+        total = sum(p["bytes"] for p in self.manifest["partitions"]) or 1
+        per_row = max(1, total // max(1, self.manifest["total_rows"]))
+        return max(
+            batch_size, min(64 * batch_size, (256 << 20) // per_row // batch_size * batch_size)
+        )
+
+    def _groups_in_order(self) -> Iterator[pa.Table]:
+        """This view's rows, group by group; the next Parquet row group is decoded in a thread
+        while the current one is used (pyarrow releases the GIL while it decodes)."""
+        files = _index(self._files)
+        first = max(int(np.searchsorted(files.starts, self._start, side="right")) - 1, 0)
+        wanted = []
+        for g in range(first, len(files.groups)):
+            group = files.groups[g]
+            if group.start >= self._stop:
+                break
+            wanted.append(g)
+        with ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(self._group, wanted[0]) if wanted else None
+            for n, g in enumerate(wanted):
+                table = ahead.result()
+                if n + 1 < len(wanted):
+                    ahead = pool.submit(self._group, wanted[n + 1])
+                group = files.groups[g]
+                lo = max(self._start, group.start) - group.start
+                hi = min(self._stop, group.start + group.rows) - group.start
+                yield table.slice(lo, hi - lo)
+
     def _range(self, start: int, stop: int) -> pa.Table:
         """Global rows ``start`` to ``stop`` (consecutive), read group by group."""
         files = _index(self._files)
@@ -272,7 +314,8 @@ class Dataset:
             g = int(which[part[0]])
             local = rows[part] - files.groups[g].start
             pieces.append(self._group(g).take(pa.array(local)))
-        table = pa.concat_tables(pieces)
+        # One contiguous table first: a take across many chunks is far slower than one copy.
+        table = pa.concat_tables(pieces).combine_chunks()
         inverse = np.empty_like(by_group)
         inverse[by_group] = np.arange(len(by_group))
         return table.take(pa.array(inverse))
@@ -281,9 +324,10 @@ class Dataset:
         """Row group ``g`` with this view's columns: from the cache, or read and cached."""
         files = self._files
         key = (g, tuple(self.schema.names))
-        if key in files.cache:
-            files.cache.move_to_end(key)
-            return files.cache[key]
+        with files.lock:
+            if key in files.cache:
+                files.cache.move_to_end(key)
+                return files.cache[key]
         group = files.groups[g]
         handle = _handle(files, group.partition)
         if files.manifest["format"] == "arrow":
@@ -292,13 +336,14 @@ class Dataset:
             return table  # memory-mapped: nothing to cache
         table = handle.read_row_group(group.index, columns=self.schema.names)
         table = table.cast(self.schema) if table.schema != self.schema else table
-        files.stats.groups_read += 1
-        files.stats.rows_read += table.num_rows
-        files.cache[key] = table
-        files.cache_bytes += table.nbytes
-        while files.cache_bytes > files.cache_limit and len(files.cache) > 1:
-            _, dropped = files.cache.popitem(last=False)
-            files.cache_bytes -= dropped.nbytes
+        with files.lock:  # a read-ahead thread may be decoding beside us
+            files.stats.groups_read += 1
+            files.stats.rows_read += table.num_rows
+            files.cache[key] = table
+            files.cache_bytes += table.nbytes
+            while files.cache_bytes > files.cache_limit and len(files.cache) > 1:
+                _, dropped = files.cache.popitem(last=False)
+                files.cache_bytes -= dropped.nbytes
         return table
 
 
