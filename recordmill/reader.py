@@ -10,6 +10,7 @@ same cache (see :meth:`Dataset.iter_batches`).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +28,8 @@ from recordmill.manifest import MANIFEST, arrow_schema
 from recordmill.partitions import bounds
 
 CACHE_BYTES = 1 << 30
+# Row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
+READ_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass
@@ -60,6 +63,19 @@ class _Files:
     cache_limit: int = CACHE_BYTES
     stats: ReadStats = field(default_factory=ReadStats)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    pool: ThreadPoolExecutor | None = None
+    pid: int = 0  # the process that opened the files and started the threads
+
+
+def _threads(files: _Files) -> ThreadPoolExecutor:
+    """The dataset's reading threads, started again in a forked child (a DataLoader worker),
+    where the parent's threads and open files do not carry over."""
+    if files.pool is None or files.pid != os.getpid():
+        files.pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="recordmill-read")
+        files.handles = {}
+        files.lock = threading.Lock()
+        files.pid = os.getpid()
+    return files.pool
 
 
 def open(
@@ -263,8 +279,8 @@ class Dataset:
         )
 
     def _groups_in_order(self) -> Iterator[pa.Table]:
-        """This view's rows, group by group; the next Parquet row group is decoded in a thread
-        while the current one is used (pyarrow releases the GIL while it decodes)."""
+        """This view's rows, group by group; the next row groups are decoded in threads while
+        the current one is used (pyarrow releases the GIL while it decodes)."""
         files = _index(self._files)
         first = max(int(np.searchsorted(files.starts, self._start, side="right")) - 1, 0)
         wanted = []
@@ -273,16 +289,16 @@ class Dataset:
             if group.start >= self._stop:
                 break
             wanted.append(g)
-        with ThreadPoolExecutor(1) as pool:
-            ahead = pool.submit(self._group, wanted[0]) if wanted else None
-            for n, g in enumerate(wanted):
-                table = ahead.result()
-                if n + 1 < len(wanted):
-                    ahead = pool.submit(self._group, wanted[n + 1])
-                group = files.groups[g]
-                lo = max(self._start, group.start) - group.start
-                hi = min(self._stop, group.start + group.rows) - group.start
-                yield table.slice(lo, hi - lo)
+        pool = _threads(files)
+        ahead = [pool.submit(self._group, g) for g in wanted[:READ_THREADS]]
+        for n, g in enumerate(wanted):
+            table = ahead.pop(0).result()
+            if n + READ_THREADS < len(wanted):
+                ahead.append(pool.submit(self._group, wanted[n + READ_THREADS]))
+            group = files.groups[g]
+            lo = max(self._start, group.start) - group.start
+            hi = min(self._stop, group.start + group.rows) - group.start
+            yield table.slice(lo, hi - lo)
 
     def _range(self, start: int, stop: int) -> pa.Table:
         """Global rows ``start`` to ``stop`` (consecutive), read group by group."""
@@ -309,11 +325,13 @@ class Dataset:
         by_group = np.argsort(which, kind="stable")
         sorted_which = which[by_group]
         cuts = np.flatnonzero(np.diff(sorted_which)) + 1
-        pieces = []
-        for part in np.split(by_group, cuts):
-            g = int(which[part[0]])
-            local = rows[part] - files.groups[g].start
-            pieces.append(self._group(g).take(pa.array(local)))
+        parts = np.split(by_group, cuts)
+        needed = [int(which[part[0]]) for part in parts]
+        tables = list(_threads(files).map(self._group, needed))  # decoded side by side
+        pieces = [
+            table.take(pa.array(rows[part] - files.groups[g].start))
+            for g, table, part in zip(needed, tables, parts, strict=True)
+        ]
         # One contiguous table first: a take across many chunks is far slower than one copy.
         table = pa.concat_tables(pieces).combine_chunks()
         inverse = np.empty_like(by_group)
@@ -348,7 +366,9 @@ class Dataset:
 
 
 def _handle(files: _Files, partition: int) -> Any:
-    if partition not in files.handles:
+    # One reader per thread: a pyarrow ParquetFile must not be read from two threads at once.
+    key = (partition, threading.get_ident())
+    if key not in files.handles:
         entry = files.manifest["partitions"][partition]
         path = f"{files.root}/{entry['file']}"
         if files.manifest["format"] == "arrow":
@@ -356,15 +376,15 @@ def _handle(files: _Files, partition: int) -> Any:
                 source = pa.memory_map(path)
             else:
                 source = files.filesystem.open_input_file(path)
-            files.handles[partition] = pa.ipc.open_file(source)
+            handle = pa.ipc.open_file(source)
         else:
-            files.handles[partition] = pq.ParquetFile(files.filesystem.open_input_file(path))
-        _check_rows(files, partition, entry)
-    return files.handles[partition]
+            handle = pq.ParquetFile(files.filesystem.open_input_file(path))
+        _check_rows(files, handle, entry)
+        files.handles[key] = handle
+    return files.handles[key]
 
 
-def _check_rows(files: _Files, partition: int, entry: dict[str, Any]) -> None:
-    handle = files.handles[partition]
+def _check_rows(files: _Files, handle: Any, entry: dict[str, Any]) -> None:
     if files.manifest["format"] == "arrow":
         rows = sum(handle.get_batch(i).num_rows for i in range(handle.num_record_batches))
     else:
@@ -378,6 +398,7 @@ def _check_rows(files: _Files, partition: int, entry: dict[str, Any]) -> None:
 
 def _index(files: _Files) -> _Files:
     """Build the global row-group map once, from the manifest and the files' footers."""
+    _threads(files)
     if files.groups or not files.manifest["partitions"]:
         return files
     start = 0
