@@ -328,15 +328,24 @@ class Dataset:
         parts = np.split(by_group, cuts)
         needed = [int(which[part[0]]) for part in parts]
         tables = list(_threads(files).map(self._group, needed))  # decoded side by side
-        pieces = [
-            table.take(pa.array(rows[part] - files.groups[g].start))
-            for g, table, part in zip(needed, tables, parts, strict=True)
-        ]
-        # One contiguous table first: a take across many chunks is far slower than one copy.
-        table = pa.concat_tables(pieces).combine_chunks()
+        local = rows - files.starts[which]
+        slot = np.empty(len(which), dtype=np.int64)  # each row's group, as a position in tables
+        for n, part in enumerate(parts):
+            slot[part] = n
         inverse = np.empty_like(by_group)
         inverse[by_group] = np.arange(len(by_group))
-        return table.take(pa.array(inverse))
+        columns = []
+        for c, column_type in enumerate(self.schema.types):
+            chunks = [t.column(c).combine_chunks() for t in tables]
+            if _is_large_binary_data(column_type, chunks):
+                columns.append(_gather_binary(chunks, parts, slot, local, column_type))
+                continue
+            pieces = [
+                chunk.take(pa.array(local[part])) for chunk, part in zip(chunks, parts, strict=True)
+            ]
+            # One contiguous array first: a take across many chunks is far slower than one copy.
+            columns.append(pa.concat_arrays(pieces).take(pa.array(inverse)))
+        return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _group(self, g: int) -> pa.Table:
         """Row group ``g`` with this view's columns: from the cache, or read and cached."""
@@ -363,6 +372,45 @@ class Dataset:
                 _, dropped = files.cache.popitem(last=False)
                 files.cache_bytes -= dropped.nbytes
         return table
+
+
+def _is_large_binary_data(t: pa.DataType, chunks: list[pa.Array]) -> bool:
+    """Bytes or strings of 1 KB and more a value (images, audio), with no nulls."""
+    if not (pa.types.is_binary(t) or pa.types.is_string(t)) or any(c.null_count for c in chunks):
+        return False
+    total = sum(len(c.buffers()[2] or b"") for c in chunks)
+    values = sum(len(c) for c in chunks)
+    return values > 0 and total // values >= 1024
+
+
+def _gather_binary(
+    chunks: list[pa.Array],
+    parts: list[np.ndarray],
+    slot: np.ndarray,
+    local: np.ndarray,
+    t: pa.DataType,
+) -> pa.Array:
+    """Gather large values with one copy each, straight into the output order (Arrow's take
+    would copy them into group order first and again into the final order)."""
+    offsets = [
+        np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1] for c in chunks
+    ]
+    data = [np.frombuffer(c.buffers()[2], np.uint8) for c in chunks]
+    starts = np.empty(len(slot), dtype=np.int64)
+    ends = np.empty(len(slot), dtype=np.int64)
+    for off, part in zip(offsets, parts, strict=True):
+        starts[part] = off[local[part]]
+        ends[part] = off[local[part] + 1]
+    out_offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int32)
+    values = np.concatenate(
+        [
+            data[g][a:b]
+            for g, a, b in zip(slot.tolist(), starts.tolist(), ends.tolist(), strict=True)
+        ]
+    )
+    return pa.Array.from_buffers(
+        t, len(slot), [None, pa.py_buffer(out_offsets), pa.py_buffer(values)]
+    )
 
 
 def _handle(files: _Files, partition: int) -> Any:
