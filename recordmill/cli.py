@@ -82,6 +82,22 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing output dataset"
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an interrupted run on this output: only its unfinished tasks run again",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        help="run a task again this many times when its worker process dies (default: 2)",
+    )
+    parser.add_argument(
+        "--retries-on-error",
+        action="store_true",
+        help="also run a task again when the plugin raised an exception in it",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--config",
@@ -116,7 +132,11 @@ def write_main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exception(e.__cause__, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("recordmill: interrupted", file=sys.stderr)
+        print(
+            "recordmill: interrupted; the finished tasks are kept: run the same command with "
+            "--resume to do only the rest",
+            file=sys.stderr,
+        )
         return 130
 
 
@@ -169,6 +189,9 @@ def _run(
         compression=args.compression,
         row_group_size=args.row_group_size,
         overwrite=args.overwrite,
+        resume=args.resume,
+        retries=args.retries,
+        retries_on_error=args.retries_on_error,
         progress=not args.quiet,
     )
     print(summary.line())

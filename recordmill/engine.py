@@ -5,6 +5,7 @@ The engine knows nothing of argparse; the CLI turns flags into a call to :func:`
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -19,7 +20,13 @@ import pyarrow as pa
 
 from recordmill import manifest as manifest_file
 from recordmill import rejects
-from recordmill.errors import ConfigError, PluginError, RecordmillError
+from recordmill.errors import (
+    ConfigError,
+    OutputError,
+    PluginError,
+    RecordmillError,
+    TaskError,
+)
 from recordmill.options import Options, plugin_options
 from recordmill.output import OutputDir
 from recordmill.partitions import (
@@ -29,6 +36,7 @@ from recordmill.partitions import (
     PartitionJob,
     bounds,
     default_row_group_size,
+    finished_partition,
     fragments_done_after,
     write_partition,
 )
@@ -36,7 +44,7 @@ from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.pool import WorkerLost, WorkerPool
 from recordmill.progress import Progress, human_size
 from recordmill.schema import check_same_schema, to_arrow_schema
-from recordmill.tasks import TaskJob, TaskResult, fragment_path, run_task
+from recordmill.tasks import TaskJob, TaskResult, fragment_path, load_record, run_task
 
 
 @dataclass
@@ -75,78 +83,127 @@ def write(
     compression: str = "auto",
     row_group_size: int | None = None,
     overwrite: bool = False,
+    resume: bool = False,
+    retries: int = 2,
+    retries_on_error: bool = False,
     progress: bool = True,
 ) -> Summary:
     """Run ``plugin`` and write its rows to ``output`` as ``partitions`` files plus a manifest.
 
     ``plugin`` is a ``--script`` value (entry-point name, built-in name, folder or .py path), a
     :class:`PluginRef`, or an imported module. ``options`` are the plugin's own options; the ones
-    not given take the defaults its ``add_options`` declares.
+    not given take the defaults its ``add_options`` declares. ``resume`` finishes an interrupted
+    run on the same output (only its unfinished tasks and partitions are done again); a task
+    whose worker process dies is run again up to ``retries`` times, and a task whose plugin code
+    raised too when ``retries_on_error``.
     """
     started = time.perf_counter()
     if not isinstance(plugin, DatasetPlugin):
         plugin = load_plugin(plugin)
     if not isinstance(options, Options):
         options = plugin_options(plugin, options)
-    _check_settings(partitions, workers, format, compression, row_group_size)
+    _check_settings(partitions, workers, format, compression, row_group_size, retries)
     workers = workers or os.cpu_count() or 1
 
     n_tasks = plugin.task_number(options)
     declared = _declared_schema(plugin, options)
-    out = OutputDir(output, overwrite=overwrite)
-    staging = out.prepare()
+    settings = {
+        "partitions": partitions,
+        "format": format,
+        "shuffle": shuffle,
+        "seed": seed if shuffle else None,
+        "compression": compression,
+        "row_group_size": row_group_size,
+    }
+    out = OutputDir(output, overwrite=overwrite, resume=resume)
+    out.lock()
     try:
-        with _Runner(min(workers, max(n_tasks, partitions, 1))) as runner:
-            jobs = [TaskJob(plugin.ref, options, t, declared, str(staging)) for t in range(n_tasks)]
-            tasks_started = time.perf_counter()
-            results = runner.run(run_task, jobs, f"{plugin.name}: tasks", "task", progress)
-            partitions_started = time.perf_counter()
-            total = sum(r.rows for r in results)
-            rejected = [rejects.as_record(r.task_id, j) for r in results for j in r.rejects]
-            if total == 0:
-                raise PluginError(
-                    f"plugin {plugin.name} produced no rows in any of its {n_tasks} tasks"
-                    + (f" ({len(rejected)} inputs rejected)" if rejected else "")
+        staging = out.prepare()
+        _check_run(staging, plugin, options, n_tasks, settings, out.resumed)
+        try:
+            with _Runner(
+                min(workers, max(n_tasks, partitions, 1)), retries, retries_on_error
+            ) as runner:
+                done = _finished_tasks(staging, n_tasks) if out.resumed else {}
+                jobs = [
+                    TaskJob(plugin.ref, options, t, declared, str(staging))
+                    for t in range(n_tasks)
+                    if t not in done
+                ]
+                tasks_started = time.perf_counter()
+                new = runner.run(run_task, jobs, f"{plugin.name}: tasks", "task", progress)
+                results = sorted([*done.values(), *new], key=lambda r: r.task_id)
+                partitions_started = time.perf_counter()
+                total = sum(r.rows for r in results)
+                rejected = [rejects.as_record(r.task_id, j) for r in results for j in r.rejects]
+                if total == 0:
+                    raise PluginError(
+                        f"plugin {plugin.name} produced no rows in any of its {n_tasks} tasks"
+                        + (f" ({len(rejected)} inputs rejected)" if rejected else "")
+                    )
+                schema = declared or check_same_schema(
+                    {r.task_id: r.schema for r in results if r.rows}
                 )
-            schema = declared or check_same_schema({r.task_id: r.schema for r in results if r.rows})
-            rg_size = row_group_size or default_row_group_size(
-                total, sum(r.nbytes for r in results)
+                rg_size = row_group_size or default_row_group_size(
+                    total, sum(r.nbytes for r in results)
+                )
+                part_jobs = _partition_jobs(
+                    results,
+                    staging,
+                    schema,
+                    partitions,
+                    format,
+                    compression,
+                    rg_size,
+                    shuffle,
+                    seed,
+                )
+                finished = {
+                    job.index: info
+                    for job in part_jobs
+                    if out.resumed and (info := finished_partition(staging, job)) is not None
+                }
+                todo = [job for job in part_jobs if job.index not in finished]
+                cleaner = _fragment_cleaner(part_jobs, staging, set(finished))
+                written_now = runner.run(
+                    write_partition,
+                    todo,
+                    "partitions",
+                    "partition",
+                    progress,
+                    on_result=lambda i, _: cleaner(todo[i].index),
+                )
+                infos = [
+                    finished.get(job.index) or written_now[todo.index(job)] for job in part_jobs
+                ]
+                partitions_done = time.perf_counter()
+            written = manifest_file.build(
+                fmt=format,
+                schema=schema,
+                partitions=[vars(i) for i in infos],
+                tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
+                rejected=len(rejected),
+                plugin={
+                    "name": plugin.name,
+                    "source": plugin.ref.source,
+                    "options": options.to_dict(),
+                },
+                settings={**settings, "row_group_size": rg_size},
             )
-            part_jobs = _partition_jobs(
-                results, staging, schema, partitions, format, compression, rg_size, shuffle, seed
-            )
-            infos = runner.run(
-                write_partition,
-                part_jobs,
-                "partitions",
-                "partition",
-                progress,
-                on_result=_fragment_cleaner(part_jobs, staging),
-            )
-            partitions_done = time.perf_counter()
-        written = manifest_file.build(
-            fmt=format,
-            schema=schema,
-            partitions=[vars(i) for i in infos],
-            tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
-            rejected=len(rejected),
-            plugin={"name": plugin.name, "source": plugin.ref.source, "options": options.to_dict()},
-            settings={
-                "partitions": partitions,
-                "shuffle": shuffle,
-                "seed": seed if shuffle else None,
-                "compression": compression,
-                "row_group_size": rg_size,
-            },
-        )
-        if rejected:
-            rejects.write(staging, rejected)
-        shutil.rmtree(staging / "_tasks", ignore_errors=True)
-        manifest_file.write(staging, written)
-        out.commit()
-    except BaseException:
-        out.abort()
-        raise
+            if rejected:
+                rejects.write(staging, rejected)
+            for scratch in ("_tasks", "_parts"):
+                shutil.rmtree(staging / scratch, ignore_errors=True)
+            (staging / RUN_FILE).unlink(missing_ok=True)
+            manifest_file.write(staging, written)
+            out.commit()
+        except KeyboardInterrupt:
+            raise  # finished tasks stay in the staging folder, for --resume
+        except BaseException:
+            out.abort()
+            raise
+    finally:
+        out.release()
     return Summary(
         out.final,
         total,
@@ -161,8 +218,53 @@ def write(
     )
 
 
+RUN_FILE = "run.json"
+
+
+def _check_run(
+    staging: Path,
+    plugin: DatasetPlugin,
+    options: Options,
+    n_tasks: int,
+    settings: dict[str, Any],
+    resumed: bool,
+) -> None:
+    """Record what this run is; when resuming, refuse a run that is not the same one."""
+    run = {
+        "plugin": plugin.name,
+        "options": options.to_dict(),
+        "task_number": n_tasks,
+        "settings": settings,
+    }
+    path = staging / RUN_FILE
+    if resumed and path.is_file():
+        before = json.loads(path.read_text())
+        changed = [
+            f"{key}: {before.get(key)!r} then, {value!r} now"
+            for key, value in run.items()
+            if before.get(key) != value
+        ]
+        if changed:
+            raise OutputError(
+                "cannot --resume: this run differs from the interrupted one ("
+                + "; ".join(changed)
+                + "). Run it as before, or pass --overwrite to start over"
+            )
+        return
+    path.write_text(json.dumps(run))
+
+
+def _finished_tasks(staging: Path, n_tasks: int) -> dict[int, TaskResult]:
+    return {t: r for t in range(n_tasks) if (r := load_record(staging, t)) is not None}
+
+
 def _check_settings(
-    partitions: int, workers: int | None, fmt: str, compression: str, row_group_size: int | None
+    partitions: int,
+    workers: int | None,
+    fmt: str,
+    compression: str,
+    row_group_size: int | None,
+    retries: int,
 ) -> None:
     if partitions < 1:
         raise ConfigError(f"--partitions must be at least 1, got {partitions}")
@@ -174,6 +276,8 @@ def _check_settings(
         raise ConfigError(
             f"--compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
         )
+    if retries < 0:
+        raise ConfigError(f"--retries must be at least 0, got {retries}")
     if row_group_size is not None and row_group_size < 1:
         raise ConfigError(f"--row-group-size must be at least 1, got {row_group_size}")
 
@@ -220,14 +324,17 @@ def _partition_jobs(
     ]
 
 
-def _fragment_cleaner(jobs: list[PartitionJob], staging: Path) -> Callable[[int, Any], None]:
+def _fragment_cleaner(
+    jobs: list[PartitionJob], staging: Path, done: set[int]
+) -> Callable[[int], None]:
     """Delete each fragment as soon as every partition that reads it is written, so that the
-    staged copy of the data shrinks while the partitions grow instead of doubling the disk use."""
+    staged copy of the data shrinks while the partitions grow instead of doubling the disk use.
+    (A finished task's record stays: --resume must not run it again.)"""
     released = fragments_done_after(jobs)
-    done: set[int] = set()
+    done = set(done)
     prefix = 0
 
-    def on_result(index: int, _: Any) -> None:
+    def partition_done(index: int) -> None:
         nonlocal prefix
         done.add(index)
         while prefix in done:
@@ -235,14 +342,18 @@ def _fragment_cleaner(jobs: list[PartitionJob], staging: Path) -> Callable[[int,
                 fragment_path(staging, task_id).unlink(missing_ok=True)
             prefix += 1
 
-    return on_result
+    if done:
+        partition_done(min(done))
+    return partition_done
 
 
 class _Runner:
     """Runs jobs in a pool of worker processes, or in this process when there is one worker."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, retries: int = 0, retries_on_error: bool = False):
         self.pool = WorkerPool(workers) if workers > 1 else None
+        self.retries = retries
+        self.retries_on_error = retries_on_error
 
     def __enter__(self) -> _Runner:
         return self
@@ -271,18 +382,27 @@ class _Runner:
         try:
             if self.pool is None:
                 for i, job in enumerate(jobs):
-                    results[i] = fn(job, report=on_progress)
+                    for attempt in range(self.retries + 1):
+                        try:
+                            results[i] = fn(job, report=on_progress)
+                            break
+                        except TaskError:
+                            if not self.retries_on_error or attempt == self.retries:
+                                raise
                     on_result(i, results[i])
                     bar.step()
             else:
                 keyed = [(i, (job,)) for i, job in enumerate(jobs)]
+                retry_errors = (TaskError,) if self.retries_on_error else ()
                 try:
-                    for i, result in self.pool.imap_unordered(fn, keyed, on_progress):
+                    for i, result in self.pool.imap_unordered(
+                        fn, keyed, on_progress, self.retries, retry_errors
+                    ):
                         results[i] = result
                         on_result(i, result)
                         bar.step()
                 except WorkerLost as e:
-                    raise WorkerLost(f"{unit} {e.key}", e.exitcode) from None
+                    raise WorkerLost(f"{unit} {e.key}", e.exitcode, e.attempts) from None
         finally:
             bar.close()
         return results

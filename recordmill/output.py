@@ -2,25 +2,33 @@
 
 Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``) that is renamed
 to ``NAME`` only when the run succeeded, so a failed or killed run never leaves an output that
-looks complete.
+looks complete. An interrupted run's staging folder is kept for ``--resume``; a lock file beside
+it (``.NAME.recordmill-lock``) makes a second run on the same output wait for nothing: it is
+refused.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from recordmill.errors import OutputError
 from recordmill.manifest import MANIFEST
 
 
 class OutputDir:
-    def __init__(self, path: str | os.PathLike[str], overwrite: bool = False):
+    def __init__(self, path: str | os.PathLike[str], overwrite: bool = False, resume: bool = False):
         self.final = Path(path).expanduser().absolute()
         self.overwrite = overwrite
+        self.resume = resume
         self.staging = self.final.parent / f".{self.final.name}.recordmill-partial"
         self._old = self.final.parent / f".{self.final.name}.recordmill-old"
+        self._lock_path = self.final.parent / f".{self.final.name}.recordmill-lock"
+        self._lock: Any = None
+        self.resumed = False
 
     def _check_final(self) -> None:
         if not self.final.exists():
@@ -37,13 +45,37 @@ class OutputDir:
                 "refusing to replace it, even with --overwrite"
             )
 
+    def lock(self) -> None:
+        """Hold the output's lock for this process's life: a second run on it is refused."""
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self._lock_path, "a")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            self._lock = None
+            raise OutputError(
+                f"another recordmill run is writing {self.final} (it holds {self._lock_path}); "
+                "wait for it to finish"
+            ) from None
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
     def prepare(self) -> Path:
-        """Check the destination and create an empty staging folder; return the staging path."""
+        """Check the destination and give the staging folder: an empty one, or with ``resume``
+        the one an interrupted run left."""
         self._check_final()
         if self.staging.exists():
+            if self.resume:
+                self.resumed = True
+                return self.staging
             if not self.overwrite:
                 raise OutputError(
-                    f"an interrupted run left {self.staging}; pass --overwrite to start over"
+                    f"an interrupted run left {self.staging}; pass --resume to finish it "
+                    "(only its unfinished tasks run again) or --overwrite to start over"
                 )
             shutil.rmtree(self.staging)
         self.staging.mkdir(parents=True)

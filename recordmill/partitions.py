@@ -8,9 +8,10 @@ partition sizes differ by at most one row. Each partition is written by one work
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,24 @@ def write_partition(
         writer.close()
     info = PartitionInfo(name, job.stop - job.start, partial.stat().st_size, sha256_file(partial))
     os.replace(partial, path)
+    record = _record_path(job.staging, name)
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(json.dumps(asdict(info)))
     return info
+
+
+def _record_path(staging: str | Path, name: str) -> Path:
+    return Path(staging) / "_parts" / (name + ".json")
+
+
+def finished_partition(staging: str | Path, job: PartitionJob) -> PartitionInfo | None:
+    """The info of a partition an interrupted run finished (file and record both there)."""
+    name = file_name(job.index, job.count, job.format)
+    record = _record_path(staging, name)
+    if not (record.is_file() and (Path(staging) / name).is_file()):
+        return None
+    info = PartitionInfo(**json.loads(record.read_text()))
+    return info if info.rows == job.stop - job.start else None
 
 
 def fragments_done_after(jobs: list[PartitionJob]) -> dict[int, list[int]]:

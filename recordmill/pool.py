@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 import traceback
 from collections import deque
@@ -25,12 +26,25 @@ PRELOAD = ["recordmill.tasks", "recordmill.partitions"]
 
 
 class WorkerLost(RecordmillError):
-    """A worker process died while running a job."""
+    """A worker process died while running a job (as often as it was tried)."""
 
-    def __init__(self, key: Any, exitcode: int | None):
-        super().__init__(f"the worker running {key} died (exit code {exitcode})")
+    def __init__(self, key: Any, exitcode: int | None, attempts: int = 1):
+        tries = f", {attempts} times" if attempts > 1 else ""
+        super().__init__(
+            f"the worker running {key} died (exit code {exitcode}{_signal_name(exitcode)}{tries})"
+        )
         self.key = key
         self.exitcode = exitcode
+        self.attempts = attempts
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None or exitcode >= 0:
+        return ""
+    try:
+        return f": killed by {signal.Signals(-exitcode).name}"
+    except ValueError:
+        return ""
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -74,20 +88,23 @@ class _Worker:
     process: Any
     conn: Connection
     key: Any = None
+    args: tuple[Any, ...] = ()
+    attempt: int = 1
 
 
 class WorkerPool:
     """``workers`` processes; use as a context manager so they are always cleaned up."""
 
     def __init__(self, workers: int):
-        ctx = _context()
-        self._workers = []
-        for _ in range(workers):
-            parent, child = ctx.Pipe()
-            process = ctx.Process(target=_worker_main, args=(child,), daemon=True)
-            process.start()
-            child.close()
-            self._workers.append(_Worker(process, parent))
+        self._ctx = _context()
+        self._workers = [self._start() for _ in range(workers)]
+
+    def _start(self) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        process.start()
+        child.close()
+        return _Worker(process, parent)
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -103,19 +120,24 @@ class WorkerPool:
         fn: Callable[..., Any],
         jobs: Iterable[tuple[Any, tuple[Any, ...]]],
         on_progress: Callable[[Any], None] | None = None,
+        retries: int = 0,
+        retry_errors: tuple[type[BaseException], ...] = (),
     ) -> Iterator[tuple[Any, Any]]:
         """Run ``fn(*args, report=...)`` for each ``(key, args)``; yield ``(key, result)`` as done.
 
-        A job that raises re-raises here (an unexpected error gets the worker's traceback as a
-        note); a dead worker raises :class:`WorkerLost`.
+        A job whose worker dies runs again on a fresh worker, up to ``retries`` more times, and
+        so does a job that raised one of ``retry_errors``; after that, the death raises
+        :class:`WorkerLost` and the error re-raises here (an unexpected error gets the worker's
+        traceback as a note).
         """
-        pending = deque(jobs)
+        pending = deque((key, args, 1) for key, args in jobs)
         idle = list(self._workers)
         busy: dict[Connection, _Worker] = {}
         while pending or busy:
             while pending and idle:
                 worker = idle.pop()
-                worker.key, args = pending.popleft()
+                worker.key, args, worker.attempt = pending.popleft()
+                worker.args = args
                 worker.conn.send((fn, args))
                 busy[worker.conn] = worker
             ready = wait(list(busy) + [w.process.sentinel for w in busy.values()])
@@ -124,8 +146,9 @@ class WorkerPool:
                 try:
                     kind, *payload = conn.recv()
                 except (EOFError, OSError):
-                    worker.process.join(1)
-                    raise WorkerLost(worker.key, worker.process.exitcode) from None
+                    del busy[conn]
+                    idle.append(self._replace(worker, pending, retries))
+                    continue
                 if kind == "progress":
                     if on_progress is not None:
                         on_progress(payload[0])
@@ -134,13 +157,29 @@ class WorkerPool:
                 idle.append(worker)
                 if kind == "error":
                     error, text = payload
+                    if isinstance(error, retry_errors) and worker.attempt <= retries:
+                        pending.append((worker.key, worker.args, worker.attempt + 1))
+                        continue
                     if not isinstance(error, RecordmillError) and hasattr(error, "add_note"):
                         error.add_note(f"in a worker process:\n{text}")  # an unexpected error
                     raise error
                 yield worker.key, payload[0]
-            for worker in list(busy.values()):
+            for conn, worker in list(busy.items()):
                 if not worker.process.is_alive() and not worker.conn.poll():
-                    raise WorkerLost(worker.key, worker.process.exitcode)
+                    del busy[conn]
+                    idle.append(self._replace(worker, pending, retries))
+
+    def _replace(self, dead: _Worker, pending: deque, retries: int) -> _Worker:
+        """A fresh worker in place of one that died; its job goes back in line, or, when it was
+        tried too often, the death is raised."""
+        dead.process.join(1)
+        if dead.attempt > retries:
+            raise WorkerLost(dead.key, dead.process.exitcode, dead.attempt)
+        pending.appendleft((dead.key, dead.args, dead.attempt + 1))
+        dead.conn.close()
+        fresh = self._start()
+        self._workers[self._workers.index(dead)] = fresh
+        return fresh
 
     def close(self) -> None:
         for worker in self._workers:

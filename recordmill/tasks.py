@@ -6,10 +6,12 @@ The file appears under its final name only when the task finished, which records
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,48 @@ class TaskResult:
 
 def fragment_path(staging: str | Path, task_id: int) -> Path:
     return Path(staging) / "_tasks" / f"task-{task_id:06d}.arrow"
+
+
+def record_path(staging: str | Path, task_id: int) -> Path:
+    return Path(staging) / "_tasks" / f"task-{task_id:06d}.json"
+
+
+def save_record(staging: str | Path, result: TaskResult) -> None:
+    """Record a finished task (after its fragment got its final name): what ``--resume`` reads."""
+    record = {
+        "task_id": result.task_id,
+        "rows": result.rows,
+        "batch_rows": result.batch_rows,
+        "nbytes": result.nbytes,
+        "schema": None
+        if result.schema is None
+        else base64.b64encode(result.schema.serialize().to_pybytes()).decode("ascii"),
+        "rejects": [asdict(r) for r in result.rejects],
+    }
+    path = record_path(staging, result.task_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record))
+    os.replace(partial, path)
+
+
+def load_record(staging: str | Path, task_id: int) -> TaskResult | None:
+    """A finished task's result, or None when the task did not finish."""
+    path = record_path(staging, task_id)
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    schema = record["schema"]
+    return TaskResult(
+        task_id,
+        rows=record["rows"],
+        batch_rows=record["batch_rows"],
+        nbytes=record["nbytes"],
+        schema=None
+        if schema is None
+        else pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema))),
+        rejects=[Reject(**r) for r in record["rejects"]],
+    )
 
 
 _plugins: dict[PluginRef, DatasetPlugin] = {}
@@ -120,6 +164,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
             writer.close()
             writer = None
             os.replace(partial, path)
+        save_record(job.staging, result)
     finally:
         if writer is not None:
             writer.close()

@@ -298,7 +298,7 @@ def test_plugin_exception_names_the_task_and_keeps_the_traceback(tmp_path):
     assert "disk on fire" in str(info.value)
     assert "raise ValueError" in info.value.traceback_text
     assert not (tmp_path / "out").exists()
-    assert not any(tmp_path.glob(".out*"))
+    assert not (tmp_path / ".out.recordmill-partial").exists()
 
 
 def test_no_rows_at_all_is_an_error(counting_plugin, tmp_path):
