@@ -26,6 +26,7 @@ from recordmill.errors import (
     PluginError,
     RecordmillError,
     TaskError,
+    writing,
 )
 from recordmill.options import Options, plugin_options
 from recordmill.output import OutputDir
@@ -190,13 +191,14 @@ def write(
                 },
                 settings={**settings, "row_group_size": rg_size},
             )
-            if rejected:
-                rejects.write(staging, rejected)
-            for scratch in ("_tasks", "_parts"):
-                shutil.rmtree(staging / scratch, ignore_errors=True)
-            (staging / RUN_FILE).unlink(missing_ok=True)
-            manifest_file.write(staging, written)
-            out.commit()
+            with writing(staging):
+                if rejected:
+                    rejects.write(staging, rejected)
+                for scratch in ("_tasks", "_parts"):
+                    shutil.rmtree(staging / scratch, ignore_errors=True)
+                (staging / RUN_FILE).unlink(missing_ok=True)
+                manifest_file.write(staging, written)
+                out.commit()
         except KeyboardInterrupt:
             raise  # finished tasks stay in the staging folder, for --resume
         except BaseException:

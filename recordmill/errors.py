@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class RecordmillError(Exception):
     """Base class: a problem recordmill can explain; the CLI prints it without a traceback."""
@@ -90,3 +93,12 @@ class RowError(RecordmillError):
             expected=self.expected,
             got=self.got,
         )
+
+
+@contextlib.contextmanager
+def writing(path: object) -> Iterator[None]:
+    """Turn an OS error while writing ``path`` (a full disk, a file-size limit) into a clear one."""
+    try:
+        yield
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror or e} (is the disk full?)") from e

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recordmill.errors import writing
 from recordmill.tasks import fragment_path
 
 FORMATS = {"parquet": ".parquet", "arrow": ".arrow"}
@@ -81,18 +82,20 @@ def write_partition(
     partial = path.with_name(name + ".partial")
     source = _Fragments(job)
     chunks = source.sequential() if job.order is None else source.shuffled()
-    writer = _writer(partial, job)
-    try:
-        for table in _row_groups(chunks, job.row_group_size):
-            writer.write(table)
-            report((table.num_rows, table.nbytes))
-    finally:
-        writer.close()
-    info = PartitionInfo(name, job.stop - job.start, partial.stat().st_size, sha256_file(partial))
-    os.replace(partial, path)
-    record = _record_path(job.staging, name)
-    record.parent.mkdir(exist_ok=True)
-    record.write_text(json.dumps(asdict(info)))
+    with writing(partial):
+        writer = _writer(partial, job)
+        try:
+            for table in _row_groups(chunks, job.row_group_size):
+                writer.write(table)
+                report((table.num_rows, table.nbytes))
+        finally:
+            writer.close()
+        size = partial.stat().st_size
+        info = PartitionInfo(name, job.stop - job.start, size, sha256_file(partial))
+        os.replace(partial, path)
+        record = _record_path(job.staging, name)
+        record.parent.mkdir(exist_ok=True)
+        record.write_text(json.dumps(asdict(info)))
     return info
 
 

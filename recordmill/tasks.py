@@ -7,6 +7,7 @@ The file appears under its final name only when the task finished, which records
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import traceback
@@ -18,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from recordmill.errors import RecordmillError, RowError, TaskError
+from recordmill.errors import RecordmillError, RowError, TaskError, writing
 from recordmill.plugins import DatasetPlugin, PluginRef
 from recordmill.rejects import Reject
 from recordmill.schema import RowConverter, infer_schema
@@ -149,10 +150,11 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
                 if job.schema is None:
                     e.reason += " (the schema was inferred from the task's first row; a schema() hook sets it)"
                 raise e.located(task_id) from None
-            if writer is None:
-                partial.parent.mkdir(parents=True, exist_ok=True)
-                writer = pa.ipc.new_file(str(partial), converter.schema)
-            writer.write_batch(batch)
+            with writing(partial):
+                if writer is None:
+                    partial.parent.mkdir(parents=True, exist_ok=True)
+                    writer = pa.ipc.new_file(str(partial), converter.schema)
+                writer.write_batch(batch)
             result.rows += batch.num_rows
             result.batch_rows.append(batch.num_rows)
             result.nbytes += batch.nbytes
@@ -160,14 +162,16 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
             if len(result.batch_rows) == 1:
                 per_row = max(1, batch.nbytes // batch.num_rows)
                 limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
-        if writer is not None:
-            writer.close()
-            writer = None
-            os.replace(partial, path)
-        save_record(job.staging, result)
+        with writing(partial):
+            if writer is not None:
+                writer.close()
+                writer = None
+                os.replace(partial, path)
+            save_record(job.staging, result)
     finally:
         if writer is not None:
-            writer.close()
+            with contextlib.suppress(OSError):  # already failing: the first error is the one
+                writer.close()
         if partial.exists():
             partial.unlink()
     return result

@@ -1,0 +1,331 @@
+"""Nothing lost: real signals to real runs, dead workers, locks, a full disk, --resume."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import recordmill
+from tests.conftest import REPO, make_plugin, run_writer
+
+# Each task sleeps a little and leaves a mark per run of it, so tests can count what ran again.
+SLOW = """
+    import os, time
+
+    def add_options(parser):
+        parser.add_argument("--marks", required=True)
+        parser.add_argument("--sleep", type=float, default=0.3)
+
+    def task_number():
+        return 12
+
+    def dict_data(task_id, options):
+        open(os.path.join(options.marks, f"{task_id}-{os.getpid()}-{time.time_ns()}"), "w").close()
+        time.sleep(options.sleep)
+        for i in range(50):
+            yield {"task": task_id, "i": i, "blob": bytes([task_id]) * 100}
+"""
+
+
+@pytest.fixture
+def slow(tmp_path):
+    (tmp_path / "marks").mkdir()
+    return make_plugin(tmp_path / "slow", SLOW), tmp_path / "marks"
+
+
+def start(plugin, marks, out, *extra):
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "writer.py"),
+            "--script",
+            plugin,
+            "--output",
+            out,
+            "--workers",
+            "2",
+            "--partitions",
+            "3",
+            "--marks",
+            marks,
+            "--quiet",
+            *map(str, extra),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_for_tasks(out, count, process, timeout=60):
+    tasks = out.parent / f".{out.name}.recordmill-partial" / "_tasks"
+    deadline = time.monotonic() + timeout
+    while not (tasks.is_dir() and len(list(tasks.glob("*.json"))) >= count):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def group_gone(pgid, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def checksums(out):
+    return [p["checksum"] for p in recordmill.read_manifest(out)["partitions"]]
+
+
+@pytest.fixture
+def reference(slow, tmp_path):
+    plugin, marks = slow
+    result = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        tmp_path / "ref",
+        "--workers",
+        "1",
+        "--partitions",
+        "3",
+        "--marks",
+        marks,
+        "--sleep",
+        "0",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    for mark in marks.iterdir():
+        mark.unlink()
+    return checksums(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "kill -9"])
+def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference, how):
+    plugin, marks = slow
+    out = tmp_path / "out"
+    process = start(plugin, marks, out)
+    wait_for_tasks(out, 3, process)
+    began = time.monotonic()
+    if how == "ctrl-c":
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal does: the whole process group
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 130
+        assert time.monotonic() - began < 5
+        assert "--resume" in err
+        assert group_gone(process.pid), "workers outlived the interrupted run"
+    else:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        os.killpg(process.pid, signal.SIGKILL)  # the power cut: everything dies
+        group_gone(process.pid)
+    assert not out.exists()
+    done_before = {int(m.name.split("-")[0]) for m in marks.iterdir()}
+
+    refused = run_writer("--script", plugin, "--output", out, "--marks", marks, "--partitions", "3")
+    assert refused.returncode == 1 and "--resume" in refused.stderr
+
+    for mark in marks.iterdir():
+        mark.unlink()
+    finished = {
+        int(p.stem.split("-")[1])
+        for p in (tmp_path / ".out.recordmill-partial" / "_tasks").glob("task-*.json")
+    }
+    resumed = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        out,
+        "--marks",
+        marks,
+        "--partitions",
+        "3",
+        "--workers",
+        "2",
+        "--resume",
+        "--quiet",
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    ran_again = {int(m.name.split("-")[0]) for m in marks.iterdir()}
+    assert finished and not (ran_again & finished)  # finished tasks were not run again
+    assert ran_again | finished == set(range(12))
+    assert done_before  # the interrupted run had started tasks
+    assert checksums(out) == reference
+    assert not (tmp_path / ".out.recordmill-partial").exists()
+
+
+def test_resume_with_other_options_is_refused(slow, tmp_path):
+    plugin, marks = slow
+    out = tmp_path / "out"
+    process = start(plugin, marks, out)
+    wait_for_tasks(out, 1, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    result = run_writer(
+        "--script", plugin, "--output", out, "--marks", marks, "--partitions", "4", "--resume"
+    )
+    assert result.returncode == 1
+    assert "cannot --resume" in result.stderr and "'partitions': 3" in result.stderr
+
+
+def test_a_second_run_on_the_same_output_is_refused(slow, tmp_path):
+    plugin, marks = slow
+    out = tmp_path / "out"
+    first = start(plugin, marks, out)
+    wait_for_tasks(out, 1, first)
+    second = run_writer("--script", plugin, "--output", out, "--marks", marks, "--overwrite")
+    assert second.returncode == 1 and "another recordmill run is writing" in second.stderr
+    first.communicate(timeout=60)
+    assert first.returncode == 0
+    assert recordmill.read_manifest(out)["total_rows"] == 600
+
+
+DYING = """
+    import os
+
+    def add_options(parser):
+        parser.add_argument("--marks", required=True)
+        parser.add_argument("--how", default="exit")
+        parser.add_argument("--times", type=int, default=1)
+
+    def task_number():
+        return 6
+
+    def dict_data(task_id, options):
+        mark = os.path.join(options.marks, str(task_id))
+        tries = len(open(mark).read()) if os.path.exists(mark) else 0
+        open(mark, "a").write("x")
+        if task_id == 4 and tries < options.times:
+            if options.how == "exit":
+                os._exit(3)
+            if options.how == "segfault":
+                import ctypes
+                ctypes.string_at(0)
+            raise RuntimeError("flaky source")
+        for i in range(10):
+            yield {"task": task_id, "i": i}
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "segfault"])
+def test_a_dead_worker_is_retried_on_a_fresh_one(tmp_path, how):
+    plugin = make_plugin(tmp_path / "dying", DYING)
+    (tmp_path / "marks").mkdir()
+    result = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        tmp_path / "out",
+        "--workers",
+        "2",
+        "--marks",
+        tmp_path / "marks",
+        "--how",
+        how,
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    assert recordmill.read_manifest(tmp_path / "out")["total_rows"] == 60
+    assert (tmp_path / "marks" / "4").read_text() == "xx"
+
+
+def test_retries_run_out_and_the_task_is_named(tmp_path):
+    plugin = make_plugin(tmp_path / "dying", DYING)
+    (tmp_path / "marks").mkdir()
+    result = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        tmp_path / "out",
+        "--workers",
+        "2",
+        "--marks",
+        tmp_path / "marks",
+        "--times",
+        "9",
+        "--retries",
+        "1",
+        "--quiet",
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "the worker running task 4 died (exit code 3, 2 times)" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_plugin_errors_are_retried_only_when_asked(tmp_path):
+    plugin = make_plugin(tmp_path / "dying", DYING)
+    for flag, code in (([], 1), (["--retries-on-error"], 0)):
+        marks = tmp_path / f"marks{code}"
+        marks.mkdir()
+        result = run_writer(
+            "--script",
+            plugin,
+            "--output",
+            tmp_path / f"out{code}",
+            "--workers",
+            "2",
+            "--marks",
+            marks,
+            "--how",
+            "raise",
+            "--quiet",
+            *flag,
+        )
+        assert result.returncode == code, result.stderr
+        assert (marks / "4").read_text() == ("x" if code else "xx")
+    assert "flaky source" in result.stderr or code == 0
+
+
+def test_a_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "big",
+        """
+        def task_number():
+            return 4
+
+        def dict_data(task_id):
+            for i in range(200):
+                yield {"i": i, "blob": bytes(5000)}
+        """,
+    )
+
+    def limit():  # a file-size limit: what a full small filesystem looks like to the writer
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "writer.py"),
+            "--script",
+            plugin,
+            "--output",
+            tmp_path / "out",
+            "--workers",
+            "2",
+            "--compression",
+            "none",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "cannot write" in result.stderr and "File too large" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / ".out.recordmill-partial").exists()
