@@ -94,6 +94,19 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
         help="run a task again this many times when its worker process dies (default: 2)",
     )
     parser.add_argument(
+        "--on-bad-row",
+        choices=("fail", "skip"),
+        default="fail",
+        help="a row that does not fit the schema fails the run (default) or is listed in "
+        "rejects.jsonl and left out",
+    )
+    parser.add_argument(
+        "--max-rejects",
+        type=int,
+        default=None,
+        help="fail the run when more inputs than this are rejected (default: no limit)",
+    )
+    parser.add_argument(
         "--retries-on-error",
         action="store_true",
         help="also run a task again when the plugin raised an exception in it",
@@ -192,6 +205,8 @@ def _run(
         resume=args.resume,
         retries=args.retries,
         retries_on_error=args.retries_on_error,
+        on_bad_row=args.on_bad_row,
+        max_rejects=args.max_rejects,
         progress=not args.quiet,
     )
     print(summary.line())

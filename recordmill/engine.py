@@ -87,6 +87,8 @@ def write(
     resume: bool = False,
     retries: int = 2,
     retries_on_error: bool = False,
+    on_bad_row: str = "fail",
+    max_rejects: int | None = None,
     progress: bool = True,
 ) -> Summary:
     """Run ``plugin`` and write its rows to ``output`` as ``partitions`` files plus a manifest.
@@ -96,14 +98,16 @@ def write(
     not given take the defaults its ``add_options`` declares. ``resume`` finishes an interrupted
     run on the same output (only its unfinished tasks and partitions are done again); a task
     whose worker process dies is run again up to ``retries`` times, and a task whose plugin code
-    raised too when ``retries_on_error``.
+    raised too when ``retries_on_error``. ``on_bad_row="skip"`` records rows that do not fit the
+    schema in rejects.jsonl instead of failing; more than ``max_rejects`` rejected inputs fail the
+    run.
     """
     started = time.perf_counter()
     if not isinstance(plugin, DatasetPlugin):
         plugin = load_plugin(plugin)
     if not isinstance(options, Options):
         options = plugin_options(plugin, options)
-    _check_settings(partitions, workers, format, compression, row_group_size, retries)
+    _check_settings(partitions, workers, format, compression, row_group_size, retries, on_bad_row)
     workers = workers or os.cpu_count() or 1
 
     n_tasks = plugin.task_number(options)
@@ -115,6 +119,7 @@ def write(
         "seed": seed if shuffle else None,
         "compression": compression,
         "row_group_size": row_group_size,
+        "on_bad_row": on_bad_row,
     }
     out = OutputDir(output, overwrite=overwrite, resume=resume)
     out.lock()
@@ -127,12 +132,19 @@ def write(
             ) as runner:
                 done = _finished_tasks(staging, n_tasks) if out.resumed else {}
                 jobs = [
-                    TaskJob(plugin.ref, options, t, declared, str(staging))
+                    TaskJob(plugin.ref, options, t, declared, str(staging), on_bad_row)
                     for t in range(n_tasks)
                     if t not in done
                 ]
                 tasks_started = time.perf_counter()
-                new = runner.run(run_task, jobs, f"{plugin.name}: tasks", "task", progress)
+                new = runner.run(
+                    run_task,
+                    jobs,
+                    f"{plugin.name}: tasks",
+                    "task",
+                    progress,
+                    on_result=_reject_counter(max_rejects, done.values()),
+                )
                 results = sorted([*done.values(), *new], key=lambda r: r.task_id)
                 partitions_started = time.perf_counter()
                 total = sum(r.rows for r in results)
@@ -220,6 +232,25 @@ def write(
     )
 
 
+def _reject_counter(
+    limit: int | None, earlier: Iterable[TaskResult]
+) -> Callable[[int, TaskResult], None]:
+    """Fail the run as soon as more than ``limit`` inputs were rejected."""
+    count = sum(len(r.rejects) for r in earlier)
+
+    def task_done(_: int, result: TaskResult) -> None:
+        nonlocal count
+        count += len(result.rejects)
+        if limit is not None and count > limit:
+            last = result.rejects[-1]
+            raise RecordmillError(
+                f"{count} inputs rejected, more than --max-rejects {limit}; "
+                f"the last: {last.source}: {last.reason}"
+            )
+
+    return task_done
+
+
 RUN_FILE = "run.json"
 
 
@@ -267,6 +298,7 @@ def _check_settings(
     compression: str,
     row_group_size: int | None,
     retries: int,
+    on_bad_row: str,
 ) -> None:
     if partitions < 1:
         raise ConfigError(f"--partitions must be at least 1, got {partitions}")
@@ -278,6 +310,8 @@ def _check_settings(
         raise ConfigError(
             f"--compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
         )
+    if on_bad_row not in ("fail", "skip"):
+        raise ConfigError(f"--on-bad-row must be fail or skip, got {on_bad_row!r}")
     if retries < 0:
         raise ConfigError(f"--retries must be at least 0, got {retries}")
     if row_group_size is not None and row_group_size < 1:

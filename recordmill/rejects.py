@@ -17,10 +17,16 @@ REJECTS_FILE = "rejects.jsonl"
 
 @dataclass(frozen=True)
 class Reject:
-    """An input that produced no row: ``source`` says which (a file path...), ``reason`` why."""
+    """An input that produced no row: ``source`` says which (a file path...), ``reason`` why.
+
+    Rows that recordmill itself rejects (``--on-bad-row skip``) also carry the row's index in its
+    task, the field, and the offending value (its repr, cut to 200 characters)."""
 
     source: str
     reason: str
+    row: int | None = None
+    field: str | None = None
+    value: str | None = None
 
 
 def write(folder: Path, rejects: list[dict[str, Any]]) -> None:
@@ -30,4 +36,4 @@ def write(folder: Path, rejects: list[dict[str, Any]]) -> None:
 
 
 def as_record(task_id: int, reject: Reject) -> dict[str, Any]:
-    return {"task_id": task_id, **asdict(reject)}
+    return {"task_id": task_id, **{k: v for k, v in asdict(reject).items() if v is not None}}

@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -37,6 +37,7 @@ class TaskJob:
     task_id: int
     schema: pa.Schema | None  # None: infer from the task's first row
     staging: str
+    on_bad_row: str = "fail"  # or "skip": rejected rows go to rejects.jsonl
 
 
 @dataclass
@@ -123,6 +124,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
     converter = RowConverter(job.schema) if job.schema is not None else None
     writer = None
     limit = FIRST_BATCH_ROWS
+    position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
     try:
         while True:
             chunk: list[Any] = []
@@ -130,7 +132,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
                 # extend() keeps the rows taken before a plugin error, so its position is exact.
                 chunk.extend(islice(rows, limit))
             except Exception as e:
-                raise _plugin_failed(task_id, e, row=result.rows + len(chunk)) from e
+                raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
             if not chunk:
                 break
             if Reject in set(map(type, chunk)):
@@ -142,14 +144,12 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
                 try:
                     converter = RowConverter(infer_schema(chunk[0]))
                 except RowError as e:
-                    raise e.located(task_id, result.rows) from None
+                    raise e.located(task_id, position) from None
                 result.schema = converter.schema
-            try:
-                batch = converter.to_batch(chunk, first_row=result.rows)
-            except RowError as e:
-                if job.schema is None:
-                    e.reason += " (the schema was inferred from the task's first row; a schema() hook sets it)"
-                raise e.located(task_id) from None
+            batch = _convert(converter, chunk, position, job, result)
+            position += len(chunk)
+            if batch is None:
+                continue
             with writing(partial):
                 if writer is None:
                     partial.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +175,48 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
         if partial.exists():
             partial.unlink()
     return result
+
+
+def _convert(
+    converter: RowConverter, chunk: list[Any], position: int, job: TaskJob, result: TaskResult
+) -> pa.RecordBatch | None:
+    """The chunk as a batch; with ``on_bad_row="skip"``, without the rows that do not fit, each
+    recorded as a reject (None when no row is left). ``position`` numbers the chunk's first row."""
+    numbers: list[int] | None = None  # the rows' own numbers, once some were taken out
+    while chunk:
+        try:
+            return converter.to_batch(chunk)
+        except RowError as e:
+            if e.row is None:
+                raise e.located(job.task_id) from None
+            index = e.row
+            if numbers is None:
+                numbers = list(range(position, position + len(chunk)))
+            error = RowError(
+                e.reason, row=numbers[index], field=e.field, expected=e.expected, got=e.got
+            ).located(job.task_id)
+            if job.on_bad_row != "skip":
+                if job.schema is None:
+                    error.reason += (
+                        " (the schema was inferred from the task's first row; "
+                        "a schema() hook sets it)"
+                    )
+                raise error.located(job.task_id) from None
+            # Take the bad row out and convert the rest again: cheap while bad rows are rare.
+            row = chunk[index]
+            value = row.get(e.field) if isinstance(row, Mapping) and e.field else None
+            result.rejects.append(
+                Reject(
+                    f"task {job.task_id} row {numbers[index]}",
+                    str(error),
+                    row=numbers[index],
+                    field=e.field,
+                    value=None if value is None else repr(value)[:200],
+                )
+            )
+            del chunk[index]
+            del numbers[index]
+    return None
 
 
 def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:

@@ -329,3 +329,71 @@ def test_a_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path):
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
     assert not (tmp_path / ".out.recordmill-partial").exists()
+
+
+BAD_ROWS = """
+    def task_number():
+        return 3
+
+    def schema():
+        return {"id": {"type": "int32"}, "name": {"type": "string"}}
+
+    def dict_data(task_id):
+        for i in range(100):
+            n = task_id * 100 + i
+            if n in (5, 6, 150):
+                yield {"id": "five" if n == 5 else n, "name": None if n == 6 else "x"}
+            elif n == 250:
+                yield {"id": n}
+            else:
+                yield {"id": n, "name": f"n{n}"}
+"""
+
+
+def test_bad_rows_fail_by_default_and_are_listed_with_skip(tmp_path):
+    import json
+
+    plugin = make_plugin(tmp_path / "bad", BAD_ROWS)
+    result = run_writer("--script", plugin, "--output", tmp_path / "o", "--workers", "1", "--quiet")
+    assert result.returncode == 1
+    assert "task 0, row 5, field 'id': wrong type; expected int32, got str 'five'" in result.stderr
+    result = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        tmp_path / "o",
+        "--on-bad-row",
+        "skip",
+        "--workers",
+        "2",
+        "--quiet",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "3 inputs rejected" in result.stdout
+    lines = [json.loads(x) for x in (tmp_path / "o" / "rejects.jsonl").read_text().splitlines()]
+    assert [(x["task_id"], x["row"], x["field"]) for x in lines] == [
+        (0, 5, "id"),
+        (0, 6, "name"),
+        (2, 50, "name"),
+    ]
+    assert lines[0]["value"] == "'five'" and "value" not in lines[2]  # a missing field has none
+    assert "row 50, field 'name': missing field" in lines[2]["reason"]
+    assert "value is None" in lines[1]["reason"]
+    ids = recordmill.open(str(tmp_path / "o")).to_arrow()["id"].to_pylist()
+    assert ids == [n for n in range(300) if n not in (5, 6, 250)]
+    assert recordmill.read_manifest(tmp_path / "o")["rejects"]["count"] == 3
+    result = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        tmp_path / "o2",
+        "--on-bad-row",
+        "skip",
+        "--max-rejects",
+        "2",
+        "--workers",
+        "1",
+        "--quiet",
+    )
+    assert result.returncode == 1 and "more than --max-rejects 2" in result.stderr
+    assert not (tmp_path / "o2").exists()

@@ -10,7 +10,7 @@ string; a column with empty cells becomes nullable. In CSV an empty cell is a mi
 except in string columns, and an array cell is written as JSON (``[1, 2, 3]``).
 
 A record that does not parse names the file, the line, the column, what was expected and what came;
-``--on-bad-row skip`` lists it in rejects.jsonl instead and goes on.
+``--on-bad-record skip`` lists it in rejects.jsonl instead and goes on.
 """
 
 import csv
@@ -42,7 +42,7 @@ def add_options(parser):
         help="split files into tasks of this many records (default: 0, one task per file)",
     )
     parser.add_argument(
-        "--on-bad-row",
+        "--on-bad-record",
         choices=("fail", "skip"),
         default="fail",
         help="a record that does not parse fails the run (default) or goes to rejects.jsonl",
@@ -225,9 +225,9 @@ def dict_data(task_id, options):
 
 
 def _bad(options, where, reason):
-    if options.on_bad_row == "skip":
+    if options.on_bad_record == "skip":
         return Reject(where, reason)
-    raise ValueError(f"{where}: {reason} (--on-bad-row skip records it and goes on)")
+    raise ValueError(f"{where}: {reason} (--on-bad-record skip records it and goes on)")
 
 
 def _jsonl_rows(path, start, line, count, options):
