@@ -276,6 +276,8 @@ class _ParquetWriter:
             compression=codec,
             use_dictionary=other,
             write_statistics=other,
+            # A CRC per page lets readers catch a flipped byte instead of returning wrong data.
+            write_page_checksum=True,
         )
 
     def write(self, table: pa.Table) -> None:

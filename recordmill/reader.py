@@ -361,7 +361,14 @@ class Dataset:
             batch = handle.get_batch(group.index)
             table = pa.Table.from_batches([batch]).select(self.schema.names)
             return table  # memory-mapped: nothing to cache
-        table = handle.read_row_group(group.index, columns=self.schema.names)
+        try:
+            table = handle.read_row_group(group.index, columns=self.schema.names)
+        except (OSError, pa.ArrowInvalid) as e:
+            entry = files.manifest["partitions"][group.partition]
+            raise OutputError(
+                f"{files.root}/{entry['file']}, row group {group.index}, is damaged: {e} "
+                "(recordmill verify tells more)"
+            ) from e
         table = table.cast(self.schema) if table.schema != self.schema else table
         with files.lock:  # a read-ahead thread may be decoding beside us
             files.stats.groups_read += 1
@@ -426,7 +433,9 @@ def _handle(files: _Files, partition: int) -> Any:
                 source = files.filesystem.open_input_file(path)
             handle = pa.ipc.open_file(source)
         else:
-            handle = pq.ParquetFile(files.filesystem.open_input_file(path))
+            handle = pq.ParquetFile(
+                files.filesystem.open_input_file(path), page_checksum_verification=True
+            )
         _check_rows(files, handle, entry)
         files.handles[key] = handle
     return files.handles[key]

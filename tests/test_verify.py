@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 
+import pyarrow.parquet as pq
 import pytest
 
 import recordmill
@@ -105,3 +106,19 @@ def test_info_and_head(written):
     assert result.stdout.splitlines() == ["[0] name='t0-0', i=0", "[1] name='t0-1', i=1"]
     result = cli("head", written.parent / "nothing")
     assert result.returncode == 1 and "not a recordmill dataset" in result.stderr
+
+
+def test_the_reader_reports_a_flipped_byte_instead_of_wrong_data(copy):
+    part = copy / "part-00000-of-00003.parquet"
+    data = bytearray(part.read_bytes())
+    meta = pq.ParquetFile(part).metadata
+    column = meta.row_group(0).column(2)  # the "name" strings
+    start = column.dictionary_page_offset or column.data_page_offset
+    data[start + column.total_compressed_size - 3] ^= 0xFF  # inside the column's last page
+    part.write_bytes(bytes(data))
+    ds = recordmill.open(str(copy))
+    with pytest.raises(
+        recordmill.OutputError, match=r"part-00000-of-00003.parquet, row group 0, is damaged"
+    ):
+        ds.to_arrow()
+    assert any("checksum" in p for p in verify(copy))
