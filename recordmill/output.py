@@ -2,9 +2,9 @@
 
 Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``) that is renamed
 to ``NAME`` only when the run succeeded, so a failed or killed run never leaves an output that
-looks complete. An interrupted run's staging folder is kept for ``--resume``; a lock file beside
-it (``.NAME.recordmill-lock``) makes a second run on the same output wait for nothing: it is
-refused.
+looks complete. An interrupted run's staging folder is kept for ``--resume``. A lock file beside
+it (``.NAME.recordmill-lock``) makes a second run on the same output fail at once instead of
+mixing its files with the first run's.
 """
 
 from __future__ import annotations
