@@ -240,3 +240,13 @@ def test_schema_from_yaml(tmp_path):
     path.write_text("- a\n- b\n")
     with pytest.raises(SchemaError, match=r"s.yaml: expected a mapping"):
         from_yaml(path)
+
+
+def test_a_pyarrow_schema_with_the_tensor_extension_type_still_converts():
+    schema = pa.schema([pa.field("t", pa.fixed_shape_tensor(pa.float32(), [2, 2]))])
+    batch = RowConverter(schema).to_batch([{"t": np.eye(2)}, {"t": np.ones((2, 2))}])
+    assert isinstance(batch.column(0).type, pa.FixedShapeTensorType)
+    assert to_numpy(batch.column(0)).tolist() == [[[1, 0], [0, 1]], [[1, 1], [1, 1]]]
+    assert describe(schema) == [{"name": "t", "type": "float32", "shape": [2, 2], "nullable": True}]
+    with pytest.raises(RowError, match=r"row 0, field 't': wrong shape \[3\]"):
+        RowConverter(schema).to_batch([{"t": np.zeros(3)}])
