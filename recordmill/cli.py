@@ -17,6 +17,7 @@ import numpy as np
 import yaml
 
 import recordmill
+from recordmill import executors
 from recordmill.demo import make_demo_data
 from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
@@ -110,6 +111,16 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
         "--retries-on-error",
         action="store_true",
         help="also run a task again when the plugin raised an exception in it",
+    )
+    parser.add_argument(
+        "--executor",
+        default="process",
+        help=f"where tasks run: {', '.join(executors.names())} (default: process)",
+    )
+    parser.add_argument(
+        "--dask-address",
+        metavar="ADDRESS",
+        help="with --executor dask: the scheduler, tcp://host:8786 (default: a local cluster)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
@@ -207,6 +218,8 @@ def _run(
         retries_on_error=args.retries_on_error,
         on_bad_row=args.on_bad_row,
         max_rejects=args.max_rejects,
+        executor=args.executor,
+        executor_options={"dask_address": args.dask_address} if args.dask_address else None,
         progress=not args.quiet,
     )
     print(summary.line())

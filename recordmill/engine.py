@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from recordmill import executors, rejects
 from recordmill import manifest as manifest_file
-from recordmill import rejects
 from recordmill.errors import (
     ConfigError,
     OutputError,
     PluginError,
     RecordmillError,
-    TaskError,
     writing,
 )
 from recordmill.options import Options, plugin_options
@@ -42,8 +41,7 @@ from recordmill.partitions import (
     write_partition,
 )
 from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
-from recordmill.pool import WorkerLost, WorkerPool
-from recordmill.progress import Progress, human_size
+from recordmill.progress import human_size
 from recordmill.schema import check_same_schema, to_arrow_schema
 from recordmill.tasks import TaskJob, TaskResult, fragment_path, load_record, run_task
 
@@ -89,6 +87,8 @@ def write(
     retries_on_error: bool = False,
     on_bad_row: str = "fail",
     max_rejects: int | None = None,
+    executor: str = "process",
+    executor_options: Mapping[str, Any] | None = None,
     progress: bool = True,
 ) -> Summary:
     """Run ``plugin`` and write its rows to ``output`` as ``partitions`` files plus a manifest.
@@ -100,7 +100,8 @@ def write(
     whose worker process dies is run again up to ``retries`` times, and a task whose plugin code
     raised too when ``retries_on_error``. ``on_bad_row="skip"`` records rows that do not fit the
     schema in rejects.jsonl instead of failing; more than ``max_rejects`` rejected inputs fail the
-    run.
+    run. ``executor`` names where tasks run (``"process"``, ``"dask"``, or an installed one), with
+    ``executor_options`` such as ``{"dask_address": "tcp://host:8786"}``.
     """
     started = time.perf_counter()
     if not isinstance(plugin, DatasetPlugin):
@@ -127,9 +128,14 @@ def write(
         staging = out.prepare()
         _check_run(staging, plugin, options, n_tasks, settings, out.resumed)
         try:
-            with _Runner(
-                min(workers, max(n_tasks, partitions, 1)), retries, retries_on_error
+            with executors.create(
+                executor,
+                workers=min(workers, max(n_tasks, partitions, 1)),
+                retries=retries,
+                retries_on_error=retries_on_error,
+                **(executor_options or {}),
             ) as runner:
+                runner.check(plugin, str(staging))
                 done = _finished_tasks(staging, n_tasks) if out.resumed else {}
                 jobs = [
                     TaskJob(plugin.ref, options, t, declared, str(staging), on_bad_row)
@@ -381,67 +387,6 @@ def _fragment_cleaner(
     if done:
         partition_done(min(done))
     return partition_done
-
-
-class _Runner:
-    """Runs jobs in a pool of worker processes, or in this process when there is one worker."""
-
-    def __init__(self, workers: int, retries: int = 0, retries_on_error: bool = False):
-        self.pool = WorkerPool(workers) if workers > 1 else None
-        self.retries = retries
-        self.retries_on_error = retries_on_error
-
-    def __enter__(self) -> _Runner:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.pool is not None:
-            self.pool.__exit__(*exc)
-
-    def run(
-        self,
-        fn: Callable[..., Any],
-        jobs: Iterable[Any],
-        desc: str,
-        unit: str,
-        show: bool,
-        on_result: Callable[[int, Any], None] = lambda index, result: None,
-    ) -> list[Any]:
-        """Results in job order, whatever order the jobs finished in."""
-        jobs = list(jobs)
-        bar = Progress(len(jobs), desc, unit, enabled=show)
-        results: list[Any] = [None] * len(jobs)
-
-        def on_progress(message: tuple[int, int]) -> None:
-            bar.add(*message)
-
-        try:
-            if self.pool is None:
-                for i, job in enumerate(jobs):
-                    for attempt in range(self.retries + 1):
-                        try:
-                            results[i] = fn(job, report=on_progress)
-                            break
-                        except TaskError:
-                            if not self.retries_on_error or attempt == self.retries:
-                                raise
-                    on_result(i, results[i])
-                    bar.step()
-            else:
-                keyed = [(i, (job,)) for i, job in enumerate(jobs)]
-                retry_errors = (TaskError,) if self.retries_on_error else ()
-                try:
-                    for i, result in self.pool.imap_unordered(
-                        fn, keyed, on_progress, self.retries, retry_errors
-                    ):
-                        results[i] = result
-                        on_result(i, result)
-                        bar.step()
-                except WorkerLost as e:
-                    raise WorkerLost(f"{unit} {e.key}", e.exitcode, e.attempts) from None
-        finally:
-            bar.close()
-        return results
 
 
 __all__ = ["PartitionInfo", "Summary", "write"]

@@ -1,0 +1,209 @@
+"""Where tasks run. ``--executor process`` (the default) is recordmill's own process pool;
+``--executor dask`` runs the same tasks on a Dask cluster, whose workers write their fragments and
+partitions straight to the output's staging folder, so no row passes through this process.
+
+Executors are found by name: the built-ins below, then the entry-point group
+``recordmill.executors`` (a package registers a class taking the same keyword arguments).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from recordmill.errors import ConfigError, RecordmillError, TaskError
+from recordmill.pool import WorkerLost, WorkerPool
+from recordmill.progress import Progress
+
+ENTRY_POINT_GROUP = "recordmill.executors"
+
+
+class Executor:
+    """Runs jobs (tasks, then partitions) and hands back their results in job order."""
+
+    def __init__(self, workers: int, retries: int = 0, retries_on_error: bool = False, **_: Any):
+        self.workers = workers
+        self.retries = retries
+        self.retries_on_error = retries_on_error
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the workers."""
+
+    def check(self, plugin: Any, staging: str) -> None:
+        """Fail early, with a clear message, when the workers cannot see the plugin or staging."""
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        jobs: Iterable[Any],
+        desc: str,
+        unit: str,
+        show: bool,
+        on_result: Callable[[int, Any], None] = lambda index, result: None,
+    ) -> list[Any]:
+        """Results in job order, whatever order the jobs finished in, with a progress bar."""
+        jobs = list(jobs)
+        bar = Progress(len(jobs), desc, unit, enabled=show)
+        results: list[Any] = [None] * len(jobs)
+        try:
+            for i, result in self._execute(fn, jobs, unit, lambda message: bar.add(*message)):
+                results[i] = result
+                on_result(i, result)
+                bar.step()
+        finally:
+            bar.close()
+        return results
+
+    def _execute(
+        self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
+    ) -> Iterator[tuple[int, Any]]:
+        raise NotImplementedError
+
+
+class ProcessExecutor(Executor):
+    """recordmill's process pool, or this process alone when there is one worker."""
+
+    def __init__(self, workers: int, retries: int = 0, retries_on_error: bool = False, **_: Any):
+        super().__init__(workers, retries, retries_on_error)
+        self.pool = WorkerPool(workers) if workers > 1 else None
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pool is not None:
+            self.pool.__exit__(*exc)
+
+    def _execute(
+        self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
+    ) -> Iterator[tuple[int, Any]]:
+        if self.pool is None:
+            for i, job in enumerate(jobs):
+                for attempt in range(self.retries + 1):
+                    try:
+                        result = fn(job, report=report)
+                        break
+                    except TaskError:
+                        if not self.retries_on_error or attempt == self.retries:
+                            raise
+                yield i, result
+            return
+        keyed = [(i, (job,)) for i, job in enumerate(jobs)]
+        retry_errors = (TaskError,) if self.retries_on_error else ()
+        try:
+            yield from self.pool.imap_unordered(fn, keyed, report, self.retries, retry_errors)
+        except WorkerLost as e:
+            raise WorkerLost(f"{unit} {e.key}", e.exitcode, e.attempts) from None
+
+
+class DaskExecutor(Executor):
+    """A Dask cluster: ``--dask-address tcp://host:8786``, or a local cluster of ``workers``
+    processes. Tasks lost with a worker are rescheduled by Dask; ``retries_on_error`` retries
+    tasks whose plugin raised, ``retries`` times."""
+
+    def __init__(
+        self,
+        workers: int,
+        retries: int = 0,
+        retries_on_error: bool = False,
+        dask_address: str | None = None,
+        **_: Any,
+    ):
+        super().__init__(workers, retries, retries_on_error)
+        try:
+            from dask import config
+            from distributed import Client, LocalCluster
+        except ImportError as e:
+            raise ConfigError('--executor dask needs Dask: pip install "recordmill[dask]"') from e
+        # Tasks lost with a dead worker run again, as often as --retries allows.
+        config.set({"distributed.scheduler.allowed-failures": retries})
+        self._cluster = None
+        if dask_address:
+            self.client = Client(dask_address)
+        else:
+            self._cluster = LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+            self.client = Client(self._cluster)
+
+    def close(self) -> None:
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+    def check(self, plugin: Any, staging: str) -> None:
+        problems = self.client.run(_check_worker, plugin.ref, staging)
+        bad = {address: problem for address, problem in problems.items() if problem}
+        if bad:
+            address, problem = next(iter(bad.items()))
+            raise RecordmillError(
+                f"Dask worker {address} (and {len(bad) - 1} more) cannot run this job: {problem}. "
+                "Folder plugins and the output must be on storage every worker sees (the same "
+                "path); installed plugins must be installed on every worker"
+            )
+
+    def _execute(
+        self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
+    ) -> Iterator[tuple[int, Any]]:
+        from distributed import as_completed
+        from distributed.scheduler import KilledWorker
+
+        futures = {
+            self.client.submit(
+                fn, job, pure=False, retries=self.retries if self.retries_on_error else 0
+            ): i
+            for i, job in enumerate(jobs)
+        }
+        try:
+            for future in as_completed(futures):
+                i = futures[future]
+                try:
+                    result = future.result()
+                except KilledWorker as e:
+                    raise WorkerLost(f"{unit} {i}", None, self.retries + 1) from e
+                report(
+                    (
+                        getattr(result, "rows", 0),
+                        getattr(result, "nbytes", 0) or getattr(result, "bytes", 0),
+                    )
+                )
+                yield i, result
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _check_worker(ref: Any, staging: str) -> str | None:
+    """On a worker: None when it can load the plugin and see the staging folder, else why not."""
+    from recordmill.plugins import DatasetPlugin
+
+    if not os.path.isdir(staging):
+        return f"the staging folder {staging} is not visible there"
+    try:
+        DatasetPlugin(ref)
+    except Exception as e:  # whatever stops the import is the answer
+        return f"cannot load plugin {ref.describe()}: {e}"
+    return None
+
+
+BUILTIN = {"process": ProcessExecutor, "dask": DaskExecutor}
+
+
+def names() -> list[str]:
+    found = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    return sorted(set(BUILTIN) | found)
+
+
+def create(name: str, **kwargs: Any) -> Executor:
+    """The executor called ``name``, built-in or from the entry-point group."""
+    if name in BUILTIN:
+        return BUILTIN[name](**kwargs)
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep.load()(**kwargs)
+    raise ConfigError(f"no executor {name!r}; executors: {', '.join(names())}")

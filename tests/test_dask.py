@@ -1,0 +1,170 @@
+"""--executor dask with a real scheduler and two real workers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import recordmill
+from tests.conftest import REPO, make_plugin, run_writer
+
+pytest.importorskip("distributed", reason='Dask is not installed (pip install "recordmill[dask]")')
+
+PLUGIN = """
+    import os, time
+
+    def add_options(parser):
+        parser.add_argument("--sleep", type=float, default=0.0)
+
+    def task_number():
+        return 10
+
+    def dict_data(task_id, options):
+        time.sleep(options.sleep)
+        for i in range(30):
+            yield {"task": task_id, "i": i, "pid": 0, "blob": bytes([task_id]) * 64}
+"""
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A scheduler and two single-process workers, as `dask scheduler` and `dask worker`."""
+    scheduler_file = tmp_path / "scheduler.json"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    processes = [
+        subprocess.Popen(
+            [
+                *dask,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(scheduler_file),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    deadline = time.monotonic() + 60
+    while not scheduler_file.is_file():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    address = json.loads(scheduler_file.read_text())["address"]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                address,
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
+    processes += workers
+    from distributed import Client
+
+    with Client(address) as client:
+        client.wait_for_workers(2, timeout=60)
+    yield address, workers
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def checksums(out):
+    return [p["checksum"] for p in recordmill.read_manifest(out)["partitions"]]
+
+
+def test_dask_gives_the_same_files_as_a_local_run(cluster, tmp_path):
+    address, _ = cluster
+    plugin = make_plugin(tmp_path / "xyz", PLUGIN)
+    local = run_writer(
+        "--script", plugin, "--output", tmp_path / "local", "--partitions", "3", "--quiet"
+    )
+    assert local.returncode == 0, local.stderr
+    remote = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        tmp_path / "dask",
+        "--partitions",
+        "3",
+        "--executor",
+        "dask",
+        "--dask-address",
+        address,
+        "--quiet",
+    )
+    assert remote.returncode == 0, remote.stderr
+    assert checksums(tmp_path / "dask") == checksums(tmp_path / "local")
+
+
+def test_a_worker_killed_mid_run_loses_no_row(cluster, tmp_path):
+    address, workers = cluster
+    plugin = make_plugin(tmp_path / "xyz", PLUGIN)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "writer.py"),
+            "--script",
+            plugin,
+            "--output",
+            tmp_path / "out",
+            "--partitions",
+            "2",
+            "--executor",
+            "dask",
+            "--dask-address",
+            address,
+            "--sleep",
+            "0.4",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    tasks = tmp_path / ".out.recordmill-partial" / "_tasks"
+    deadline = time.monotonic() + 60
+    while not (tasks.is_dir() and len(list(tasks.glob("*.json"))) >= 2):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    os.kill(workers[0].pid, signal.SIGKILL)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    table = recordmill.open(str(tmp_path / "out")).to_arrow()
+    assert sorted(zip(table["task"].to_pylist(), table["i"].to_pylist(), strict=True)) == [
+        (t, i) for t in range(10) for i in range(30)
+    ]
+
+
+def test_a_plugin_the_workers_cannot_see_is_named(cluster, tmp_path):
+    from types import SimpleNamespace
+
+    from recordmill.executors import DaskExecutor
+
+    address, _ = cluster
+    ref = recordmill.resolve(str(make_plugin(tmp_path / "xyz", PLUGIN)))
+    moved = recordmill.PluginRef(ref.name, ref.source, str(tmp_path / "elsewhere" / "plugin.py"))
+    with DaskExecutor(2, dask_address=address) as executor:
+        executor.check(SimpleNamespace(ref=ref), str(tmp_path))  # visible: no error
+        with pytest.raises(recordmill.RecordmillError, match=r"cannot load plugin xyz"):
+            executor.check(SimpleNamespace(ref=moved), str(tmp_path))
+        with pytest.raises(recordmill.RecordmillError, match=r"staging folder .* is not visible"):
+            executor.check(SimpleNamespace(ref=ref), str(tmp_path / "nowhere"))
