@@ -62,3 +62,61 @@ COUNTING_PLUGIN = """
 def counting_plugin(tmp_path: Path) -> Path:
     """A plugin whose rows say which task and position they came from; task sizes by option."""
     return make_plugin(tmp_path / "counting", COUNTING_PLUGIN)
+
+
+ENTRY_POINT_PLUGIN = """
+    import recordmill
+
+    @recordmill.hookimpl
+    def task_number():
+        return 2
+
+    @recordmill.hookimpl
+    def dict_data(task_id):
+        for i in range(3):
+            yield {"source": "entrypoint", "task": task_id, "i": i}
+"""
+
+
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory) -> Path:
+    """A real third-party package, built and installed by pip, registering an entry point."""
+    root = tmp_path_factory.mktemp("thirdparty")
+    project = root / "project"
+    (project / "rm_thirdparty").mkdir(parents=True)
+    (project / "rm_thirdparty" / "__init__.py").write_text("")
+    (project / "rm_thirdparty" / "plugin.py").write_text(textwrap.dedent(ENTRY_POINT_PLUGIN))
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "rm-thirdparty"
+            version = "1.0"
+
+            [project.entry-points."recordmill.plugins"]
+            thirdparty = "rm_thirdparty.plugin"
+            """
+        )
+    )
+    target = root / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(project),
+        ],
+        check=True,
+    )
+    return target

@@ -33,8 +33,9 @@ PLUGIN = """
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    """A scheduler and two single-process workers, as `dask scheduler` and `dask worker`."""
+def cluster(tmp_path, installed_package):
+    """A scheduler and two single-process workers, as `dask scheduler` and `dask worker`; the
+    workers have the third-party plugin package installed (on their PYTHONPATH)."""
     scheduler_file = tmp_path / "scheduler.json"
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     processes = [
@@ -73,6 +74,7 @@ def cluster(tmp_path):
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(installed_package)},
         )
         for _ in range(2)
     ]
@@ -168,3 +170,24 @@ def test_a_plugin_the_workers_cannot_see_is_named(cluster, tmp_path):
             executor.check(SimpleNamespace(ref=moved), str(tmp_path))
         with pytest.raises(recordmill.RecordmillError, match=r"staging folder .* is not visible"):
             executor.check(SimpleNamespace(ref=ref), str(tmp_path / "nowhere"))
+
+
+def test_an_installed_plugin_runs_on_the_workers(cluster, tmp_path, installed_package):
+    address, _ = cluster
+    env = {"PYTHONPATH": str(installed_package)}
+    local = run_writer("--script", "thirdparty", "--output", tmp_path / "local", "--quiet", env=env)
+    assert local.returncode == 0, local.stderr
+    remote = run_writer(
+        "--script",
+        "thirdparty",
+        "--output",
+        tmp_path / "dask",
+        "--executor",
+        "dask",
+        "--dask-address",
+        address,
+        "--quiet",
+        env=env,
+    )
+    assert remote.returncode == 0, remote.stderr
+    assert checksums(tmp_path / "dask") == checksums(tmp_path / "local")

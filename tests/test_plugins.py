@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -13,63 +11,6 @@ import recordmill
 from recordmill.errors import PluginError
 from recordmill.plugins import BUILTIN_DIR, available_plugins, load_plugin, resolve
 from tests.conftest import COUNTING_PLUGIN, make_plugin, read_dataset
-
-ENTRY_POINT_PLUGIN = """
-    import recordmill
-
-    @recordmill.hookimpl
-    def task_number():
-        return 2
-
-    @recordmill.hookimpl
-    def dict_data(task_id):
-        for i in range(3):
-            yield {"source": "entrypoint", "task": task_id, "i": i}
-"""
-
-
-@pytest.fixture(scope="session")
-def installed_package(tmp_path_factory) -> Path:
-    """A real third-party package, built and installed by pip, registering an entry point."""
-    root = tmp_path_factory.mktemp("thirdparty")
-    project = root / "project"
-    (project / "rm_thirdparty").mkdir(parents=True)
-    (project / "rm_thirdparty" / "__init__.py").write_text("")
-    (project / "rm_thirdparty" / "plugin.py").write_text(textwrap.dedent(ENTRY_POINT_PLUGIN))
-    (project / "pyproject.toml").write_text(
-        textwrap.dedent(
-            """
-            [build-system]
-            requires = ["setuptools>=61"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "rm-thirdparty"
-            version = "1.0"
-
-            [project.entry-points."recordmill.plugins"]
-            thirdparty = "rm_thirdparty.plugin"
-            """
-        )
-    )
-    target = root / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(project),
-        ],
-        check=True,
-    )
-    return target
 
 
 @pytest.fixture
