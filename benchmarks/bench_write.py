@@ -156,6 +156,23 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
                 str(folder),
                 str(WORK / "plain.parquet"),
             ]
+    if "dask" in which:
+        imagenet = [
+            "--script",
+            "imagenet",
+            "--output",
+            out,
+            "--partitions",
+            4,
+            "--image-dir",
+            IMAGES,
+        ]
+        commands |= {
+            "images: recordmill --executor process --workers 2": writer(*imagenet, "--workers", 2),
+            "images: recordmill --executor dask (local scheduler, 2 workers)": writer(
+                *imagenet, "--workers", 2, "--executor", "dask", "--dask-address", DASK_ADDRESS
+            ),
+        }
     if "smallrows" in which:
         small = ["--script", HERE / "smallrows", "--output", out, "--partitions", 4]
         commands |= {
@@ -170,17 +187,64 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
     return commands
 
 
+DASK_ADDRESS = "tcp://127.0.0.1:8799"
+
+
+def start_dask() -> list[subprocess.Popen]:
+    """A scheduler and two single-threaded workers on this machine, as a cluster already running."""
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    module = [sys.executable, "-m"]
+    scheduler = subprocess.Popen(
+        [
+            *module,
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "8799",
+            "--no-dashboard",
+        ],
+        **quiet,
+    )
+    workers = [
+        subprocess.Popen(
+            [
+                *module,
+                "distributed.cli.dask_worker",
+                DASK_ADDRESS,
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+            ],
+            **quiet,
+        )
+        for _ in range(2)
+    ]
+    from distributed import Client
+
+    with Client(DASK_ADDRESS, timeout=60) as client:
+        client.wait_for_workers(2, timeout=60)
+    return [scheduler, *workers]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--workloads", default="images,smallrows,tensors")
+    parser.add_argument("--workloads", default="images,smallrows,tensors,dask")
     args = parser.parse_args()
     ensure_data()
     commands = workloads(set(args.workloads.split(",")))
+    cluster = start_dask() if "dask" in args.workloads.split(",") else []
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
-    for _ in range(args.runs):  # interleaved, so that a noisy moment hits every command alike
-        for name, command in commands.items():
-            results[name].append(measure(command))
+    try:
+        for _ in range(args.runs):  # interleaved, so that a noisy moment hits every command alike
+            for name, command in commands.items():
+                results[name].append(measure(command))
+    finally:
+        for process in cluster:
+            process.kill()
     print("| workload | median wall s | min | max | peak RSS MB (all processes) |")
     print("| --- | ---: | ---: | ---: | ---: |")
     medians = {}
@@ -216,6 +280,14 @@ def main() -> None:
             print(
                 f"- {name}: plain loop / recordmill --workers 2: {medians[plain] / medians[ours]:.2f}x faster ({goal})"
             )
+    dask = "images: recordmill --executor dask (local scheduler, 2 workers)"
+    process = "images: recordmill --executor process --workers 2"
+    if dask in medians and process in medians:
+        extra = medians[dask] - medians[process]
+        print(
+            f"- dask / process pool: {medians[dask] / medians[process]:.2f} (goal <= 1.3); "
+            f"overhead {extra / 100 * 1000:.1f} ms per task, {extra / 20000 * 1e6:.0f} us per row"
+        )
     x2 = "images x2: recordmill --workers 2"
     if x2 in results:
         one = max(m for _, m in results["images: recordmill --workers 2"])
