@@ -122,6 +122,11 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="with --executor dask: the scheduler, tcp://host:8786 (default: a local cluster)",
     )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with --executor ray: the cluster, or auto (default: a local Ray runtime)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--config",
@@ -219,7 +224,14 @@ def _run(
         on_bad_row=args.on_bad_row,
         max_rejects=args.max_rejects,
         executor=args.executor,
-        executor_options={"dask_address": args.dask_address} if args.dask_address else None,
+        executor_options={
+            key: value
+            for key, value in (
+                ("dask_address", args.dask_address),
+                ("ray_address", args.ray_address),
+            )
+            if value
+        },
         progress=not args.quiet,
     )
     print(summary.line())

@@ -1,6 +1,7 @@
 """Where tasks run. ``--executor process`` (the default) is recordmill's own process pool;
-``--executor dask`` runs the same tasks on a Dask cluster, whose workers write their fragments and
-partitions straight to the output's staging folder, so no row passes through this process.
+``--executor dask`` and ``--executor ray`` run the same tasks on a Dask or Ray cluster, whose
+workers write their fragments and partitions straight to the output's staging folder, so no row
+passes through this process.
 
 Executors are found by name: the built-ins below, then the entry-point group
 ``recordmill.executors`` (a package registers a class taking the same keyword arguments).
@@ -178,6 +179,80 @@ class DaskExecutor(Executor):
                 future.cancel()
 
 
+class RayExecutor(Executor):
+    """A Ray cluster: ``--ray-address`` (``auto`` for the one this machine belongs to), or a local
+    Ray runtime of ``workers`` CPUs. Tasks lost with a worker run again, ``retries`` times."""
+
+    def __init__(
+        self,
+        workers: int,
+        retries: int = 0,
+        retries_on_error: bool = False,
+        ray_address: str | None = None,
+        **_: Any,
+    ):
+        super().__init__(workers, retries, retries_on_error)
+        try:
+            import ray
+        except ImportError as e:
+            raise ConfigError('--executor ray needs Ray: pip install "recordmill[ray]"') from e
+        self.ray = ray
+        self._started = not ray.is_initialized()
+        if self._started:
+            ray.init(
+                address=ray_address,
+                num_cpus=None if ray_address else workers,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+        self._call = ray.remote(num_cpus=1)(_call).options(
+            max_retries=retries, retry_exceptions=[TaskError] if retries_on_error else False
+        )
+
+    def close(self) -> None:
+        if self._started:
+            self.ray.shutdown()
+
+    def check(self, plugin: Any, staging: str) -> None:
+        problem = self.ray.get(self.ray.remote(_check_worker).remote(plugin.ref, staging))
+        if problem:
+            raise RecordmillError(
+                f"a Ray worker cannot run this job: {problem}. Folder plugins and the output must "
+                "be on storage every worker sees; installed plugins must be installed everywhere"
+            )
+
+    def _execute(
+        self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
+    ) -> Iterator[tuple[int, Any]]:
+        from ray.exceptions import RayTaskError, WorkerCrashedError
+
+        refs = {self._call.remote(fn, job): i for i, job in enumerate(jobs)}
+        pending = list(refs)
+        try:
+            while pending:
+                done, pending = self.ray.wait(pending, num_returns=1)
+                i = refs[done[0]]
+                try:
+                    result = self.ray.get(done[0])
+                except WorkerCrashedError as e:
+                    raise WorkerLost(f"{unit} {i}", None, self.retries + 1) from e
+                except RayTaskError as e:
+                    raise (e.cause if isinstance(e.cause, BaseException) else e) from None
+                report((getattr(result, "rows", 0), _bytes_of(result)))
+                yield i, result
+        finally:
+            for ref in pending:
+                self.ray.cancel(ref, force=True)
+
+
+def _call(fn: Callable[..., Any], job: Any) -> Any:
+    return fn(job)
+
+
+def _bytes_of(result: Any) -> int:
+    return getattr(result, "nbytes", 0) or getattr(result, "bytes", 0)
+
+
 def _check_worker(ref: Any, staging: str) -> str | None:
     """On a worker: None when it can load the plugin and see the staging folder, else why not."""
     from recordmill.plugins import DatasetPlugin
@@ -191,7 +266,7 @@ def _check_worker(ref: Any, staging: str) -> str | None:
     return None
 
 
-BUILTIN = {"process": ProcessExecutor, "dask": DaskExecutor}
+BUILTIN = {"process": ProcessExecutor, "dask": DaskExecutor, "ray": RayExecutor}
 
 
 def names() -> list[str]:

@@ -1,0 +1,54 @@
+"""--executor ray on a local Ray runtime."""
+
+from __future__ import annotations
+
+import pytest
+
+import recordmill
+from tests.conftest import make_plugin, run_writer
+
+pytest.importorskip("ray", reason='Ray is not installed here (pip install "recordmill[ray]")')
+
+PLUGIN = """
+    def task_number():
+        return 6
+
+    def dict_data(task_id):
+        for i in range(20):
+            yield {"task": task_id, "i": i}
+"""
+
+
+def test_ray_writes_the_same_files_as_a_local_run(tmp_path):
+    plugin = make_plugin(tmp_path / "xyz", PLUGIN)
+    local = run_writer(
+        "--script", plugin, "--output", tmp_path / "local", "--partitions", "2", "--quiet"
+    )
+    assert local.returncode == 0, local.stderr
+    remote = run_writer(
+        "--script",
+        plugin,
+        "--output",
+        tmp_path / "ray",
+        "--partitions",
+        "2",
+        "--executor",
+        "ray",
+        "--workers",
+        "2",
+        "--quiet",
+        timeout=240,
+    )
+    assert remote.returncode == 0, remote.stderr
+    sums = [
+        [p["checksum"] for p in recordmill.read_manifest(tmp_path / o)["partitions"]]
+        for o in ("local", "ray")
+    ]
+    assert sums[0] == sums[1]
+
+
+def test_an_unknown_executor_lists_the_known_ones(tmp_path):
+    plugin = make_plugin(tmp_path / "xyz", PLUGIN)
+    result = run_writer("--script", plugin, "--output", tmp_path / "o", "--executor", "spark")
+    assert result.returncode == 1
+    assert "no executor 'spark'; executors: dask, process, ray" in result.stderr
