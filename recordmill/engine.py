@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -43,12 +41,13 @@ from recordmill.partitions import (
 from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.progress import human_size
 from recordmill.schema import check_same_schema, to_arrow_schema
-from recordmill.tasks import TaskJob, TaskResult, fragment_path, load_record, run_task
+from recordmill.storage import Store
+from recordmill.tasks import TaskJob, TaskResult, fragment_name, load_record, run_task
 
 
 @dataclass
 class Summary:
-    output: Path
+    output: str
     rows: int
     partitions: int
     bytes: int
@@ -135,10 +134,10 @@ def write(
                 retries_on_error=retries_on_error,
                 **(executor_options or {}),
             ) as runner:
-                runner.check(plugin, str(staging))
+                runner.check(plugin, staging)
                 done = _finished_tasks(staging, n_tasks) if out.resumed else {}
                 jobs = [
-                    TaskJob(plugin.ref, options, t, declared, str(staging), on_bad_row)
+                    TaskJob(plugin.ref, options, t, declared, staging, on_bad_row)
                     for t in range(n_tasks)
                     if t not in done
                 ]
@@ -213,10 +212,9 @@ def write(
                 if rejected:
                     rejects.write(staging, rejected)
                 for scratch in ("_tasks", "_parts"):
-                    shutil.rmtree(staging / scratch, ignore_errors=True)
-                (staging / RUN_FILE).unlink(missing_ok=True)
-                manifest_file.write(staging, written)
-                out.commit()
+                    staging.delete_tree(scratch)
+                staging.delete(RUN_FILE)
+                out.commit(json.dumps(written, indent=2) + "\n")
         except KeyboardInterrupt:
             raise  # finished tasks stay in the staging folder, for --resume
         except BaseException:
@@ -225,7 +223,7 @@ def write(
     finally:
         out.release()
     return Summary(
-        out.final,
+        str(out.final),
         total,
         partitions,
         sum(i.bytes for i in infos),
@@ -261,7 +259,7 @@ RUN_FILE = "run.json"
 
 
 def _check_run(
-    staging: Path,
+    staging: Store,
     plugin: DatasetPlugin,
     options: Options,
     n_tasks: int,
@@ -275,9 +273,8 @@ def _check_run(
         "task_number": n_tasks,
         "settings": settings,
     }
-    path = staging / RUN_FILE
-    if resumed and path.is_file():
-        before = json.loads(path.read_text())
+    if resumed and staging.is_file(RUN_FILE):
+        before = json.loads(staging.read_text(RUN_FILE))
         changed = [
             f"{key}: {before.get(key)!r} then, {value!r} now"
             for key, value in run.items()
@@ -290,10 +287,10 @@ def _check_run(
                 + "). Run it as before, or pass --overwrite to start over"
             )
         return
-    path.write_text(json.dumps(run))
+    staging.write_text(RUN_FILE, json.dumps(run))
 
 
-def _finished_tasks(staging: Path, n_tasks: int) -> dict[int, TaskResult]:
+def _finished_tasks(staging: Store, n_tasks: int) -> dict[int, TaskResult]:
     return {t: r for t in range(n_tasks) if (r := load_record(staging, t)) is not None}
 
 
@@ -336,7 +333,7 @@ def _declared_schema(plugin: DatasetPlugin, options: Options) -> pa.Schema | Non
 
 def _partition_jobs(
     results: list[TaskResult],
-    staging: Path,
+    staging: Store,
     schema: pa.Schema,
     count: int,
     fmt: str,
@@ -352,7 +349,7 @@ def _partition_jobs(
         PartitionJob(
             index=p,
             count=count,
-            staging=str(staging),
+            staging=staging,
             schema=schema,
             format=fmt,
             compression=compression,
@@ -367,7 +364,7 @@ def _partition_jobs(
 
 
 def _fragment_cleaner(
-    jobs: list[PartitionJob], staging: Path, done: set[int]
+    jobs: list[PartitionJob], staging: Store, done: set[int]
 ) -> Callable[[int], None]:
     """Delete each fragment as soon as every partition that reads it is written, so that the
     staged copy of the data shrinks while the partitions grow instead of doubling the disk use.
@@ -381,7 +378,7 @@ def _fragment_cleaner(
         done.add(index)
         while prefix in done:
             for task_id in released.get(prefix, ()):
-                fragment_path(staging, task_id).unlink(missing_ok=True)
+                staging.delete(fragment_name(task_id))
             prefix += 1
 
     if done:

@@ -10,7 +10,6 @@ Executors are found by name: the built-ins below, then the entry-point group
 from __future__ import annotations
 
 import importlib.metadata
-import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -253,11 +252,11 @@ def _bytes_of(result: Any) -> int:
     return getattr(result, "nbytes", 0) or getattr(result, "bytes", 0)
 
 
-def _check_worker(ref: Any, staging: str) -> str | None:
+def _check_worker(ref: Any, staging: Any) -> str | None:
     """On a worker: None when it can load the plugin and see the staging folder, else why not."""
     from recordmill.plugins import DatasetPlugin
 
-    if not os.path.isdir(staging):
+    if not staging.exists():
         return f"the staging folder {staging} is not visible there"
     try:
         DatasetPlugin(ref)

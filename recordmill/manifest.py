@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import platform
 import time
 from pathlib import Path
@@ -51,12 +50,6 @@ def build(
         },
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-
-
-def write(folder: Path, manifest: dict[str, Any]) -> None:
-    partial = folder / (MANIFEST + ".partial")
-    partial.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(partial, folder / MANIFEST)
 
 
 def read(folder: str | Path) -> dict[str, Any]:

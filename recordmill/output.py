@@ -1,10 +1,12 @@
-"""The output folder's life: refuse what must not be replaced, stage, then appear atomically.
+"""The output folder's life: refuse what must not be replaced, stage, then appear whole.
 
-Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``) that is renamed
-to ``NAME`` only when the run succeeded, so a failed or killed run never leaves an output that
-looks complete. An interrupted run's staging folder is kept for ``--resume``. A lock file beside
-it (``.NAME.recordmill-lock``) makes a second run on the same output fail at once instead of
-mixing its files with the first run's.
+Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``). On a local disk
+it is renamed to ``NAME`` only when the run succeeded; on object storage, where there is no rename,
+its files are moved into ``NAME`` and ``manifest.json`` is written last, so a folder without a
+manifest is never a dataset. A failed or killed run thus never leaves an output that looks
+complete. An interrupted run's staging folder is kept for ``--resume``. A lock file beside it
+(``.NAME.recordmill-lock``, local disks only) makes a second run on the same output fail at once
+instead of mixing its files with the first run's.
 """
 
 from __future__ import annotations
@@ -12,34 +14,36 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from pathlib import Path
 from typing import Any
 
 from recordmill.errors import OutputError
 from recordmill.manifest import MANIFEST
+from recordmill.storage import Store
 
 
 class OutputDir:
     def __init__(self, path: str | os.PathLike[str], overwrite: bool = False, resume: bool = False):
-        self.final = Path(path).expanduser().absolute()
+        self.final = Store.at(path)
         self.overwrite = overwrite
         self.resume = resume
-        self.staging = self.final.parent / f".{self.final.name}.recordmill-partial"
-        self._old = self.final.parent / f".{self.final.name}.recordmill-old"
-        self._lock_path = self.final.parent / f".{self.final.name}.recordmill-lock"
+        self.staging = self.final.sibling(f".{self.final.name}.recordmill-partial")
+        self._old = self.final.sibling(f".{self.final.name}.recordmill-old")
+        self._lock_path = self.final.sibling(f".{self.final.name}.recordmill-lock").root
         self._lock: Any = None
         self.resumed = False
 
     def _check_final(self) -> None:
-        if not self.final.exists():
+        info = self.final.info()
+        if info.type.name == "NotFound":
             return
-        if not self.final.is_dir():
+        if info.type.name != "Directory":
             raise OutputError(f"output {self.final} exists and is not a folder")
-        if not any(self.final.iterdir()):
+        names = self.final.listdir()
+        if not names:
             return  # an empty folder, made ahead of the run, is simply replaced
         if not self.overwrite:
             raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
-        if not (self.final / MANIFEST).is_file() and any(self.final.iterdir()):
+        if MANIFEST not in names:
             raise OutputError(
                 f"output {self.final} is not empty and is not a recordmill dataset (no {MANIFEST}); "
                 "refusing to replace it, even with --overwrite"
@@ -47,7 +51,9 @@ class OutputDir:
 
     def lock(self) -> None:
         """Hold the output's lock for this process's life: a second run on it is refused."""
-        self.final.parent.mkdir(parents=True, exist_ok=True)
+        if not self.final.local:
+            return  # object stores have no locks; one run per output is up to the user there
+        os.makedirs(os.path.dirname(self._lock_path), exist_ok=True)
         self._lock = open(self._lock_path, "a")  # noqa: SIM115 - held until release()
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -64,7 +70,7 @@ class OutputDir:
             self._lock.close()
             self._lock = None
 
-    def prepare(self) -> Path:
+    def prepare(self) -> Store:
         """Check the destination and give the staging folder: an empty one, or with ``resume``
         the one an interrupted run left."""
         self._check_final()
@@ -77,18 +83,30 @@ class OutputDir:
                     f"an interrupted run left {self.staging}; pass --resume to finish it "
                     "(only its unfinished tasks run again) or --overwrite to start over"
                 )
-            shutil.rmtree(self.staging)
-        self.staging.mkdir(parents=True)
+            self.staging.delete_tree()
+        self.staging.makedirs()
         return self.staging
 
-    def commit(self) -> None:
-        """Make the staged folder the output, replacing an older dataset when allowed."""
+    def commit(self, manifest_text: str) -> None:
+        """Make the staged folder the output, ``manifest.json`` last, replacing an older dataset
+        when allowed."""
         self._check_final()
-        if self.final.exists() and any(self.final.iterdir()):
-            shutil.rmtree(self._old, ignore_errors=True)  # left by a run killed right here
-            os.replace(self.final, self._old)
-        os.replace(self.staging, self.final)  # rename(2) replaces an empty folder atomically
-        shutil.rmtree(self._old, ignore_errors=True)
+        if self.final.local:
+            self.staging.write_text(MANIFEST, manifest_text)
+            final, old = self.final.root, self._old.root
+            if os.path.isdir(final) and os.listdir(final):
+                shutil.rmtree(old, ignore_errors=True)  # left by a run killed right here
+                os.replace(final, old)
+            os.replace(self.staging.root, final)  # rename(2) replaces an empty folder atomically
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        if self.final.exists():
+            self.final.delete_tree()
+        self.final.makedirs()
+        for name in self.staging.listdir():
+            self.final.fs.move(self.staging.path(name), self.final.path(name))
+        self.final.write_text(MANIFEST, manifest_text)
+        self.staging.delete_tree()
 
     def abort(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        self.staging.delete_tree()

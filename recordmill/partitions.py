@@ -12,7 +12,6 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recordmill.errors import writing
-from recordmill.tasks import fragment_path
+from recordmill.storage import Store
+from recordmill.tasks import fragment_name
 
 FORMATS = {"parquet": ".parquet", "arrow": ".arrow"}
 COMPRESSIONS = ("auto", "none", "zstd", "snappy", "lz4", "gzip", "brotli")
@@ -32,7 +32,7 @@ MAX_ROW_GROUP_ROWS = 1 << 17
 class PartitionJob:
     index: int
     count: int
-    staging: str
+    staging: Store
     schema: pa.Schema
     format: str
     compression: str
@@ -76,40 +76,39 @@ def default_row_group_size(total_rows: int, total_bytes: int) -> int:
 def write_partition(
     job: PartitionJob, report: Callable[[Any], None] = lambda _: None
 ) -> PartitionInfo:
-    """Write one partition file from the staged fragments; it gets its final name when complete."""
+    """Write one partition file from the staged fragments, then the record that marks it done."""
     name = file_name(job.index, job.count, job.format)
-    path = Path(job.staging) / name
-    partial = path.with_name(name + ".partial")
+    staging = job.staging
     source = _Fragments(job)
     chunks = source.sequential() if job.order is None else source.shuffled()
-    with writing(partial):
-        writer = _writer(partial, job)
+    with writing(staging.path(name)):
+        sink = staging.output(name)
+        writer = _writer(sink, job)
         try:
             for table in _row_groups(chunks, job.row_group_size):
                 writer.write(table)
                 report((table.num_rows, table.nbytes))
         finally:
             writer.close()
-        size = partial.stat().st_size
-        info = PartitionInfo(name, job.stop - job.start, size, sha256_file(partial))
-        os.replace(partial, path)
-        record = _record_path(job.staging, name)
-        record.parent.mkdir(exist_ok=True)
-        record.write_text(json.dumps(asdict(info)))
+            sink.close()
+        info = PartitionInfo(
+            name, job.stop - job.start, staging.size(name), sha256_file(staging, name)
+        )
+        staging.makedirs("_parts")
+        staging.write_text(_record_name(name), json.dumps(asdict(info)))
     return info
 
 
-def _record_path(staging: str | Path, name: str) -> Path:
-    return Path(staging) / "_parts" / (name + ".json")
+def _record_name(name: str) -> str:
+    return f"_parts/{name}.json"
 
 
-def finished_partition(staging: str | Path, job: PartitionJob) -> PartitionInfo | None:
+def finished_partition(staging: Store, job: PartitionJob) -> PartitionInfo | None:
     """The info of a partition an interrupted run finished (file and record both there)."""
     name = file_name(job.index, job.count, job.format)
-    record = _record_path(staging, name)
-    if not (record.is_file() and (Path(staging) / name).is_file()):
+    if not (staging.is_file(_record_name(name)) and staging.is_file(name)):
         return None
-    info = PartitionInfo(**json.loads(record.read_text()))
+    info = PartitionInfo(**json.loads(staging.read_text(_record_name(name))))
     return info if info.rows == job.stop - job.start else None
 
 
@@ -130,13 +129,14 @@ def fragments_done_after(jobs: list[PartitionJob]) -> dict[int, list[int]]:
     return released
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(where: Store | str | os.PathLike[str], name: str | None = None) -> str:
+    """``sha256:`` and the hex digest of a file: a path, or ``name`` in a store."""
+    if not isinstance(where, Store):
+        where = Store.at(where)
     digest = hashlib.sha256()
-    buffer = bytearray(8 << 20)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            digest.update(view[:n])
+    with where.fs.open_input_stream(where.path(name) if name else where.root) as f:
+        while block := f.read(8 << 20):
+            digest.update(block)
     return "sha256:" + digest.hexdigest()
 
 
@@ -155,8 +155,7 @@ class _Fragments:
         self._readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
 
     def _reader(self, task_id: int) -> pa.ipc.RecordBatchFileReader:
-        path = str(fragment_path(self.job.staging, task_id))
-        return pa.ipc.open_file(pa.memory_map(path))
+        return pa.ipc.open_file(self.job.staging.input_file(fragment_name(task_id)))
 
     def sequential(self) -> Iterator[pa.RecordBatch]:
         start, stop = self.job.start, self.job.stop
@@ -219,17 +218,17 @@ def _table(parts: list[Any]) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def _writer(path: Path, job: PartitionJob) -> Any:
+def _writer(sink: Any, job: PartitionJob) -> Any:
     if job.format == "arrow":
-        return _ArrowWriter(path, job.schema, job.compression)
-    return _ParquetWriter(path, job.schema, job.compression)
+        return _ArrowWriter(sink, job.schema, job.compression)
+    return _ParquetWriter(sink, job.schema, job.compression)
 
 
 class _ArrowWriter:
-    def __init__(self, path: Path, schema: pa.Schema, compression: str):
+    def __init__(self, sink: Any, schema: pa.Schema, compression: str):
         codec = None if compression in ("auto", "none") else compression
         options = pa.ipc.IpcWriteOptions(compression=codec)
-        self._writer = pa.ipc.new_file(str(path), schema, options=options)
+        self._writer = pa.ipc.new_file(sink, schema, options=options)
 
     def write(self, table: pa.Table) -> None:
         self._writer.write_table(table, max_chunksize=table.num_rows or None)
@@ -258,7 +257,7 @@ def _leaves(path: str, t: pa.DataType) -> list[str]:
 
 
 class _ParquetWriter:
-    def __init__(self, path: Path, schema: pa.Schema, compression: str):
+    def __init__(self, sink: Any, schema: pa.Schema, compression: str):
         # Bytes columns usually hold already-compressed media (JPEG, PNG): compressing them again
         # costs time and saves nothing, and their statistics and dictionaries are useless.
         other = [leaf for f in schema if not _is_bytes(f.type) for leaf in _leaves(f.name, f.type)]
@@ -271,7 +270,7 @@ class _ParquetWriter:
         else:
             codec = compression
         self._writer = pq.ParquetWriter(
-            str(path),
+            sink,
             schema,
             compression=codec,
             use_dictionary=other,

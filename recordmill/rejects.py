@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 REJECTS_FILE = "rejects.jsonl"
@@ -29,10 +28,11 @@ class Reject:
     value: str | None = None
 
 
-def write(folder: Path, rejects: list[dict[str, Any]]) -> None:
-    with open(folder / REJECTS_FILE, "w") as f:
-        for reject in rejects:
-            f.write(json.dumps(reject, ensure_ascii=False) + "\n")
+def write(folder: Any, rejects: list[dict[str, Any]]) -> None:
+    """``rejects.jsonl`` in ``folder`` (a :class:`recordmill.storage.Store`)."""
+    folder.write_text(
+        REJECTS_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects)
+    )
 
 
 def as_record(task_id: int, reject: Reject) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Running one task in a worker: the plugin's rows -> checked Arrow batches -> a staged fragment.
 
-Each task writes its rows to its own Arrow IPC file in the staging folder (``task-000007.arrow``).
-The file appears under its final name only when the task finished, which records the task as done.
+Each task writes its rows to its own Arrow IPC file in the staging folder (``task-000007.arrow``),
+then a small record (``task-000007.json``) that marks the task as done.
 """
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +21,7 @@ from recordmill.errors import RecordmillError, RowError, TaskError, writing
 from recordmill.plugins import DatasetPlugin, PluginRef
 from recordmill.rejects import Reject
 from recordmill.schema import RowConverter, infer_schema
+from recordmill.storage import Store
 
 # Batches aim at this many bytes; the first batch is small and measures the row size.
 BATCH_BYTES = 8 << 20
@@ -36,7 +35,7 @@ class TaskJob:
     options: Any
     task_id: int
     schema: pa.Schema | None  # None: infer from the task's first row
-    staging: str
+    staging: Store
     on_bad_row: str = "fail"  # or "skip": rejected rows go to rejects.jsonl
 
 
@@ -50,16 +49,16 @@ class TaskResult:
     rejects: list[Reject] = field(default_factory=list)
 
 
-def fragment_path(staging: str | Path, task_id: int) -> Path:
-    return Path(staging) / "_tasks" / f"task-{task_id:06d}.arrow"
+def fragment_name(task_id: int) -> str:
+    return f"_tasks/task-{task_id:06d}.arrow"
 
 
-def record_path(staging: str | Path, task_id: int) -> Path:
-    return Path(staging) / "_tasks" / f"task-{task_id:06d}.json"
+def record_name(task_id: int) -> str:
+    return f"_tasks/task-{task_id:06d}.json"
 
 
-def save_record(staging: str | Path, result: TaskResult) -> None:
-    """Record a finished task (after its fragment got its final name): what ``--resume`` reads."""
+def save_record(staging: Store, result: TaskResult) -> None:
+    """Record a finished task (after its fragment is complete): what ``--resume`` reads."""
     record = {
         "task_id": result.task_id,
         "rows": result.rows,
@@ -70,19 +69,14 @@ def save_record(staging: str | Path, result: TaskResult) -> None:
         else base64.b64encode(result.schema.serialize().to_pybytes()).decode("ascii"),
         "rejects": [asdict(r) for r in result.rejects],
     }
-    path = record_path(staging, result.task_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(record))
-    os.replace(partial, path)
+    staging.write_text(record_name(result.task_id), json.dumps(record))
 
 
-def load_record(staging: str | Path, task_id: int) -> TaskResult | None:
+def load_record(staging: Store, task_id: int) -> TaskResult | None:
     """A finished task's result, or None when the task did not finish."""
-    path = record_path(staging, task_id)
-    if not path.is_file():
+    if not staging.is_file(record_name(task_id)):
         return None
-    record = json.loads(path.read_text())
+    record = json.loads(staging.read_text(record_name(task_id)))
     schema = record["schema"]
     return TaskResult(
         task_id,
@@ -119,8 +113,9 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
         raise _plugin_failed(task_id, e) from e
 
     result = TaskResult(task_id, rows=0, schema=job.schema)
-    path = fragment_path(job.staging, task_id)
-    partial = path.with_suffix(".arrow.partial")
+    staging = job.staging
+    fragment = fragment_name(task_id)
+    sink = None
     converter = RowConverter(job.schema) if job.schema is not None else None
     writer = None
     limit = FIRST_BATCH_ROWS
@@ -150,10 +145,11 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
             position += len(chunk)
             if batch is None:
                 continue
-            with writing(partial):
+            with writing(staging.path(fragment)):
                 if writer is None:
-                    partial.parent.mkdir(parents=True, exist_ok=True)
-                    writer = pa.ipc.new_file(str(partial), converter.schema)
+                    staging.makedirs("_tasks")
+                    sink = staging.output(fragment)
+                    writer = pa.ipc.new_file(sink, converter.schema)
                 writer.write_batch(batch)
             result.rows += batch.num_rows
             result.batch_rows.append(batch.num_rows)
@@ -162,18 +158,21 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
             if len(result.batch_rows) == 1:
                 per_row = max(1, batch.nbytes // batch.num_rows)
                 limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
-        with writing(partial):
+        with writing(staging.path(fragment)):
             if writer is not None:
                 writer.close()
+                sink.close()
                 writer = None
-                os.replace(partial, path)
-            save_record(job.staging, result)
+            staging.makedirs("_tasks")
+            # The record, written last, is what marks the task done: a fragment without one is
+            # from a run that died, and is written again.
+            save_record(staging, result)
     finally:
         if writer is not None:
             with contextlib.suppress(OSError):  # already failing: the first error is the one
                 writer.close()
-        if partial.exists():
-            partial.unlink()
+                sink.close()
+            staging.delete(fragment)
     return result
 
 

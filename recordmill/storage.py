@@ -1,0 +1,106 @@
+"""Folders on any filesystem pyarrow knows: a local path or a URI (``s3://``, ``gs://``,
+``hdfs://``, ``file://``). Staging, fragments, partitions and the manifest all go through here,
+so the same run can write to local disk or straight to object storage from every worker."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+
+@dataclass(frozen=True)
+class Store:
+    """A filesystem and a base path on it; small and picklable, so workers can use it."""
+
+    fs: pafs.FileSystem
+    root: str
+
+    @staticmethod
+    def at(location: str | os.PathLike[str]) -> Store:
+        text = os.fspath(location)
+        if "://" in text:
+            fs, root = pafs.FileSystem.from_uri(text)
+            return Store(fs, root.rstrip("/"))
+        return Store(pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text)))
+
+    @property
+    def local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    def child(self, name: str) -> Store:
+        return Store(self.fs, f"{self.root}/{name}")
+
+    def sibling(self, name: str) -> Store:
+        parent = self.root.rsplit("/", 1)[0]
+        return Store(self.fs, f"{parent}/{name}")
+
+    @property
+    def name(self) -> str:
+        return self.root.rsplit("/", 1)[-1]
+
+    def path(self, *names: str) -> str:
+        return "/".join([self.root, *names])
+
+    def __str__(self) -> str:
+        return self.root if self.local else f"{self.fs.type_name}://{self.root}"
+
+    def info(self, *names: str) -> pafs.FileInfo:
+        return self.fs.get_file_info(self.path(*names))
+
+    def exists(self, *names: str) -> bool:
+        return self.info(*names).type != pafs.FileType.NotFound
+
+    def is_file(self, *names: str) -> bool:
+        return self.info(*names).type == pafs.FileType.File
+
+    def listdir(self, *names: str) -> list[str]:
+        base = self.path(*names)
+        if self.fs.get_file_info(base).type != pafs.FileType.Directory:
+            return []
+        found = self.fs.get_file_info(pafs.FileSelector(base, recursive=False))
+        return sorted(i.base_name for i in found)
+
+    def makedirs(self, *names: str) -> None:
+        self.fs.create_dir(self.path(*names), recursive=True)
+
+    def output(self, *names: str) -> Any:
+        return self.fs.open_output_stream(self.path(*names))
+
+    def input_file(self, *names: str) -> Any:
+        """Random access: memory-mapped on local disk, a range-reading file elsewhere."""
+        if self.local:
+            return pa.memory_map(self.path(*names))
+        return self.fs.open_input_file(self.path(*names))
+
+    def size(self, *names: str) -> int:
+        return self.info(*names).size
+
+    def write_text(self, name: str, text: str) -> None:
+        """Whole or not at all: a reader never sees half a file (on local disk a rename; object
+        stores make a written object appear whole anyway)."""
+        data = text.encode()
+        if self.local:
+            partial = self.path(name + ".partial")
+            with open(partial, "wb") as f:
+                f.write(data)
+            os.replace(partial, self.path(name))
+            return
+        with self.output(name) as f:
+            f.write(data)
+
+    def read_text(self, *names: str) -> str:
+        with self.fs.open_input_stream(self.path(*names)) as f:
+            return f.read().decode()
+
+    def delete(self, *names: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self.path(*names))
+
+    def delete_tree(self, *names: str) -> None:
+        if self.exists(*names):
+            self.fs.delete_dir(self.path(*names))
