@@ -12,6 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from recordmill.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Store:
@@ -24,7 +26,10 @@ class Store:
     def at(location: str | os.PathLike[str]) -> Store:
         text = os.fspath(location)
         if "://" in text:
-            fs, root = pafs.FileSystem.from_uri(text)
+            try:
+                fs, root = pafs.FileSystem.from_uri(text)
+            except (pa.ArrowInvalid, OSError) as e:
+                raise ConfigError(f"cannot use the location {text}: {e}") from e
             return Store(fs, root.rstrip("/"))
         return Store(pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text)))
 
