@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,6 +43,16 @@ def read_dataset(path: Path) -> pa.Table:
     else:
         tables = [pq.read_table(f) for f in files]
     return pa.concat_tables(tables)
+
+
+def wait_for_staged_tasks(out: Path, count: int, process: subprocess.Popen, timeout: float = 60):
+    """Wait until a running writer has finished ``count`` tasks (their records are staged)."""
+    tasks = out.parent / f".{out.name}.recordmill-partial" / "_tasks"
+    deadline = time.monotonic() + timeout
+    while not (tasks.is_dir() and len(list(tasks.glob("*.json"))) >= count):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"no {count} finished tasks in {timeout} s"
+        time.sleep(0.05)
 
 
 COUNTING_PLUGIN = """

@@ -7,12 +7,18 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 import recordmill
-from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset, run_writer
+from tests.conftest import (
+    COUNTING_PLUGIN,
+    REPO,
+    make_plugin,
+    read_dataset,
+    run_writer,
+    wait_for_staged_tasks,
+)
 
 
 def recordmill_cli(*args, cwd=None):
@@ -235,11 +241,7 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    staging = tmp_path / ".out.recordmill-partial" / "_tasks"
-    deadline = time.monotonic() + 60
-    while not (staging.is_dir() and any(staging.iterdir())):
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.05)
+    wait_for_staged_tasks(out, 1, process)
     os.kill(process.pid, sig)
     process.wait(timeout=30)
     assert process.returncode != 0

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import recordmill
-from tests.conftest import REPO, make_plugin, run_writer
+from tests.conftest import REPO, make_plugin, run_writer, wait_for_staged_tasks
 
 pytest.importorskip("distributed", reason='Dask is not installed (pip install "recordmill[dask]")')
 
@@ -142,11 +142,7 @@ def test_a_worker_killed_mid_run_loses_no_row(cluster, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    tasks = tmp_path / ".out.recordmill-partial" / "_tasks"
-    deadline = time.monotonic() + 60
-    while not (tasks.is_dir() and len(list(tasks.glob("*.json"))) >= 2):
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.05)
+    wait_for_staged_tasks(tmp_path / "out", 2, process)
     os.kill(workers[0].pid, signal.SIGKILL)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 0, err

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import recordmill
-from tests.conftest import REPO, make_plugin, run_writer
+from tests.conftest import REPO, make_plugin, run_writer, wait_for_staged_tasks
 
 # Each task sleeps a little and leaves a mark per run of it, so tests can count what ran again.
 SLOW = """
@@ -64,15 +64,6 @@ def start(plugin, marks, out, *extra):
     )
 
 
-def wait_for_tasks(out, count, process, timeout=60):
-    tasks = out.parent / f".{out.name}.recordmill-partial" / "_tasks"
-    deadline = time.monotonic() + timeout
-    while not (tasks.is_dir() and len(list(tasks.glob("*.json"))) >= count):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-
-
 def group_gone(pgid, timeout=10):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,7 +108,7 @@ def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference,
     plugin, marks = slow
     out = tmp_path / "out"
     process = start(plugin, marks, out)
-    wait_for_tasks(out, 3, process)
+    wait_for_staged_tasks(out, 3, process)
     began = time.monotonic()
     if how == "ctrl-c":
         os.killpg(process.pid, signal.SIGINT)  # as a terminal does: the whole process group
@@ -170,7 +161,7 @@ def test_resume_with_other_options_is_refused(slow, tmp_path):
     plugin, marks = slow
     out = tmp_path / "out"
     process = start(plugin, marks, out)
-    wait_for_tasks(out, 1, process)
+    wait_for_staged_tasks(out, 1, process)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     result = run_writer(
@@ -184,7 +175,7 @@ def test_a_second_run_on_the_same_output_is_refused(slow, tmp_path):
     plugin, marks = slow
     out = tmp_path / "out"
     first = start(plugin, marks, out)
-    wait_for_tasks(out, 1, first)
+    wait_for_staged_tasks(out, 1, first)
     second = run_writer("--script", plugin, "--output", out, "--marks", marks, "--overwrite")
     assert second.returncode == 1 and "another recordmill run is writing" in second.stderr
     first.communicate(timeout=60)
