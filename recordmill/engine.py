@@ -191,9 +191,10 @@ def write(
                     progress,
                     on_result=lambda i, _: cleaner(todo[i].index),
                 )
-                infos = [
-                    finished.get(job.index) or written_now[todo.index(job)] for job in part_jobs
-                ]
+                finished.update(
+                    (job.index, info) for job, info in zip(todo, written_now, strict=True)
+                )
+                infos = [finished[job.index] for job in part_jobs]
                 partitions_done = time.perf_counter()
             written = manifest_file.build(
                 fmt=format,
