@@ -441,11 +441,15 @@ def _handle(files: _Files, partition: int) -> Any:
     return files.handles[key]
 
 
+def group_rows(handle: Any) -> list[int]:
+    """The row count of each row group (Parquet) or record batch (Arrow IPC) of an open file."""
+    if isinstance(handle, pq.ParquetFile):
+        return [handle.metadata.row_group(i).num_rows for i in range(handle.num_row_groups)]
+    return [handle.get_batch(i).num_rows for i in range(handle.num_record_batches)]
+
+
 def _check_rows(files: _Files, handle: Any, entry: dict[str, Any]) -> None:
-    if files.manifest["format"] == "arrow":
-        rows = sum(handle.get_batch(i).num_rows for i in range(handle.num_record_batches))
-    else:
-        rows = handle.metadata.num_rows
+    rows = sum(group_rows(handle))
     if rows != entry["rows"]:
         raise OutputError(
             f"{files.root}/{entry['file']} holds {rows} rows, the manifest says {entry['rows']}: "
@@ -460,12 +464,7 @@ def _index(files: _Files) -> _Files:
         return files
     start = 0
     for p in range(len(files.manifest["partitions"])):
-        handle = _handle(files, p)
-        if files.manifest["format"] == "arrow":
-            sizes = [handle.get_batch(i).num_rows for i in range(handle.num_record_batches)]
-        else:
-            sizes = [handle.metadata.row_group(i).num_rows for i in range(handle.num_row_groups)]
-        for i, n in enumerate(sizes):
+        for i, n in enumerate(group_rows(_handle(files, p))):
             files.groups.append(_Group(p, i, start, n))
             start += n
     files.starts = np.array([g.start for g in files.groups], dtype=np.int64)

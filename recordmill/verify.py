@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
 from recordmill.partitions import sha256_file
+from recordmill.reader import group_rows
 from recordmill.rejects import REJECTS_FILE
 
 PART = re.compile(r"^part-\d+-of-\d+\.(parquet|arrow)$")
@@ -76,13 +77,12 @@ def _check_partition(path: Path, entry: dict, fmt: str, schema: pa.Schema) -> li
         )
     try:
         if fmt == "arrow":
-            reader = pa.ipc.open_file(pa.memory_map(str(path)))
-            found = reader.schema
-            rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+            handle = pa.ipc.open_file(pa.memory_map(str(path)))
+            found = handle.schema
         else:
-            meta = pq.ParquetFile(path).metadata
-            found = meta.schema.to_arrow_schema()
-            rows = meta.num_rows
+            handle = pq.ParquetFile(path)
+            found = handle.metadata.schema.to_arrow_schema()
+        rows = sum(group_rows(handle))
     except (pa.ArrowInvalid, OSError) as e:
         return [*problems, f"{name}: cannot be read: {e}"]
     if rows != entry["rows"]:
