@@ -165,9 +165,17 @@ class _Fragments:
             if lo >= stop:
                 break
             task_id, b = self.batches[i]
-            # A mapping per batch: zero-copy, and unmapped once the batch is written, so memory
-            # stays bounded by one batch however large a task's fragment is.
-            batch = self._reader(task_id).get_batch(b)
+            if self.job.staging.local:
+                # A mapping per batch: zero-copy, and unmapped once the batch is written, so
+                # memory stays bounded by one batch however large a task's fragment is.
+                reader = self._reader(task_id)
+            else:
+                # Elsewhere one reader per fragment: it fetches just the batches asked for, and
+                # opening it again would cost a footer request per batch.
+                if task_id not in self._readers:
+                    self._readers = {task_id: self._reader(task_id)}
+                reader = self._readers[task_id]
+            batch = reader.get_batch(b)
             yield batch.slice(max(start, lo) - lo, min(stop, hi) - max(start, lo))
 
     def shuffled(self) -> Iterator[pa.Table]:
