@@ -142,7 +142,8 @@ class DaskExecutor(Executor):
         if bad:
             address, problem = next(iter(bad.items()))
             raise RecordmillError(
-                f"Dask worker {address} (and {len(bad) - 1} more) cannot run this job: {problem}. "
+                f"Dask worker {address}{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''} "
+                f"cannot run this job: {problem}. "
                 "Folder plugins and the output must be on storage every worker sees (the same "
                 "path); installed plugins must be installed on every worker"
             )
