@@ -26,12 +26,10 @@ from recordmill.images import EXTENSIONS
 from recordmill.mindrecord import argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
 from recordmill.partitions import COMPRESSIONS, FORMATS
-from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolve
+from recordmill.plugins import TEMPLATE_DIR, PluginRef, available_plugins, load_plugin, resolve
 from recordmill.progress import human_size
 from recordmill.reader import open as open_dataset
 from recordmill.verify import verify
-
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "template"
 
 
 def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
@@ -259,7 +257,7 @@ def new_main(args: argparse.Namespace) -> int:
         return 1
     shutil.copytree(TEMPLATE_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
     print(f"created {target}/plugin.py; edit task_number() and dict_data(), then run:")
-    print(f"  python writer.py --script {target} --output out/{target.name} --partitions 4")
+    print(f"  recordmill write --script {target} --output out/{target.name} --partitions 4")
     return 0
 
 

@@ -7,7 +7,7 @@
    ``.py`` file. A path always wins, so a folder you just made is never shadowed; when its name is
    also an installed or built-in plugin, a note on stderr says so.
 3. A name registered in the entry-point group ``recordmill.plugins`` by an installed package.
-4. A built-in plugin: a folder in ``plugins/``.
+4. A built-in plugin: a folder in ``plugins/`` (``recordmill/builtin_plugins/`` when installed).
 """
 
 from __future__ import annotations
@@ -33,7 +33,21 @@ from recordmill.mindrecord import LEGACY_MODULE, MindRecordPlugin
 
 ENTRY_POINT_GROUP = "recordmill.plugins"
 PLUGIN_MODULE = "plugin.py"
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "plugins"
+# The built-in plugins and the plugin template: an installed wheel carries them inside the
+# package (pyproject.toml maps the repository's top-level plugins/ and templates/ folders to
+# recordmill/builtin_plugins/ and recordmill/templates/); a source checkout or an editable install
+# has only the top-level folders, next to the package. So: the package's copy if there is one,
+# else the repository's folder.
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _packaged_or_repo(packaged: str, repo: str) -> Path:
+    inside = _PACKAGE_DIR / packaged
+    return inside if inside.is_dir() else _PACKAGE_DIR.parent / repo
+
+
+BUILTIN_DIR = _packaged_or_repo("builtin_plugins", "plugins")
+TEMPLATE_DIR = _packaged_or_repo("templates/template", "templates/template")
 HOOK_NAMES = frozenset(
     name for name, value in vars(hookspecs).items() if hasattr(value, "recordmill_spec")
 )

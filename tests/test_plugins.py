@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -10,7 +15,7 @@ import pytest
 import recordmill
 from recordmill.errors import PluginError
 from recordmill.plugins import BUILTIN_DIR, available_plugins, load_plugin, resolve
-from tests.conftest import COUNTING_PLUGIN, make_plugin, read_dataset
+from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset
 
 
 @pytest.fixture
@@ -180,3 +185,65 @@ def test_two_copies_of_the_template_do_not_collide(tmp_path):
     options = recordmill.options.plugin_options
     assert options(load_plugin(str(a))).tasks == 4
     assert options(load_plugin(str(b))).tasks == 9
+
+
+def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
+    # Built from a copy, so that no build/ folder is left in (or reused from) the repository.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for name in ("recordmill", "plugins", "templates"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    build = [*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+    subprocess.run([*build, "-w", str(tmp_path / "dist"), str(source)], check=True)
+    (wheel,) = (tmp_path / "dist").glob("recordmill-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+
+    def files(folder: Path) -> set[str]:
+        return {
+            p.relative_to(folder).as_posix()
+            for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+
+    builtins = sorted(d.name for d in (REPO / "plugins").iterdir() if (d / "plugin.py").is_file())
+    assert {"imagenet", "filelist", "mnist", "csv", "tfrecord"} <= set(builtins)
+    for rel in files(REPO / "plugins"):
+        assert f"recordmill/builtin_plugins/{rel}" in names
+    template = files(REPO / "templates" / "template")
+    assert "plugin.py" in template
+    for rel in template:
+        assert f"recordmill/templates/template/{rel}" in names
+    assert not [n for n in names if n.endswith(".pyc")]
+
+    # Installed (here into a folder put first on the path), it finds them without the repository.
+    site = tmp_path / "site"
+    subprocess.run(
+        [*pip, "install", "--quiet", "--no-deps", "--no-index", "--target", str(site), str(wheel)],
+        check=True,
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "recordmill", *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    listed = cli("plugins")
+    assert listed.returncode == 0, listed.stderr
+    sources = {line.split()[0]: line.split()[2] for line in listed.stdout.splitlines()}
+    for name in builtins:
+        assert sources[name] == str(site / "recordmill" / "builtin_plugins" / name / "plugin.py")
+    new = cli("new", "xyz")
+    assert new.returncode == 0, new.stderr
+    assert files(work / "xyz") == template
+    assert "recordmill write --script xyz " in new.stdout
