@@ -18,6 +18,7 @@ from recordmill.options import Options
 from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolve
 from recordmill.reader import Dataset, open
 from recordmill.rejects import Reject
+from recordmill.rejects import read as read_rejects
 
 __all__ = [
     "ConfigError",
@@ -39,6 +40,7 @@ __all__ = [
     "load_plugin",
     "open",
     "read_manifest",
+    "read_rejects",
     "resolve",
     "write",
 ]

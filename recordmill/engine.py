@@ -59,7 +59,9 @@ class Summary:
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
         rejected = self.manifest["rejects"]["count"]
         skipped = (
-            f"; {rejected:,} inputs rejected, listed in {rejects.REJECTS_FILE}" if rejected else ""
+            f"; {rejected:,} inputs rejected, listed by: recordmill rejects {self.output}"
+            if rejected
+            else ""
         )
         return (
             f"recordmill: wrote {self.rows:,} rows in {self.partitions} partitions "
@@ -98,7 +100,7 @@ def write(
     run on the same output (only its unfinished tasks and partitions are done again); a task
     whose worker process dies is run again up to ``retries`` times, and a task whose plugin code
     raised too when ``retries_on_error``. ``on_bad_row="skip"`` records rows that do not fit the
-    schema in rejects.jsonl instead of failing; more than ``max_rejects`` rejected inputs fail the
+    schema in the rejects list instead of failing; more than ``max_rejects`` rejected inputs fail the
     run. ``executor`` names where tasks run (``"process"``, ``"dask"``, or an installed one), with
     ``executor_options`` such as ``{"dask_address": "tcp://host:8786"}``.
     """
@@ -201,7 +203,10 @@ def write(
                 schema=schema,
                 partitions=[vars(i) for i in infos],
                 tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
-                rejected=len(rejected),
+                rejects={
+                    "count": len(rejected),
+                    "file": rejects.file_name(format) if rejected else None,
+                },
                 plugin={
                     "name": plugin.name,
                     "source": plugin.ref.source,
@@ -211,11 +216,11 @@ def write(
             )
             with writing(staging):
                 if rejected:
-                    rejects.write(staging, rejected)
+                    rejects.write(staging, rejected, schema, format)
                 for scratch in ("_tasks", "_parts"):
                     staging.delete_tree(scratch)
                 staging.delete(RUN_FILE)
-                out.commit(json.dumps(written, indent=2) + "\n")
+                out.commit(manifest_file.file_name(format), manifest_file.to_bytes(written, schema))
         except KeyboardInterrupt:
             raise  # finished tasks stay in the staging folder, for --resume
         except BaseException:

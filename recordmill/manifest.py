@@ -1,23 +1,39 @@
-"""``manifest.json``: what a dataset holds. Written last; a folder without one is not a dataset."""
+"""The manifest: what a dataset holds, written last; a folder without one is not a dataset.
+
+It lives in the dataset folder as ``_manifest.parquet`` (or ``_manifest.arrow``): a file of the
+dataset's own format and schema holding no rows, with the manifest's JSON in its key-value
+metadata (``recordmill.manifest``). Every tool that is given the folder thus reads it as an empty
+part of the dataset (pyarrow and Spark skip ``_`` files anyway), while a JSON file there would make
+Polars, Hugging Face datasets and daft fail. ``recordmill info --json PATH`` prints it.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import platform
+import shlex
 import time
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from recordmill import __version__
 from recordmill.errors import OutputError
-from recordmill.rejects import REJECTS_FILE
 from recordmill.schema import describe
+from recordmill.storage import Store
 
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
+FORMAT_VERSION = 2
+MANIFEST_KEY = b"recordmill.manifest"
+STEM = "_manifest"
+FORMATS = ("parquet", "arrow")
+OLD_MANIFEST = "manifest.json"  # format version 1
+
+
+def file_name(fmt: str) -> str:
+    return f"{STEM}.{fmt}"
 
 
 def build(
@@ -26,7 +42,7 @@ def build(
     schema: pa.Schema,
     partitions: list[dict[str, Any]],
     tasks: list[dict[str, Any]],
-    rejected: int,
+    rejects: dict[str, Any],
     plugin: dict[str, Any],
     settings: dict[str, Any],
 ) -> dict[str, Any]:
@@ -40,7 +56,7 @@ def build(
         },
         "partitions": partitions,
         "tasks": tasks,
-        "rejects": {"count": rejected, "file": REJECTS_FILE if rejected else None},
+        "rejects": rejects,
         "plugin": plugin,
         "settings": settings,
         "versions": {
@@ -52,14 +68,112 @@ def build(
     }
 
 
-def read(folder: str | Path) -> dict[str, Any]:
-    path = Path(folder) / MANIFEST
-    if not path.is_file():
-        raise OutputError(f"{folder} is not a recordmill dataset: it has no {MANIFEST}")
-    return json.loads(path.read_text())
+def empty_file(schema: pa.Schema, fmt: str, metadata: dict[bytes, bytes]) -> bytes:
+    """A file of ``fmt`` with ``schema``, no rows and ``metadata`` added to the schema's.
+    A Parquet one has no row group at all, which Hugging Face datasets needs to skip it."""
+    schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+    sink = pa.BufferOutputStream()
+    if fmt == "arrow":
+        pa.ipc.new_file(sink, schema).close()
+    else:
+        pq.ParquetWriter(sink, schema).close()
+    return sink.getvalue().to_pybytes()
+
+
+def file_metadata(data: bytes, fmt: str) -> dict[bytes, bytes]:
+    """The schema metadata of a file made by :func:`empty_file`."""
+    source = pa.BufferReader(data)
+    if fmt == "arrow":
+        schema = pa.ipc.open_file(source).schema
+    else:
+        # Rejects can make the footer large; the defaults stop at 100 MB of strings.
+        schema = pq.ParquetFile(source, thrift_string_size_limit=(1 << 31) - 1).schema_arrow
+    return dict(schema.metadata or {})
+
+
+def to_bytes(manifest: dict[str, Any], schema: pa.Schema) -> bytes:
+    text = json.dumps(manifest, indent=2).encode()
+    return empty_file(schema, manifest["format"], {MANIFEST_KEY: text})
+
+
+def find(store: Store) -> str | None:
+    """The manifest's file name in a dataset folder, or None when there is none."""
+    for fmt in FORMATS:
+        if store.is_file(file_name(fmt)):
+            return file_name(fmt)
+    return None
+
+
+def load(store: Store) -> dict[str, Any]:
+    """The manifest of the dataset in ``store``; a clear error for anything else."""
+    name = find(store)
+    if name is None:
+        if store.is_file(OLD_MANIFEST):
+            raise OutputError(_old_version(store))
+        raise OutputError(
+            f"{store} is not a recordmill dataset: it has no {file_name('parquet')} "
+            f"or {file_name('arrow')}"
+        )
+    try:
+        with store.fs.open_input_stream(store.path(name)) as f:
+            data = f.read()
+        text = file_metadata(data, name.rsplit(".", 1)[1])[MANIFEST_KEY]
+        manifest = json.loads(text)
+    except (OSError, pa.ArrowInvalid, KeyError, ValueError) as e:
+        raise OutputError(f"{store}/{name} is damaged: {e} (recordmill verify tells more)") from e
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise OutputError(
+            f"{store} is in format version {manifest.get('format_version')}; this recordmill "
+            f"{__version__} reads format version {FORMAT_VERSION}: upgrade recordmill to read it"
+        )
+    return manifest
+
+
+def read(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of the dataset at ``folder`` (a path or a URI such as ``s3://...``)."""
+    return load(Store.at(folder))
 
 
 def arrow_schema(manifest: dict[str, Any]) -> pa.Schema:
     """The exact Arrow schema recorded in a manifest."""
     data = base64.b64decode(manifest["schema"]["arrow"])
     return pa.ipc.read_schema(pa.py_buffer(data))
+
+
+def _old_version(store: Store) -> str:
+    """What to do with a dataset of format version 1: write it again, with the command its own
+    manifest gives."""
+    try:
+        old = json.loads(store.read_text(OLD_MANIFEST))
+        command = rewrite_command(old, str(store))
+    except (OSError, ValueError, KeyError, TypeError):
+        command = f"recordmill write --script PLUGIN --output {store} --overwrite ..."
+    return (
+        f"{store} was written by an earlier recordmill, in format version 1 (a manifest.json "
+        f"beside the partitions and arrays as nested lists); this recordmill "
+        f"{__version__} reads format version {FORMAT_VERSION}. Write it again with the same "
+        f"plugin and options:\n  {command}"
+    )
+
+
+def rewrite_command(manifest: dict[str, Any], output: str) -> str:
+    """The ``recordmill write`` command that writes a dataset like ``manifest``'s again."""
+    plugin = manifest["plugin"]
+    settings = manifest.get("settings") or {}
+    words = ["recordmill", "write", "--script", plugin.get("source") or plugin["name"]]
+    words += ["--output", output, "--overwrite"]
+    words += ["--partitions", str(settings.get("partitions", len(manifest["partitions"])))]
+    if manifest.get("format", "parquet") != "parquet":
+        words += ["--format", manifest["format"]]
+    if settings.get("shuffle"):
+        words += ["--shuffle", "--seed", str(settings.get("seed") or 0)]
+    if settings.get("compression", "auto") != "auto":
+        words += ["--compression", str(settings["compression"])]
+    for key, value in (plugin.get("options") or {}).items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            words.append(flag)
+        elif value not in (None, False):
+            values = value if isinstance(value, list) else [value]
+            words += [flag, *map(str, values)]
+    return shlex.join(words)

@@ -2,7 +2,7 @@
 
 Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``). On a local disk
 it is renamed to ``NAME`` only when the run succeeded; on object storage, where there is no rename,
-its files are moved into ``NAME`` and ``manifest.json`` is written last, so a folder without a
+its files are moved into ``NAME`` and the manifest is written last, so a folder without a
 manifest is never a dataset. A failed or killed run thus never leaves an output that looks
 complete. An interrupted run's staging folder is kept for ``--resume``. A lock file beside it
 (``.NAME.recordmill-lock``, local disks only) makes a second run on the same output fail at once
@@ -16,8 +16,8 @@ import os
 import shutil
 from typing import Any
 
+from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
-from recordmill.manifest import MANIFEST
 from recordmill.storage import Store
 
 
@@ -43,10 +43,10 @@ class OutputDir:
             return  # an empty folder, made ahead of the run, is simply replaced
         if not self.overwrite:
             raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
-        if MANIFEST not in names:
+        if manifest_file.find(self.final) is None and manifest_file.OLD_MANIFEST not in names:
             raise OutputError(
-                f"output {self.final} is not empty and is not a recordmill dataset (no {MANIFEST}); "
-                "refusing to replace it, even with --overwrite"
+                f"output {self.final} is not empty and is not a recordmill dataset (no "
+                f"{manifest_file.file_name('parquet')}); refusing to replace it, even with --overwrite"
             )
 
     def lock(self) -> None:
@@ -87,12 +87,12 @@ class OutputDir:
         self.staging.makedirs()
         return self.staging
 
-    def commit(self, manifest_text: str) -> None:
-        """Make the staged folder the output, ``manifest.json`` last, replacing an older dataset
+    def commit(self, manifest_name: str, manifest: bytes) -> None:
+        """Make the staged folder the output, the manifest last, replacing an older dataset
         when allowed."""
         self._check_final()
         if self.final.local:
-            self.staging.write_text(MANIFEST, manifest_text)
+            self.staging.write_bytes(manifest_name, manifest)
             final, old = self.final.root, self._old.root
             if os.path.isdir(final) and os.listdir(final):
                 shutil.rmtree(old, ignore_errors=True)  # left by a run killed right here
@@ -105,7 +105,7 @@ class OutputDir:
         self.final.makedirs()
         for name in self.staging.listdir():
             self.final.fs.move(self.staging.path(name), self.final.path(name))
-        self.final.write_text(MANIFEST, manifest_text)
+        self.final.write_bytes(manifest_name, manifest)
         self.staging.delete_tree()
 
     def abort(self) -> None:

@@ -246,7 +246,8 @@ class _ArrowWriter:
 
 
 def _is_bytes(t: pa.DataType) -> bool:
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    """Bytes and tensors (fixed-size binary): opaque to compression, dictionaries and stats."""
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
 
 
 def _leaves(path: str, t: pa.DataType) -> list[str]:
@@ -267,7 +268,8 @@ def _leaves(path: str, t: pa.DataType) -> list[str]:
 class _ParquetWriter:
     def __init__(self, sink: Any, schema: pa.Schema, compression: str):
         # Bytes columns usually hold already-compressed media (JPEG, PNG): compressing them again
-        # costs time and saves nothing, and their statistics and dictionaries are useless.
+        # costs time and saves nothing, and their statistics and dictionaries are useless. Tensors
+        # are stored as they are too, so that they cost what their bytes cost.
         other = [leaf for f in schema if not _is_bytes(f.type) for leaf in _leaves(f.name, f.type)]
         if compression == "auto":
             codec: Any = {

@@ -9,7 +9,7 @@ same cache (see :meth:`Dataset.iter_batches`).
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -23,9 +23,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
-from recordmill.manifest import MANIFEST, arrow_schema
+from recordmill.manifest import arrow_schema
 from recordmill.partitions import bounds
+from recordmill.schema import nested_shape, tensor_spec
+from recordmill.storage import Store
 
 CACHE_BYTES = 1 << 30
 # Row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
@@ -101,13 +104,7 @@ def open(
         )
     else:
         root = str(path)
-    try:
-        with filesystem.open_input_stream(f"{root}/{MANIFEST}") as f:
-            manifest = json.loads(f.read())
-    except (FileNotFoundError, OSError) as e:
-        raise OutputError(
-            f"{path} is not a recordmill dataset: cannot read its {MANIFEST} ({e})"
-        ) from e
+    manifest = manifest_file.load(Store(filesystem, root.rstrip("/")))
     files = _Files(root, filesystem, manifest, cache_limit=cache_bytes)
     schema = arrow_schema(manifest)
     return Dataset(files, schema, 0, manifest["total_rows"], dict(decode or {}))
@@ -255,7 +252,7 @@ class Dataset:
     def _columns(self, batch: pa.RecordBatch) -> dict[str, Any]:
         out = {}
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            values = to_numpy(column)
+            values = to_numpy(column, batch.schema.field(name))
             if name in self._decode:
                 values = [self._decode[name](v) for v in values]
             out[name] = values
@@ -471,41 +468,69 @@ def _index(files: _Files) -> _Files:
     return files
 
 
-def to_numpy(column: pa.Array | pa.ChunkedArray) -> Any:
-    """A column as numpy where that fits: numbers -> an array, fixed-shape tensors -> one array of
-    shape (rows, *shape), variable-length arrays -> a list of arrays, strings and bytes -> lists."""
+def to_numpy(column: pa.Array | pa.ChunkedArray, field: pa.Field | None = None) -> Any:
+    """A column as numpy where that fits: numbers -> an array; tensors and small fixed-shape
+    arrays -> one array of shape (rows, *shape), a view of the column's memory for tensors;
+    variable-length arrays -> a list of arrays, each with the field's number of dimensions;
+    strings, bytes and arrays of them -> lists. Give the ``field`` (it holds a tensor's dtype and
+    shape) wherever the column may be a tensor; null rows are None."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     t = column.type
-    if isinstance(t, pa.FixedShapeTensorType):
-        return column.to_numpy_ndarray()
-    shape = []
-    leaf = t
-    while pa.types.is_fixed_size_list(leaf):
-        shape.append(leaf.list_size)
-        leaf = leaf.value_type
-    if (
-        shape
-        and (pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf))
-        and not column.null_count
-    ):
+    spec = tensor_spec(field) if field is not None else None
+    if spec is not None:
+        return _tensors(column, *spec)
+    shape, leaf = nested_shape(t)
+    numeric = pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
+    if shape and numeric and -1 not in shape and not column.null_count:
         # Fixed shape all the way down: one (rows, *shape) array, no per-row work.
         flat = column
         for _ in shape:
             flat = flat.flatten()
         return flat.to_numpy(zero_copy_only=False).reshape(len(column), *shape)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        leaf = t
-        while hasattr(leaf, "value_type"):
-            leaf = leaf.value_type
-        dtype = (
-            leaf.to_pandas_dtype()
-            if pa.types.is_integer(leaf) or pa.types.is_floating(leaf)
-            else None
-        )
-        return [None if v is None else np.asarray(v, dtype=dtype) for v in column.to_pylist()]
-    if (
-        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
-    ) and not column.null_count:
+    if shape and numeric:
+        return _arrays(column, shape, np.dtype(leaf.to_pandas_dtype()))
+    if not shape and numeric and not column.null_count:
         return column.to_numpy(zero_copy_only=False)
     return column.to_pylist()
+
+
+def _tensors(column: pa.Array, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+    """Tensor rows as one (rows, *shape) array over the column's own bytes (or, with nulls, a
+    list holding None for the null rows)."""
+    if not len(column):
+        return np.empty((0, *shape), dtype)
+    width = column.type.byte_width
+    array = np.frombuffer(
+        column.buffers()[1],
+        dtype=dtype,
+        count=len(column) * math.prod(shape),
+        offset=column.offset * width,
+    ).reshape(len(column), *shape)
+    if not column.null_count:
+        return array
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    return [array[i] if ok else None for i, ok in enumerate(valid)]
+
+
+def _arrays(column: pa.Array, shape: list[int], dtype: np.dtype) -> list[Any]:
+    """Arrays of a shape with variable dimensions (or with nulls), one per row, each with the
+    declared number of dimensions even when empty."""
+    if shape[0] == -1 and -1 not in shape[1:] and pa.types.is_list(column.type):
+        # The usual [-1] or [-1, 4]: views of one array of all values, cut at the offsets.
+        offsets = column.offsets.to_numpy()
+        values = column.values
+        for _ in shape[1:]:
+            values = values.flatten()
+        flat = values.to_numpy(zero_copy_only=False).reshape(-1, *shape[1:])
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        return [flat[offsets[i] : offsets[i + 1]] if ok else None for i, ok in enumerate(valid)]
+    empty = [0 if d == -1 else d for d in shape]
+    out = []
+    for value in column.to_pylist():
+        if value is None:
+            out.append(None)
+            continue
+        array = np.asarray(value, dtype=dtype)
+        out.append(array.reshape(empty) if array.ndim != len(shape) and not array.size else array)
+    return out

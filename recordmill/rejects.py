@@ -1,17 +1,28 @@
 """Rejected input: what a plugin yields instead of a row for input it skips on purpose.
 
-A plugin never drops input silently: it yields ``Reject(source, reason)`` and recordmill writes one
-JSON line per reject to ``rejects.jsonl`` in the output, counts them in the manifest, and says how
-many in the summary line. Every input thus ends up either as a row or as a line of rejects.jsonl.
+A plugin never drops input silently: it yields ``Reject(source, reason)``, and recordmill lists
+every reject in the output, counts them in the manifest, and says how many in the summary line.
+Every input thus ends up either as a row or as a reject. The list is ``_rejects.parquet`` (or
+``.arrow``) in the dataset folder: like the manifest, a file of the dataset's schema with no rows,
+which other tools read as an empty part, holding the rejects as JSON lines in its metadata
+(``recordmill.rejects``). ``recordmill rejects PATH`` prints them; :func:`read` returns them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-REJECTS_FILE = "rejects.jsonl"
+import pyarrow as pa
+
+from recordmill import manifest as manifest_file
+from recordmill.errors import OutputError
+from recordmill.storage import Store
+
+REJECTS_KEY = b"recordmill.rejects"
+STEM = "_rejects"
 
 
 @dataclass(frozen=True)
@@ -28,11 +39,32 @@ class Reject:
     value: str | None = None
 
 
-def write(folder: Any, rejects: list[dict[str, Any]]) -> None:
-    """``rejects.jsonl`` in ``folder`` (a :class:`recordmill.storage.Store`)."""
-    folder.write_text(
-        REJECTS_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects)
-    )
+def file_name(fmt: str) -> str:
+    return f"{STEM}.{fmt}"
+
+
+def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: str) -> str:
+    """Write the rejects file into ``folder``; returns its name."""
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects)
+    name = file_name(fmt)
+    folder.write_bytes(name, manifest_file.empty_file(schema, fmt, {REJECTS_KEY: lines.encode()}))
+    return name
+
+
+def read(dataset: str | os.PathLike[str] | Store) -> list[dict[str, Any]]:
+    """The rejects of a written dataset (a path, a URI or a Store), in task order."""
+    store = dataset if isinstance(dataset, Store) else Store.at(dataset)
+    manifest = manifest_file.load(store)
+    name = (manifest.get("rejects") or {}).get("file")
+    if not name:
+        return []
+    try:
+        with store.fs.open_input_stream(store.path(name)) as f:
+            data = f.read()
+        text = manifest_file.file_metadata(data, manifest["format"])[REJECTS_KEY].decode()
+    except (OSError, pa.ArrowInvalid, KeyError) as e:
+        raise OutputError(f"{store}/{name} cannot be read: {e}") from e
+    return [json.loads(line) for line in text.splitlines()]
 
 
 def as_record(task_id: int, reject: Reject) -> dict[str, Any]:

@@ -86,9 +86,11 @@ class Store:
         return self.info(*names).size
 
     def write_text(self, name: str, text: str) -> None:
+        self.write_bytes(name, text.encode())
+
+    def write_bytes(self, name: str, data: bytes) -> None:
         """Whole or not at all: a reader never sees half a file (on local disk a rename; object
         stores make a written object appear whole anyway)."""
-        data = text.encode()
         if self.local:
             partial = self.path(name + ".partial")
             with open(partial, "wb") as f:

@@ -17,10 +17,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from recordmill.convert import RowConverter
 from recordmill.errors import RecordmillError, RowError, TaskError, writing
 from recordmill.plugins import DatasetPlugin, PluginRef
 from recordmill.rejects import Reject
-from recordmill.schema import RowConverter, infer_schema
+from recordmill.schema import infer_schema
 from recordmill.storage import Store
 
 # Batches aim at this many bytes; the first batch is small and measures the row size.

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recordmill import manifest as manifest_file
+from recordmill import rejects
 from recordmill.errors import OutputError
 from recordmill.partitions import sha256_file
 from recordmill.reader import group_rows
-from recordmill.rejects import REJECTS_FILE
 
 PART = re.compile(r"^part-\d+-of-\d+\.(parquet|arrow)$")
 
@@ -46,17 +46,15 @@ def verify(path: str | Path) -> list[str]:
         problems.append(
             f"manifest: tasks hold {task_rows} rows, total_rows says {manifest['total_rows']}"
         )
-    rejects = manifest.get("rejects") or {}
-    if rejects.get("count"):
-        path = root / REJECTS_FILE
-        if not path.is_file():
-            problems.append(
-                f"{REJECTS_FILE}: missing, the manifest counts {rejects['count']} rejects"
-            )
-        elif (lines := len(path.read_text().splitlines())) != rejects["count"]:
-            problems.append(
-                f"{REJECTS_FILE}: {lines} lines, the manifest counts {rejects['count']}"
-            )
+    rejected = (manifest.get("rejects") or {}).get("count", 0)
+    if rejected:
+        try:
+            listed = len(rejects.read(root))
+        except OutputError as e:
+            problems.append(f"rejects: {e}")
+        else:
+            if listed != rejected:
+                problems.append(f"rejects: {listed} listed, the manifest counts {rejected}")
     return problems
 
 

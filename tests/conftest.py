@@ -45,6 +45,16 @@ def read_dataset(path: Path) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+def edit_manifest(path: Path, change) -> None:
+    """Call ``change(manifest)`` on a written dataset's manifest and write it back in place."""
+    from recordmill import manifest
+
+    found = manifest.read(path)
+    change(found)
+    name = manifest.file_name(found["format"])
+    (path / name).write_bytes(manifest.to_bytes(found, manifest.arrow_schema(found)))
+
+
 def wait_for_staged_tasks(out: Path, count: int, process: subprocess.Popen, timeout: float = 60):
     """Wait until a running writer has finished ``count`` tasks (their records are staged)."""
     tasks = out.parent / f".{out.name}.recordmill-partial" / "_tasks"

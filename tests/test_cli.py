@@ -246,7 +246,7 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
     process.wait(timeout=30)
     assert process.returncode != 0
     assert not out.exists()
-    assert not list(tmp_path.rglob("manifest.json"))
+    assert not list(tmp_path.rglob("_manifest.*"))
     assert not list(tmp_path.rglob("part-*"))
     if sig == signal.SIGINT:
         assert process.returncode == 130

@@ -80,7 +80,7 @@ def test_make_list_then_write_compare_pixels_and_labels(tmp_path):
     for name, label, image in zip(
         table["file_name"].to_pylist(),
         table["label"].to_pylist(),
-        to_numpy(table["image"]),
+        to_numpy(table["image"], table.schema.field("image")),
         strict=True,
     ):
         assert label == (0 if name.startswith("cat") else 1)
@@ -113,7 +113,7 @@ def test_multi_label_im2rec_lines_and_torchrecord_lines(tmp_path):
     assert result.returncode == 0, result.stderr
     table = read_dataset(out)
     assert table["index"].to_pylist() == [7, 9]
-    assert to_numpy(table["label"]).tolist() == [[1, 0, 3], [0, 2, 1]]
+    assert to_numpy(table["label"], table.schema.field("label")).tolist() == [[1, 0, 3], [0, 2, 1]]
     assert table["data"].to_pylist()[1] == (tmp_path / "img" / "a" / "a1.png").read_bytes()
 
     torch_list = tmp_path / "img" / "data_list.txt"

@@ -139,7 +139,7 @@ def test_tensor_encoding_matches_pillow_and_keeps_label_text(image_folder, tmp_p
     table = read_dataset(out)
     assert table["text"].to_pylist()[:4] == ["tench, Tinca tinca"] * 4
     assert table["text"].to_pylist()[-1] == ""
-    tensors = to_numpy(table["image"])
+    tensors = to_numpy(table["image"], table.schema.field("image"))
     assert tensors.shape == (12, 16, 24, 3)
     assert set(table["channels"].to_pylist()) == {3}
     for name, tensor in zip(table["file_name"].to_pylist(), tensors, strict=True):

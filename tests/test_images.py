@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -194,15 +193,15 @@ def test_skip_lists_every_bad_file_and_keeps_the_rest(folder_with_bad_files, tmp
         *extra,
     )
     assert result.returncode == 0, result.stderr
-    assert "2 inputs rejected, listed in rejects.jsonl" in result.stdout
-    lines = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert "2 inputs rejected, listed by: recordmill rejects" in result.stdout
+    lines = recordmill.read_rejects(out)
     assert sorted(line["source"].rsplit("/", 1)[1] for line in lines) == [
         "notes.jpg",
         "truncated.jpg",
     ]
     assert all(line["task_id"] == 1 and "cannot decode" in line["reason"] for line in lines)
     manifest = recordmill.read_manifest(out)
-    assert manifest["rejects"] == {"count": 2, "file": "rejects.jsonl"}
+    assert manifest["rejects"] == {"count": 2, "file": "_rejects.parquet"}
     table = read_dataset(out)
     assert sorted(table["file_name"].to_pylist()) == [
         "n01/ok0.jpg",

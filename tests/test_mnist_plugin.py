@@ -57,7 +57,7 @@ def test_tensor_images_and_labels_match_the_source(mnist_dir, tmp_path):
     assert result.returncode == 0, result.stderr
     table = read_dataset(out)
     assert table["label"].to_pylist() == labels.tolist()
-    assert (to_numpy(table["image"]) == pixels).all()
+    assert (to_numpy(table["image"], table.schema.field("image")) == pixels).all()
 
 
 def test_png_images_and_the_test_split(mnist_dir, tmp_path):

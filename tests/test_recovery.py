@@ -342,7 +342,6 @@ BAD_ROWS = """
 
 
 def test_bad_rows_fail_by_default_and_are_listed_with_skip(tmp_path):
-    import json
 
     plugin = make_plugin(tmp_path / "bad", BAD_ROWS)
     result = run_writer("--script", plugin, "--output", tmp_path / "o", "--workers", "1", "--quiet")
@@ -361,7 +360,7 @@ def test_bad_rows_fail_by_default_and_are_listed_with_skip(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "3 inputs rejected" in result.stdout
-    lines = [json.loads(x) for x in (tmp_path / "o" / "rejects.jsonl").read_text().splitlines()]
+    lines = recordmill.read_rejects(tmp_path / "o")
     assert [(x["task_id"], x["row"], x["field"]) for x in lines] == [
         (0, 5, "id"),
         (0, 6, "name"),

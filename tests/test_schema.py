@@ -6,9 +6,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from recordmill.convert import RowConverter
 from recordmill.errors import RowError, SchemaError
 from recordmill.reader import to_numpy
-from recordmill.schema import RowConverter, describe, infer_schema, to_arrow_schema
+from recordmill.schema import (
+    LIST_MAX_ELEMENTS,
+    describe,
+    infer_schema,
+    tensor_spec,
+    to_arrow_schema,
+)
 
 SCALARS = {
     "bool": (True, pa.bool_()),
@@ -168,6 +175,7 @@ def test_variable_length_arrays():
         "name": "boxes",
         "type": "float32",
         "shape": [-1, 4],
+        "layout": "list",
         "nullable": False,
     }
     with pytest.raises(RowError, match=r"row 1, field 'boxes': wrong shape \[2, 3\]"):
@@ -191,7 +199,11 @@ def test_inner_variable_dimension():
         ({"x": {"type": "int32", "shap": [2]}}, r"unknown key\(s\) \['shap'\]"),
         ({"x": {"type": "int32", "shape": [0]}}, r"shape must be a non-empty list"),
         ({"x": {"type": "int32", "shape": []}}, r"shape must be a non-empty list"),
-        ({"x": {"type": "string", "shape": [2]}}, r"shape needs a numeric or bool type"),
+        ({"x": {"type": "string", "shape": [4, 8], "layout": "tensor"}}, r"tensor layout needs"),
+        ({"x": {"type": "int8", "shape": [-1], "layout": "tensor"}}, r"tensor layout needs"),
+        ({"x": {"type": "int8", "layout": "list"}}, r"a layout needs a shape"),
+        ({"x": {"type": "int8", "shape": [2], "layout": "flat"}}, r"layout must be one of"),
+        ({"a.b": "int8"}, r"field name 'a.b' is not allowed \(try 'a_b'\): field names are"),
         ({"x": {"shape": [2]}}, r"expected a dict with a 'type'"),
         ({}, r"non-empty dict or a pyarrow.Schema"),
         ([("x", "int32")], r"non-empty dict or a pyarrow.Schema"),
@@ -242,11 +254,152 @@ def test_schema_from_yaml(tmp_path):
         from_yaml(path)
 
 
-def test_a_pyarrow_schema_with_the_tensor_extension_type_still_converts():
-    schema = pa.schema([pa.field("t", pa.fixed_shape_tensor(pa.float32(), [2, 2]))])
+def test_a_pyarrow_schema_with_the_tensor_extension_type_becomes_a_tensor():
+    schema = to_arrow_schema(
+        pa.schema([pa.field("t", pa.fixed_shape_tensor(pa.float32(), [2, 2]))])
+    )
     batch = RowConverter(schema).to_batch([{"t": np.eye(2)}, {"t": np.ones((2, 2))}])
-    assert isinstance(batch.column(0).type, pa.FixedShapeTensorType)
-    assert to_numpy(batch.column(0)).tolist() == [[[1, 0], [0, 1]], [[1, 1], [1, 1]]]
-    assert describe(schema) == [{"name": "t", "type": "float32", "shape": [2, 2], "nullable": True}]
+    assert batch.column(0).type == pa.binary(16)
+    field = batch.schema.field(0)
+    assert to_numpy(batch.column(0), field).tolist() == [[[1, 0], [0, 1]], [[1, 1], [1, 1]]]
+    assert describe(schema) == [
+        {"name": "t", "type": "float32", "shape": [2, 2], "layout": "tensor", "nullable": True}
+    ]
     with pytest.raises(RowError, match=r"row 0, field 't': wrong shape \[3\]"):
         RowConverter(schema).to_batch([{"t": np.zeros(3)}])
+
+
+def test_large_fixed_shapes_are_tensors_of_raw_bytes():
+    schema = to_arrow_schema({"img": {"type": "uint8", "shape": [4, 4, 3]}})
+    field = schema.field("img")
+    assert field.type == pa.binary(48)
+    assert tensor_spec(field) == (np.dtype(np.uint8), (4, 4, 3))
+    assert (
+        b'"img": {"dtype": "uint8", "shape": [4, 4, 3]}' in schema.metadata[b"recordmill.tensors"]
+    )
+    images = [np.random.default_rng(i).integers(0, 255, (4, 4, 3)) for i in range(3)]
+    batch = RowConverter(schema).to_batch([{"img": im} for im in images])
+    array = to_numpy(batch.column(0), field)
+    assert array.shape == (3, 4, 4, 3) and array.dtype == np.uint8
+    assert (array == np.stack(images)).all()
+    assert batch.column(0)[1].as_py() == images[1].astype(np.uint8).tobytes()
+    assert to_numpy(batch.column(0).slice(1, 2), field).tolist() == np.stack(images)[1:].tolist()
+    with pytest.raises(
+        RowError, match=r"row 1, field 'img': wrong shape \[4, 3\]; expected uint8 tensor of shape"
+    ):
+        RowConverter(schema).to_batch([{"img": images[0]}, {"img": np.zeros((4, 3))}])
+
+
+def test_the_layout_rule_and_its_override():
+    small = [LIST_MAX_ELEMENTS]
+    declared = {
+        "small": {"type": "float32", "shape": small},
+        "large": {"type": "float32", "shape": [LIST_MAX_ELEMENTS + 1]},
+        "as_list": {"type": "float32", "shape": [64], "layout": "list"},
+        "as_tensor": {"type": "float32", "shape": [2], "layout": "tensor"},
+    }
+    layouts = [(f["name"], f["layout"]) for f in describe(to_arrow_schema(declared))]
+    assert layouts == [
+        ("small", "list"),
+        ("large", "tensor"),
+        ("as_list", "list"),
+        ("as_tensor", "tensor"),
+    ]
+    inferred = infer_schema({"a": np.zeros((8, 8)), "b": np.zeros(3), "c": [1, 2]})
+    assert [f["layout"] for f in describe(inferred)] == ["tensor", "list", "list"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "value"),
+    [
+        ({"type": "float32", "shape": [2]}, [1.0, 2.0]),
+        ({"type": "float32", "shape": [4, 8]}, np.ones((4, 8))),
+        ({"type": "int32", "shape": [-1]}, [1, 2, 3]),
+        ({"type": "uint8", "shape": [-1, 2]}, np.zeros((3, 2))),
+        ({"type": "string", "shape": [-1]}, ["a", "b"]),
+        ({"type": "bytes", "shape": [-1]}, [b"\x00", b""]),
+    ],
+)
+def test_nullable_arrays_take_none(spec, value):
+    declared = {"x": {**spec, "nullable": True}}
+    batch = convert(declared, [{"x": value}, {"x": None}, {"x": value}])
+    field = batch.schema.field(0)
+    assert batch.column(0).is_null().to_pylist() == [False, True, False]
+    values = to_numpy(batch.column(0), field)
+    assert values[1] is None
+    assert np.asarray(values[2]).tolist() == np.asarray(value).tolist()
+    with pytest.raises(RowError, match=r"row 1, field 'x': value is None"):
+        convert({"x": spec}, [{"x": value}, {"x": None}])
+
+
+def test_lists_of_strings_and_bytes():
+    declared = {"tags": {"type": "string", "shape": [-1]}, "blobs": {"type": "bytes", "shape": [2]}}
+    rows = [
+        {"tags": ["cat", "black"], "blobs": [b"\x00\x01", b""]},
+        {"tags": np.array(["dog"]), "blobs": (b"a", b"b\x00")},
+        {"tags": [], "blobs": [b"", b""]},
+    ]
+    batch = convert(declared, rows)
+    assert batch.schema.field("tags").type == pa.list_(pa.string())
+    assert batch.column(0).to_pylist() == [["cat", "black"], ["dog"], []]
+    assert batch.column(1).to_pylist() == [[b"\x00\x01", b""], [b"a", b"b\x00"], [b"", b""]]
+    with pytest.raises(RowError, match=r"field 'tags': expected a list, got str"):
+        convert(declared, [{**rows[0], "tags": "cat"}])
+    with pytest.raises(RowError, match=r"field 'tags': wrong type int in the list"):
+        convert(declared, [{**rows[0], "tags": ["cat", 3]}])
+    with pytest.raises(RowError, match=r"field 'blobs'"):
+        convert(declared, [{**rows[0], "blobs": [b"a"]}])
+    inferred = infer_schema({"tags": ["a"], "blobs": [b"a"], "grid": [["a", "b"]]})
+    assert inferred.types == [
+        pa.list_(pa.string()),
+        pa.list_(pa.binary()),
+        pa.list_(pa.list_(pa.string())),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "empty"),
+    [
+        ({"type": "uint8", "shape": [-1, 2]}, np.zeros((0, 2))),
+        ({"type": "float32", "shape": [-1]}, []),
+        ({"type": "int32", "shape": [-1, -1]}, np.zeros((0, 0))),
+        ({"type": "int32", "shape": [2, -1]}, np.zeros((2, 0))),
+    ],
+)
+def test_empty_arrays_keep_their_shape(spec, empty):
+    batch = convert({"x": spec}, [{"x": empty}, {"x": empty}])
+    values = to_numpy(batch.column(0), batch.schema.field(0))
+    shape = tuple(0 if d == -1 else d for d in spec["shape"])
+    assert [v.shape for v in values] == [shape, shape]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("float32", 1e300, "value out of range for float32"),
+        ("float16", 1e6, "value out of range for float16"),
+        ("float32", 2**24 + 1, "an integer that float32 cannot hold exactly"),
+        ("float64", 2**53 + 1, "an integer that float64 cannot hold exactly"),
+        ("float16", 70000, "an integer that float16 cannot hold exactly"),
+    ],
+)
+def test_values_that_would_change_in_a_float_field_are_refused(name, value, reason):
+    with pytest.raises(RowError, match=rf"row 1, field 'x': {reason}.*expected {name}"):
+        convert({"x": {"type": name}}, [{"x": 1}, {"x": value}])
+    with pytest.raises(RowError, match=rf"row 0, field 'x': {reason}"):
+        convert({"x": {"type": name, "shape": [-1]}}, [{"x": [1, value]}])
+    big = convert({"x": {"type": "float32"}}, [{"x": 2**25}, {"x": float("inf")}, {"x": 0.1}])
+    assert big.column(0).to_pylist()[:2] == [2**25, float("inf")]
+
+
+@pytest.mark.parametrize(
+    "names", [[""], ["a b"], ["a.b"], ["1st"], ["é"], ["label", "Label"], ["image/encoded"]]
+)
+def test_field_names_follow_one_rule(names):
+    with pytest.raises(SchemaError, match=r"field names are letters, digits and underscores"):
+        to_arrow_schema({n: "int32" for n in names})
+    with pytest.raises(SchemaError, match=r"field names are letters"):
+        infer_schema({n: 1 for n in names})
+    with pytest.raises(SchemaError, match=r"field names are letters"):
+        to_arrow_schema(pa.schema([pa.field(n, pa.int32()) for n in names]))
+    assert to_arrow_schema({"_ok_2": "int32", "Label": "int8"}).names == ["_ok_2", "Label"]

@@ -89,7 +89,7 @@ def test_write_to_s3_and_read_back(s3, tmp_path):
     assert "s3://data/runs/xyz" in remote.stdout
     store = Store.at(uri)
     assert store.listdir() == [
-        "manifest.json",
+        "_manifest.parquet",
         "part-00000-of-00003.parquet",
         "part-00001-of-00003.parquet",
         "part-00002-of-00003.parquet",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import pytest
 
 import recordmill
 from recordmill.verify import verify
-from tests.conftest import COUNTING_PLUGIN, make_plugin
+from tests.conftest import COUNTING_PLUGIN, edit_manifest, make_plugin
 
 
 @pytest.fixture(scope="module")
@@ -75,21 +74,20 @@ def test_deleted_and_extra_files(copy):
 
 
 def test_a_wrong_manifest(copy):
-    manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["total_rows"] = 66
-    manifest["partitions"][1]["rows"] = 99
-    (copy / "manifest.json").write_text(json.dumps(manifest))
+    def change(manifest):
+        manifest["total_rows"] = 66
+        manifest["partitions"][1]["rows"] = 99
+
+    edit_manifest(copy, change)
     problems = verify(copy)
     assert "manifest: partitions hold 142 rows, total_rows says 66" in problems
     assert "part-00001-of-00003.parquet: 22 rows, the manifest says 99" in problems
-    (copy / "manifest.json").write_text("{not json")
+    (copy / "_manifest.parquet").write_bytes(b"PAR1 not a manifest")
     assert verify(copy)[0].startswith("manifest: ")
 
 
 def test_the_reader_refuses_a_partition_whose_rows_disagree(copy):
-    manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["partitions"][0]["rows"] = 5
-    (copy / "manifest.json").write_text(json.dumps(manifest))
+    edit_manifest(copy, lambda manifest: manifest["partitions"][0].update(rows=5))
     with pytest.raises(recordmill.OutputError, match="holds 22 rows, the manifest says 5"):
         recordmill.open(str(copy))[0]
 

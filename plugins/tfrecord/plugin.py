@@ -10,7 +10,8 @@ Each feature becomes a column: bytes_list -> bytes, float_list -> float32, int64
 feature holding one value is a scalar column, more than one a variable-length array. The types are
 taken from the first record of the first file, or from ``--schema`` (YAML, as for the csv plugin:
 ``image/encoded: bytes``, ``bbox: {type: float32, shape: [-1]}``; add ``nullable: true`` for features
-that some records lack).
+that some records lack). Column names follow recordmill's rule for field names: other characters
+than letters, digits and ``_`` become ``_`` (``image/class/label`` -> ``image_class_label``).
 """
 
 import fnmatch
@@ -18,7 +19,7 @@ import functools
 import os
 
 from recordmill import Reject
-from recordmill.schema import from_yaml
+from recordmill.schema import from_yaml, safe_name
 from recordmill.tfrecord import TFRecordError, parse_example, records
 
 TYPES = {"bytes": "bytes", "float": "float32", "int64": "int64"}
@@ -61,16 +62,19 @@ def task_number(options):
 @functools.lru_cache(maxsize=4)
 def _schema(input_path, pattern, schema_path):
     if schema_path:
-        return from_yaml(schema_path)
+        return from_yaml(schema_path, rename=safe_name)
     for path in _files(input_path, pattern):
         for _, _, data, problem in records(path):
             if problem:
                 raise TFRecordError(problem)
             spec = {}
             for name, (kind, values) in parse_example(data).items():
-                spec[name] = {"type": TYPES[kind]}
+                column = _column(name)
+                if column in spec:
+                    raise ValueError(f"features {name!r} and another both become column {column!r}")
+                spec[column] = {"type": TYPES[kind]}
                 if len(values) != 1:
-                    spec[name]["shape"] = [-1]
+                    spec[column]["shape"] = [-1]
             return spec
     raise ValueError(
         f"--input {input_path} holds no records to take the schema from; pass --schema"
@@ -90,10 +94,11 @@ def dict_data(task_id, options):
                 yield _bad(options, f"{path}:{index}", problem)
                 continue
             row = {}
-            for name, (_, values) in parse_example(data).items():
+            for feature, (_, values) in parse_example(data).items():
+                name = _column(feature)
                 if name not in spec:
                     raise ValueError(
-                        f"{path}: record {index} at byte {offset} has feature {name!r}, "
+                        f"{path}: record {index} at byte {offset} has feature {feature!r}, "
                         "which the schema lacks"
                     )
                 scalar = not spec[name].get("shape") and len(values) == 1
@@ -104,6 +109,11 @@ def dict_data(task_id, options):
     except TFRecordError as e:
         # A damaged header or a truncated file: nothing after it can be trusted.
         yield _bad(options, path, str(e))
+
+
+@functools.lru_cache(maxsize=1024)
+def _column(feature):
+    return safe_name(feature)
 
 
 def _bad(options, source, reason):
