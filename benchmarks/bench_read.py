@@ -39,7 +39,7 @@ def ensure_data() -> dict[str, Path]:
     out = {}
     for fmt in ("parquet", "arrow"):
         path = DATA / f"read-{fmt}"
-        if not (path / "manifest.json").is_file():
+        if not (path / f"_manifest.{fmt}").is_file():
             recordmill.write(
                 "imagenet",
                 path,

@@ -6,6 +6,7 @@ This module parses arguments and calls the library; nothing more.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import traceback
@@ -29,6 +30,7 @@ from recordmill.partitions import COMPRESSIONS, FORMATS
 from recordmill.plugins import TEMPLATE_DIR, PluginRef, available_plugins, load_plugin, resolve
 from recordmill.progress import human_size
 from recordmill.reader import open as open_dataset
+from recordmill.rejects import read as read_rejects
 from recordmill.verify import verify
 
 
@@ -97,7 +99,7 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
         choices=("fail", "skip"),
         default="fail",
         help="a row that does not fit the schema fails the run (default) or is listed in "
-        "rejects.jsonl and left out",
+        "the rejects (recordmill rejects PATH) and left out",
     )
     parser.add_argument(
         "--max-rejects",
@@ -292,6 +294,9 @@ def demo_data_main(args: argparse.Namespace) -> int:
 def info_main(args: argparse.Namespace) -> int:
     ds = open_dataset(args.path)
     m = ds.manifest
+    if args.json:
+        print(json.dumps(m, indent=2))
+        return 0
     print(
         f"{args.path}: {m['total_rows']:,} rows in {len(m['partitions'])} {m['format']} partitions"
     )
@@ -306,14 +311,20 @@ def info_main(args: argparse.Namespace) -> int:
         print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     print("schema:")
     for f in m["schema"]["fields"]:
-        shape = f" shape {f['shape']}" if "shape" in f else ""
+        shape = f" {f['shape']} ({f.get('layout', 'list')})" if "shape" in f else ""
         print(f"  {f['name']}: {f['type']}{shape}{' (nullable)' if f['nullable'] else ''}")
     print("partitions:")
     for p in m["partitions"]:
         print(f"  {p['file']}  {p['rows']:,} rows  {human_size(p['bytes'])}")
     rejects = (m.get("rejects") or {}).get("count", 0)
     if rejects:
-        print(f"rejects: {rejects:,}, listed in {m['rejects']['file']}")
+        print(f"rejects: {rejects:,}, listed in {m['rejects']['file']} (recordmill rejects PATH)")
+    return 0
+
+
+def rejects_main(args: argparse.Namespace) -> int:
+    for record in read_rejects(args.path):
+        print(json.dumps(record, ensure_ascii=False))
     return 0
 
 
@@ -394,7 +405,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "info", help="what a dataset holds: schema, rows, partitions, plugin"
     )
     info.add_argument("path")
+    info.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     info.set_defaults(func=info_main)
+    listed = commands.add_parser(
+        "rejects", help="print a dataset's rejected inputs, one JSON object a line"
+    )
+    listed.add_argument("path")
+    listed.set_defaults(func=rejects_main)
     head = commands.add_parser("head", help="print the first rows of a dataset")
     head.add_argument("path")
     head.add_argument("-n", type=int, default=5, help="rows (default: 5)")

@@ -210,6 +210,7 @@ def write(
                 plugin={
                     "name": plugin.name,
                     "source": plugin.ref.source,
+                    "target": plugin.ref.target,
                     "options": options.to_dict(),
                 },
                 settings={**settings, "row_group_size": rg_size},

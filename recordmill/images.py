@@ -20,7 +20,7 @@ Plugins that read image files share it (``imagenet``, ``filelist``), and any plu
 Decoding applies EXIF orientation, turns every mode (grayscale, CMYK, palette, 16-bit) into RGB,
 and uses Pillow's JPEG draft mode to decode at 1/2, 1/4 or 1/8 scale when shrinking.
 A file that is not an image, or does not decode, fails the run naming it, or with
-``--on-bad-file skip`` becomes a line of ``rejects.jsonl``.
+``--on-bad-file skip`` becomes an entry of the dataset's rejects (``recordmill rejects PATH``).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def add_options(parser: Any) -> None:
         choices=("fail", "skip"),
         default="fail",
         help="a file that is not a readable image fails the run (default) or is skipped and "
-        "listed in rejects.jsonl",
+        "listed in the rejects list",
     )
 
 

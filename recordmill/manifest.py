@@ -160,7 +160,12 @@ def rewrite_command(manifest: dict[str, Any], output: str) -> str:
     """The ``recordmill write`` command that writes a dataset like ``manifest``'s again."""
     plugin = manifest["plugin"]
     settings = manifest.get("settings") or {}
-    words = ["recordmill", "write", "--script", plugin.get("source") or plugin["name"]]
+    script = plugin["name"]  # a folder of that name, in the folder the run was started from
+    if plugin.get("target") and plugin.get("source") == "path":
+        script = plugin["target"]
+    elif plugin.get("source") in ("builtin", "entrypoint"):
+        script = f"{plugin['source']}:{plugin['name']}"
+    words = ["recordmill", "write", "--script", script]
     words += ["--output", output, "--overwrite"]
     words += ["--partitions", str(settings.get("partitions", len(manifest["partitions"])))]
     if manifest.get("format", "parquet") != "parquet":

@@ -37,7 +37,7 @@ class TaskJob:
     task_id: int
     schema: pa.Schema | None  # None: infer from the task's first row
     staging: Store
-    on_bad_row: str = "fail"  # or "skip": rejected rows go to rejects.jsonl
+    on_bad_row: str = "fail"  # or "skip": rejected rows go to the rejects list
 
 
 @dataclass

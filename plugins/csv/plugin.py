@@ -10,7 +10,7 @@ string; a column with empty cells becomes nullable. In CSV an empty cell is a mi
 except in string columns, and an array cell is written as JSON (``[1, 2, 3]``).
 
 A record that does not parse names the file, the line, the column, what was expected and what came;
-``--on-bad-record skip`` lists it in rejects.jsonl instead and goes on.
+``--on-bad-record skip`` records it among the dataset's rejects instead and goes on.
 """
 
 import csv
@@ -45,7 +45,7 @@ def add_options(parser):
         "--on-bad-record",
         choices=("fail", "skip"),
         default="fail",
-        help="a record that does not parse fails the run (default) or goes to rejects.jsonl",
+        help="a record that does not parse fails the run (default) or goes to the rejects list",
     )
 
 

@@ -39,7 +39,7 @@ def add_options(parser):
         "--on-bad-record",
         choices=("fail", "skip"),
         default="fail",
-        help="a record whose CRC does not match fails the run (default) or goes to rejects.jsonl",
+        help="a record whose CRC does not match fails the run (default) or goes to the rejects list",
     )
 
 

@@ -2,7 +2,8 @@
 
     cp -r templates/template xyz        # or: recordmill new xyz
     $EDITOR xyz/plugin.py               # implement task_number() and dict_data(task_id)
-    python writer.py --script xyz --output out/xyz --partitions 4 --workers 2
+    recordmill write --script xyz --output out/xyz --partitions 4 --workers 2
+    # in a clone of recordmill, the same: python writer.py --script xyz ...
 
 As it is, this plugin writes a few hundred synthetic rows in several tasks, so you can see output
 before you change anything. Replace the bodies of the functions below with your dataset's logic.

@@ -1,0 +1,75 @@
+"""The manifest: an empty file of the dataset's format whose metadata holds the JSON, readable by
+recordmill and by other tools; datasets of format version 1 are refused with the command that
+writes them again."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pyarrow.parquet as pq
+import pytest
+
+import recordmill
+from recordmill import manifest
+from tests.conftest import run_writer
+
+
+@pytest.fixture
+def dataset(counting_plugin, tmp_path):
+    out = tmp_path / "out"
+    args = ("--script", counting_plugin, "--output", out, "--partitions", "2", "--quiet")
+    result = run_writer(*args, "--sizes", "4,6", "--shuffle", "--seed", "3")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_the_manifest_is_an_empty_file_of_the_dataset_schema(dataset):
+    path = dataset / "_manifest.parquet"
+    footer = pq.ParquetFile(path)
+    assert footer.metadata.num_rows == 0 and footer.num_row_groups == 0
+    assert footer.schema_arrow.names == ["task", "i", "name"]
+    found = json.loads(footer.schema_arrow.metadata[b"recordmill.manifest"])
+    assert found == recordmill.read_manifest(dataset)
+    assert found["format_version"] == manifest.FORMAT_VERSION == 2
+    assert found["total_rows"] == 10 and found["settings"]["seed"] == 3
+
+
+def format_1(dataset):
+    """Make a written dataset look like one of format version 1: manifest.json beside it."""
+    old = recordmill.read_manifest(dataset)
+    old["format_version"] = 1
+    del old["plugin"]["target"]  # format 1 recorded the plugin's name and kind only
+    (dataset / "_manifest.parquet").unlink()
+    (dataset / "manifest.json").write_text(json.dumps(old))
+
+
+def test_format_1_is_refused_with_the_command_that_writes_it_again(dataset, tmp_path):
+    format_1(dataset)
+    with pytest.raises(recordmill.OutputError, match="format version 1") as info:
+        recordmill.open(str(dataset))
+    command = str(info.value).splitlines()[-1].strip()
+    words = shlex.split(command)
+    assert words[:2] == ["recordmill", "write"]
+    assert words[words.index("--script") + 1] == "counting"  # format 1 recorded no path
+    assert "--overwrite" in words and words[words.index("--sizes") + 1] == "4,6"
+    assert words[words.index("--seed") + 1] == "3"
+    result = run_writer(*words[2:], "--quiet", cwd=tmp_path)  # the advice works as given
+    assert result.returncode == 0, result.stderr
+    assert len(recordmill.open(str(dataset))) == 10
+    assert not (dataset / "manifest.json").exists()
+
+
+def test_a_newer_format_is_refused(dataset):
+    from tests.conftest import edit_manifest
+
+    edit_manifest(dataset, lambda m: m.update(format_version=3))
+    with pytest.raises(recordmill.OutputError, match=r"format version 3.*upgrade recordmill"):
+        recordmill.open(str(dataset))
+
+
+def test_the_rewrite_command_names_the_plugin_file_when_it_is_known(dataset, counting_plugin):
+    command = manifest.rewrite_command(recordmill.read_manifest(dataset), str(dataset))
+    words = shlex.split(command)
+    assert words[words.index("--script") + 1] == str(counting_plugin / "plugin.py")
+    assert words[words.index("--partitions") + 1] == "2" and "--shuffle" in words
