@@ -133,3 +133,23 @@ def test_tsv_and_empty_cells_become_nulls(tmp_path, name):
     result = run_writer("--script", "csv", "--input", tmp_path / name, "--output", out, "--quiet")
     assert result.returncode == 0, result.stderr
     assert read_dataset(out).to_pylist() == [{"a": 1, "b": None}, {"a": None, "b": 2.5}]
+
+
+def test_column_names_become_field_names(tmp_path):
+    (tmp_path / "iris.csv").write_text("Sepal Length,petal.width,2nd\n5.1,0.2,a\n4.9,0.4,b\n")
+    (tmp_path / "iris.yaml").write_text(
+        "Sepal Length: float32\npetal_width: float64\n2nd: string\n"
+    )
+    out = tmp_path / "out"
+    args = ("--script", "csv", "--input", tmp_path / "iris.csv", "--quiet")
+    result = run_writer(*args, "--output", out, "--schema", tmp_path / "iris.yaml")
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(out)
+    assert table.column_names == ["Sepal_Length", "petal_width", "_2nd"]
+    assert table["petal_width"].to_pylist() == [0.2, 0.4] and table["_2nd"].to_pylist() == [
+        "a",
+        "b",
+    ]
+    (tmp_path / "twice.csv").write_text("a b,a_b\n1,2\n")
+    result = run_writer(*args[:3], tmp_path / "twice.csv", "--output", tmp_path / "o2", "--quiet")
+    assert result.returncode == 1 and "names a column twice" in result.stderr

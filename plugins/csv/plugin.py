@@ -9,6 +9,10 @@ first file: whole numbers -> int64, other numbers -> float64, true/false -> bool
 string; a column with empty cells becomes nullable. In CSV an empty cell is a missing value (None)
 except in string columns, and an array cell is written as JSON (``[1, 2, 3]``).
 
+Column names follow recordmill's rule for field names: other characters than letters, digits and
+``_`` become ``_`` (``petal.width`` -> ``petal_width``, ``Sepal Length`` -> ``Sepal_Length``); a
+``--schema`` file may use either form.
+
 A record that does not parse names the file, the line, the column, what was expected and what came;
 ``--on-bad-record skip`` records it among the dataset's rejects instead and goes on.
 """
@@ -20,7 +24,7 @@ import json
 import os
 
 from recordmill import Reject
-from recordmill.schema import from_yaml
+from recordmill.schema import from_yaml, safe_name
 
 CSV_SUFFIXES = (".csv", ".tsv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -108,7 +112,10 @@ def _header(path, delimiter):
             ),
             None,
         )
-        return tuple(header or ()), len(line.encode("utf-8"))
+        names = tuple(_column(name) for name in header or ())
+        if len(set(names)) != len(names):
+            raise ValueError(f"{path}: the header {header} names a column twice (as {names})")
+        return names, len(line.encode("utf-8"))
 
 
 @functools.lru_cache(maxsize=4)
@@ -147,7 +154,7 @@ def task_number(options):
 
 def schema(options):
     if options.schema:
-        return from_yaml(options.schema)
+        return from_yaml(options.schema, rename=_column)
     first = _files(options.input)[0]
     if _is_jsonl(first):
         return None  # recordmill infers from the first row of each task and checks they agree
@@ -246,7 +253,16 @@ def _jsonl_rows(path, start, line, count, options):
                 options, f"{path}:{number}", f"expected a JSON object, got {type(row).__name__}"
             )
             continue
-        yield row
+        renamed = {_column(k): v for k, v in row.items()}
+        if len(renamed) != len(row):
+            yield _bad(options, f"{path}:{number}", f"two keys name the same column: {list(row)}")
+            continue
+        yield renamed
+
+
+@functools.lru_cache(maxsize=1024)
+def _column(name):
+    return safe_name(name)
 
 
 def _csv_rows(path, start, line, count, options):
