@@ -58,4 +58,8 @@ help=$("$recordmill" write --script imagenet --help) ||
 grep -q -- "--image-dir" <<<"$help" ||
     fail "recordmill write --script imagenet --help does not show --image-dir"
 
+# The README's first set-up command, with the wheel installed instead of an editable install.
+"$venv/bin/python" "$repo/writer.py" --script "$repo/templates/template" --output out/demo \
+    --partitions 4 --overwrite --quiet || fail "python writer.py --script templates/template failed"
+
 echo "check_wheel: ok ($(basename "$wheel"))"

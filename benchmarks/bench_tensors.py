@@ -16,6 +16,10 @@ and reads each back twice: ``pyarrow`` (``pq.read_table`` / ``ipc.open_file(OSFi
 and
 ``recordmill.open(...).iter_batches(format="numpy")``, which hands out ``(rows, *shape)`` arrays for
 tensors and a list of ``bytes`` for the binary column. Prints each time and its ratio to binary.
+
+Then, with ``--sweep``, where the line between lists and tensors lies: 16 MB of arrays of 2 to
+1,024 float32 or uint8 elements, written and read by pyarrow alone (no compression, best of 3
+interleaved rounds) as fixed-size lists and as fixed-size binary.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -102,10 +107,53 @@ def read_recordmill(out: Path) -> float:
     return time.perf_counter() - started
 
 
+def sweep(rounds: int = 3) -> None:
+    """Lists against bytes by array size, pyarrow alone: the cost per element of the levels."""
+    sizes = (2, 4, 8, 16, 32, 64, 256, 1024)
+    best: dict[tuple, float] = {}
+    for _ in range(rounds):
+        for dtype in ("float32", "uint8"):
+            for size in sizes:
+                rows = (16 << 20) // (size * np.dtype(dtype).itemsize)
+                values = (np.random.default_rng(0).random(rows * size) * 200).astype(dtype)
+                columns = {
+                    "lists": pa.FixedSizeListArray.from_arrays(pa.array(values), size),
+                    "bytes": pa.Array.from_buffers(
+                        pa.binary(values.nbytes // rows), rows, [None, pa.py_buffer(values)]
+                    ),
+                }
+                for kind, column in columns.items():
+                    table = pa.table({"x": column})
+                    sink = pa.BufferOutputStream()
+                    started = time.perf_counter()
+                    pq.write_table(table, sink, compression="none", use_dictionary=False)
+                    written = time.perf_counter() - started
+                    data = sink.getvalue()
+                    started = time.perf_counter()
+                    pq.read_table(pa.BufferReader(data))
+                    read = time.perf_counter() - started
+                    for step, seconds in (("write", written), ("read", read)):
+                        key = (dtype, size, kind, step)
+                        best[key] = min(best.get(key, seconds), seconds)
+    print("\n| dtype | elements | lists / bytes, write | lists / bytes, read |")
+    print("| --- | ---: | ---: | ---: |")
+    for dtype in ("float32", "uint8"):
+        for size in sizes:
+            ratio = {
+                step: best[(dtype, size, "lists", step)] / best[(dtype, size, "bytes", step)]
+                for step in ("write", "read")
+            }
+            print(f"| {dtype} | {size} | {ratio['write']:.1f}x | {ratio['read']:.1f}x |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--sweep", action="store_true", help="only the lists-or-bytes sweep")
     args = parser.parse_args()
+    if args.sweep:
+        sweep()
+        return 0
     root = Path(tempfile.mkdtemp(prefix="bench-tensors-"))
     try:
         plugin = root / "tensors"
