@@ -20,12 +20,16 @@ PLUGIN = """
         return 3
 
     def schema():
-        return {"id": {"type": "int64"}, "x": {"type": "float32", "shape": [4]}}
+        return {
+            "id": {"type": "int64"},
+            "x": {"type": "float32", "shape": [4]},
+            "img": {"type": "uint8", "shape": [6, 5]},  # a tensor: raw bytes on disk
+        }
 
     def dict_data(task_id):
         for i in range(50 + task_id):
             n = task_id * 1000 + i
-            yield {"id": n, "x": np.full(4, n, dtype=np.float32)}
+            yield {"id": n, "x": np.full(4, n, dtype=np.float32), "img": np.full((6, 5), n % 251)}
 """
 
 
@@ -98,3 +102,18 @@ def test_decode_and_transform_reach_the_rows(dataset):
     assert data[0] == pytest.approx(0.0) and data[60] == pytest.approx(
         np.float32(1010 * 2 * 4)
     )  # task 1's row 10
+
+
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_tensor_fields_arrive_as_batched_tensors(dataset, style):
+    data = rtorch.MapDataset(dataset) if style == "map" else rtorch.IterableDataset(dataset)
+    loader = DataLoader(data, batch_size=8, num_workers=2)
+    seen = 0
+    for batch in loader:
+        assert batch["img"].dtype == torch.uint8 and batch["img"].shape[1:] == (6, 5)
+        expected = (batch["id"] % 251).to(torch.uint8)
+        assert torch.equal(batch["img"][:, 3, 4], expected) and torch.equal(
+            batch["img"][:, 0, 0], expected
+        )
+        seen += len(batch["id"])
+    assert seen == 153
