@@ -125,3 +125,17 @@ def test_exactly_the_rows_in_order_whatever_the_workers(tmp_path, data, partitio
         assert sorted(map(key, read)) == sorted(map(key, produced))
     else:
         assert read == produced
+
+
+@given(name=st.text(max_size=8))
+def test_a_field_name_is_taken_exactly_when_it_follows_the_rule(name):
+    from recordmill.errors import SchemaError
+    from recordmill.schema import NAME_RULE, safe_name, to_arrow_schema
+
+    try:
+        schema = to_arrow_schema({name: "int32"})
+    except SchemaError as e:
+        assert not NAME_RULE.fullmatch(name) and "field names are letters" in str(e)
+    else:
+        assert NAME_RULE.fullmatch(name) and schema.names == [name]
+    assert to_arrow_schema({safe_name(name): "int32"}).names == [safe_name(name)]
