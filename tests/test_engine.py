@@ -147,7 +147,12 @@ def test_manifest_records_what_was_written(counting_plugin, tmp_path):
         assert key in manifest
     assert manifest["format"] == "parquet"
     assert manifest["total_rows"] == 7
-    assert manifest["plugin"] == {"name": "counting", "source": "path", "options": {"sizes": "3,4"}}
+    assert manifest["plugin"] == {
+        "name": "counting",
+        "source": "path",
+        "target": str(counting_plugin / "plugin.py"),
+        "options": {"sizes": "3,4"},
+    }
     assert manifest["tasks"] == [{"task_id": 0, "rows": 3}, {"task_id": 1, "rows": 4}]
     assert [f["name"] for f in manifest["schema"]["fields"]] == ["task", "i", "name"]
     assert recordmill.manifest.arrow_schema(manifest) == pq.read_schema(
