@@ -325,7 +325,10 @@ def _infer_field(name: str, value: Any) -> pa.Field:
         text = _text_type(value)
         if text is not None:
             return field_for(name, text[0], [-1] * text[1], nullable=False)
-        arr = np.asarray(value)
+        try:
+            arr = np.asarray(value)
+        except ValueError:  # ragged nesting: no one shape
+            arr = np.asarray(None)
         if arr.dtype.kind in "biuf" and arr.ndim >= 1:
             return field_for(name, pa.from_numpy_dtype(arr.dtype), [-1] * arr.ndim, False)
     raise RowError(

@@ -233,6 +233,8 @@ def test_inference_rejects_what_it_cannot_type():
         infer_schema({"x": None})
     with pytest.raises(RowError, match=r"field 'x': cannot infer"):
         infer_schema({"x": {"nested": 1}})
+    with pytest.raises(RowError, match=r"field 'x': cannot infer.*got list \[\[1, 2\], \[3\]\]"):
+        infer_schema({"x": [[1, 2], [3]]})
     with pytest.raises(RowError, match=r"dict_data\(\) must yield dicts"):
         infer_schema(("a", 1))
 
