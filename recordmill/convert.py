@@ -162,19 +162,23 @@ _CASTS = {("int", "float"), ("float", "int")}
 
 
 def _scalar_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
+    numbers = pa.types.is_integer(target) or pa.types.is_floating(target)
     try:
         array = pa.array(values)
-    except OverflowError:
-        # Python ints beyond int64 (uint64 values): convert directly, after ruling out floats,
-        # which a direct conversion would truncate silently.
-        if pa.types.is_integer(target) and all(isinstance(v, (int, np.integer)) for v in values):
-            return pa.array(values, type=target)
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        # Python ints beyond int64 (uint64 values, or 2**63 for a float), or ints beside
+        # floats that Arrow will not combine: one by one.
+        if numbers:
+            return _one_by_one(values, target)
         raise
     if array.type == target:
         return array
     source, dest = _kind(array.type), _kind(target)
     if source != dest and source != "null" and (source, dest) not in _CASTS:
         raise _Mismatch("wrong type")
+    if source == "float" and numbers and any(_is_int(v) for v in values):
+        # Ints among floats: Arrow made them all floats, which may have rounded a large one.
+        return _one_by_one(values, target)
     if dest == "float" and source != "null":
         # Arrow's safe cast lets a float overflow to inf and refuses exact large integers;
         # numpy with explicit checks does what the README promises.
@@ -183,6 +187,38 @@ def _scalar_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         converted = _as_numpy(source_values, np.dtype(target.to_pandas_dtype()))
         return pa.array(converted, type=target, mask=nulls)
     return array.cast(target)  # a safe cast: overflow and fractional parts are errors
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _one_by_one(values: Sequence[Any], target: pa.DataType) -> pa.Array:
+    """Scalars converted each on its own (None is null), so that no value is rounded on the
+    way by a type chosen for all of them."""
+    dtype = np.dtype(target.to_pandas_dtype())
+    converted = np.zeros(len(values), dtype)
+    for i, value in enumerate(values):
+        if value is not None:
+            converted[i] = _as_numpy(np.asarray(value), dtype)
+    nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    return pa.array(converted, type=target, mask=nulls if nulls.any() else None)
+
+
+def _row_array(value: Any, dtype: np.dtype) -> np.ndarray:
+    """One row's array as ``dtype``, converted on its own: numpy never picks a type for several
+    rows together, nor rounds an int that a list mixes with floats."""
+    array = np.asarray(value)
+    if array.dtype.kind == "f" and not isinstance(value, np.ndarray) and array.size:
+        objects = np.asarray(value, dtype=object)
+        if any(_is_int(v) for v in objects.flat):
+            converted = np.empty(objects.shape, dtype)
+            for index, item in np.ndenumerate(objects):
+                converted[index] = _as_numpy(np.asarray(item), dtype)
+            return converted
+    if not array.size and array.dtype.kind in "biufO":
+        return np.empty(array.shape, dtype)  # [] has no values to lose
+    return _as_numpy(array, dtype)
 
 
 def _as_numpy(values: Any, dtype: np.dtype) -> np.ndarray:
@@ -220,11 +256,11 @@ def _stack(values: list[Any], shape: Sequence[int], dtype: np.dtype) -> np.ndarr
     """Same-shape arrays (or nested lists) as one C-ordered array of (rows, *shape)."""
     if not values:
         return np.empty((0, *shape), dtype)
-    stacked = np.array(values)
-    if stacked.shape != (len(values), *shape):
-        first = next((v for v in values if np.shape(v) != tuple(shape)), values[0])
-        raise _Mismatch(f"wrong shape {list(np.shape(first))}")
-    return np.ascontiguousarray(_as_numpy(stacked, dtype))
+    rows = [_row_array(v, dtype) for v in values]
+    for row in rows:
+        if row.shape != tuple(shape):
+            raise _Mismatch(f"wrong shape {list(row.shape)}")
+    return np.stack(rows)
 
 
 def _with_nulls(present: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -277,21 +313,17 @@ def _ragged_column(
         if value is None:
             arrays.append(empty)
             continue
-        array = np.asarray(value)
+        if isinstance(value, (str, bytes)) or np.asarray(value).dtype.kind in "USV":
+            raise _Mismatch("wrong type")
+        array = _row_array(value, dtype)
         if array.size == 0 and array.ndim != len(shape):
             array = empty  # [] for a [-1, 2] field: no pairs
-        if array.dtype.kind not in "biuf":
-            raise _Mismatch("wrong type")
         if array.ndim != len(shape) or any(
             d not in (-1, n) for d, n in zip(shape, array.shape, strict=True)
         ):
             raise _Mismatch(f"wrong shape {list(array.shape)}")
         arrays.append(array)
-    flat = (
-        _as_numpy(np.concatenate([a.ravel() for a in arrays]), dtype)
-        if arrays
-        else np.empty(0, dtype)
-    )
+    flat = np.concatenate([a.ravel() for a in arrays]) if arrays else np.empty(0, dtype)
     child: pa.Array = pa.array(flat)
     for axis in reversed(range(len(shape))):
         outer = mask is not None and axis == 0

@@ -405,3 +405,39 @@ def test_field_names_follow_one_rule(names):
     with pytest.raises(SchemaError, match=r"field names are letters"):
         to_arrow_schema(pa.schema([pa.field(n, pa.int32()) for n in names]))
     assert to_arrow_schema({"_ok_2": "int32", "Label": "int8"}).names == ["_ok_2", "Label"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "values"),
+    [
+        ({"type": "int64", "shape": [-1]}, [[2**62 + 1], []]),
+        ({"type": "uint64", "shape": [-1]}, [[2**63 + 1], [1]]),
+        ({"type": "uint64", "shape": [-1]}, [[2**64 - 1], [1]]),
+        ({"type": "int64", "shape": [4]}, [[2**62 + 1, 1, 1, 1], [1.0] * 4]),
+        ({"type": "uint64", "shape": [20]}, [[2**63 + 1] * 20, [1] * 20]),
+        ({"type": "bool", "shape": [-1]}, [[True], []]),
+        ({"type": "uint64"}, [2**64 - 1, 1.0]),
+        ({"type": "int64"}, [2**62 + 1, 1.0]),
+        ({"type": "float64"}, [2**63, 0.5]),
+    ],
+)
+def test_each_value_is_converted_on_its_own_never_rounded_by_its_neighbours(spec, values):
+    batch = convert({"x": spec}, [{"x": v} for v in values])
+    field = batch.schema.field(0)
+    read = to_numpy(batch.column(0), field)
+    assert [np.asarray(v).tolist() for v in read] == [np.asarray(v).tolist() for v in values]
+
+
+@pytest.mark.parametrize(
+    ("spec", "values", "bad_row"),
+    [
+        ({"type": "float32"}, [0.5, 2**24 + 1], 1),
+        ({"type": "float16"}, [1.5, 2049], 1),
+        ({"type": "float32", "shape": [-1]}, [[0.5], [2**24 + 1]], 1),
+        ({"type": "float32", "shape": [-1]}, [[0.5, 2**24 + 1]], 0),
+        ({"type": "float32", "shape": [20]}, [[0.5] * 19 + [2**24 + 1]], 0),
+    ],
+)
+def test_an_int_among_floats_is_still_checked(spec, values, bad_row):
+    with pytest.raises(RowError, match=rf"row {bad_row}, field 'x': an integer that float"):
+        convert({"x": spec}, [{"x": v} for v in values])
