@@ -507,6 +507,7 @@ def _tensors(column: pa.Array, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
         count=len(column) * math.prod(shape),
         offset=column.offset * width,
     ).reshape(len(column), *shape)
+    array.flags.writeable = False  # a view of decoded (cached) or memory-mapped bytes
     if not column.null_count:
         return array
     valid = column.is_valid().to_numpy(zero_copy_only=False)
@@ -523,6 +524,7 @@ def _arrays(column: pa.Array, shape: list[int], dtype: np.dtype) -> list[Any]:
         for _ in shape[1:]:
             values = values.flatten()
         flat = values.to_numpy(zero_copy_only=False).reshape(-1, *shape[1:])
+        flat.flags.writeable = False  # views of it may share the decoded (cached) bytes
         valid = column.is_valid().to_numpy(zero_copy_only=False)
         return [flat[offsets[i] : offsets[i + 1]] if ok else None for i, ok in enumerate(valid)]
     empty = [0 if d == -1 else d for d in shape]

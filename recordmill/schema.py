@@ -49,6 +49,8 @@ LAYOUTS = ("list", "tensor")
 # Fixed shapes up to this many elements stay lists (a bbox, a small feature vector): SQL tools show
 # them as arrays, and at this size the lists' extra cost is small (see the benchmarks README).
 LIST_MAX_ELEMENTS = 16
+# pyarrow before 26 cannot read a fixed-size list holding nulls from Parquet (apache/arrow#35692).
+_NULLABLE_FIXED_LISTS = int(pa.__version__.split(".")[0]) >= 26
 TENSOR_KEY = b"recordmill.tensor"
 TENSORS_KEY = b"recordmill.tensors"
 # Plain identifiers: SQL without quotes, pandas attributes, Python keywords arguments.
@@ -170,12 +172,21 @@ def field_for(
     None picks by the rule in this module's docstring)."""
     if shape is None:
         return pa.field(name, value_type, nullable=nullable)
+    text = value_type in (pa.string(), pa.binary())
     if layout is None:
-        small = math.prod(shape) <= LIST_MAX_ELEMENTS
-        text = value_type in (pa.string(), pa.binary())
+        # A nullable fixed shape is a tensor even when small: see _NULLABLE_FIXED_LISTS.
+        small = math.prod(shape) <= LIST_MAX_ELEMENTS and not nullable
         layout = "list" if -1 in shape or small or text else "tensor"
     if layout == "tensor":
         return tensor_field(name, np.dtype(value_type.to_pandas_dtype()), shape, nullable)
+    if nullable and shape[0] != -1 and not _NULLABLE_FIXED_LISTS:
+        raise SchemaError(
+            f"schema field {name!r}: a nullable array whose first dimension is fixed is a "
+            f"fixed-size list, which pyarrow {pa.__version__} cannot read back from Parquet once "
+            "it holds a null (apache/arrow#35692, fixed in pyarrow 26); "
+            + ("use a -1 first dimension" if text else 'use "layout": "tensor"')
+            + " or pyarrow 26 or newer"
+        )
     return pa.field(name, list_type(value_type, list(shape)), nullable=nullable)
 
 

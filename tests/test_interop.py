@@ -220,3 +220,4 @@ def test_recordmill_open_gives_numpy(written):
     batch = next(ds.iter_batches(batch_size=8))
     assert batch["img"].shape == (8, 4, 4, 3) and batch["img"].dtype == np.uint8
     assert batch["img"].base is not None  # a view of the read bytes, not a copy per row
+    assert not batch["img"].flags.writeable and not ds[3]["img"].flags.writeable

@@ -38,6 +38,10 @@ FIELDS = {
         st.none()
         | st.lists(st.lists(st.integers(0, 255), min_size=5, max_size=5), min_size=4, max_size=4),
     ),
+    "box": (
+        {"type": "float32", "shape": [4], "nullable": True},
+        st.none() | st.lists(st.floats(width=32, allow_nan=False), min_size=4, max_size=4),
+    ),
     "tags": ({"type": "string", "shape": [-1]}, st.lists(st.text(max_size=6), max_size=4)),
     "blobs": ({"type": "bytes", "shape": [-1]}, st.lists(HEX, max_size=3)),
 }

@@ -314,7 +314,7 @@ def test_the_layout_rule_and_its_override():
 @pytest.mark.parametrize(
     ("spec", "value"),
     [
-        ({"type": "float32", "shape": [2]}, [1.0, 2.0]),
+        ({"type": "float32", "shape": [2]}, [1.0, 2.0]),  # nullable: a tensor
         ({"type": "float32", "shape": [4, 8]}, np.ones((4, 8))),
         ({"type": "int32", "shape": [-1]}, [1, 2, 3]),
         ({"type": "uint8", "shape": [-1, 2]}, np.zeros((3, 2))),
@@ -441,3 +441,14 @@ def test_each_value_is_converted_on_its_own_never_rounded_by_its_neighbours(spec
 def test_an_int_among_floats_is_still_checked(spec, values, bad_row):
     with pytest.raises(RowError, match=rf"row {bad_row}, field 'x': an integer that float"):
         convert({"x": spec}, [{"x": v} for v in values])
+
+
+def test_nullable_fixed_shapes_are_tensors_and_fixed_lists_with_nulls_need_pyarrow_26():
+    schema = to_arrow_schema({"box": {"type": "float32", "shape": [4], "nullable": True}})
+    assert describe(schema)[0]["layout"] == "tensor"
+    declared = {"box": {"type": "float32", "shape": [4], "nullable": True, "layout": "list"}}
+    if int(pa.__version__.split(".")[0]) >= 26:
+        assert describe(to_arrow_schema(declared))[0]["layout"] == "list"
+    else:
+        with pytest.raises(SchemaError, match=r"apache/arrow#35692.*layout.*tensor"):
+            to_arrow_schema(declared)
