@@ -69,26 +69,29 @@ def build(
 
 
 def empty_file(schema: pa.Schema, fmt: str, metadata: dict[bytes, bytes]) -> bytes:
-    """A file of ``fmt`` with ``schema``, no rows and ``metadata`` added to the schema's.
-    A Parquet one has no row group at all, which Hugging Face datasets needs to skip it."""
-    schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+    """A file of ``fmt`` with ``schema``, no rows, and ``metadata``: the Parquet file's key-value
+    metadata (kept out of the Arrow schema stored beside it, which would hold it a second
+    time), or the Arrow IPC schema's. A Parquet one has no row group at all, which Hugging Face
+    datasets needs to skip it."""
     sink = pa.BufferOutputStream()
     if fmt == "arrow":
+        schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
         pa.ipc.new_file(sink, schema).close()
     else:
-        pq.ParquetWriter(sink, schema).close()
+        writer = pq.ParquetWriter(sink, schema)
+        writer.add_key_value_metadata(metadata)
+        writer.close()
     return sink.getvalue().to_pybytes()
 
 
 def file_metadata(data: bytes, fmt: str) -> dict[bytes, bytes]:
-    """The schema metadata of a file made by :func:`empty_file`."""
+    """The metadata of a file made by :func:`empty_file`."""
     source = pa.BufferReader(data)
     if fmt == "arrow":
-        schema = pa.ipc.open_file(source).schema
-    else:
-        # Rejects can make the footer large; the defaults stop at 100 MB of strings.
-        schema = pq.ParquetFile(source, thrift_string_size_limit=(1 << 31) - 1).schema_arrow
-    return dict(schema.metadata or {})
+        return dict(pa.ipc.open_file(source).schema.metadata or {})
+    # Rejects can make the footer large; the defaults stop at 100 MB of strings.
+    footer = pq.ParquetFile(source, thrift_string_size_limit=(1 << 31) - 1).metadata
+    return dict(footer.metadata or {})
 
 
 def to_bytes(manifest: dict[str, Any], schema: pa.Schema) -> bytes:
