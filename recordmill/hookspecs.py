@@ -50,9 +50,12 @@ def schema(options: Any) -> Mapping[str, Any] | Any | None:
 
     Either a MindRecord-style dict, ``{"label": {"type": "int32"}, "data": {"type": "bytes"},
     "feat": {"type": "float32", "shape": [16]}}``, or a ``pyarrow.Schema``. Type names: bool,
-    int8/16/32/64, uint8/16/32/64, float16/32/64, string, bytes. ``shape`` makes an array field: a
-    fixed shape gives a fixed-shape tensor column, a -1 anywhere a variable-length list. Add
-    ``"nullable": true`` to a field to allow None values.
+    int8/16/32/64, uint8/16/32/64, float16/32/64, string, bytes. ``shape`` makes an array field:
+    a fixed shape of more than 16 elements (or a nullable one) is a tensor column (raw bytes,
+    dtype and shape in the schema), a smaller one fixed-size lists, a -1 anywhere variable-length
+    lists; ``"layout": "list"`` or ``"tensor"`` picks for a field. Add ``"nullable": true`` to a
+    field to allow None values. Field names are letters, digits and ``_``, not starting with a
+    digit.
     """
 
 

@@ -155,7 +155,8 @@ def _old_version(store: Store) -> str:
         f"{store} was written by an earlier recordmill, in format version 1 (a manifest.json "
         f"beside the partitions and arrays as nested lists); this recordmill "
         f"{__version__} reads format version {FORMAT_VERSION}. Write it again with the same "
-        f"plugin and options:\n  {command}"
+        "plugin and options (from the folder the first run was started in, or with --script "
+        f"naming the plugin's folder):\n  {command}"
     )
 
 
@@ -163,7 +164,7 @@ def rewrite_command(manifest: dict[str, Any], output: str) -> str:
     """The ``recordmill write`` command that writes a dataset like ``manifest``'s again."""
     plugin = manifest["plugin"]
     settings = manifest.get("settings") or {}
-    script = plugin["name"]  # a folder of that name, in the folder the run was started from
+    script = plugin["name"]  # a folder of that name, where the first run was started (format 1)
     if plugin.get("target") and plugin.get("source") == "path":
         script = plugin["target"]
     elif plugin.get("source") in ("builtin", "entrypoint"):
@@ -177,6 +178,8 @@ def rewrite_command(manifest: dict[str, Any], output: str) -> str:
         words += ["--shuffle", "--seed", str(settings.get("seed") or 0)]
     if settings.get("compression", "auto") != "auto":
         words += ["--compression", str(settings["compression"])]
+    if settings.get("on_bad_row", "fail") != "fail":
+        words += ["--on-bad-row", str(settings["on_bad_row"])]
     for key, value in (plugin.get("options") or {}).items():
         flag = "--" + key.replace("_", "-")
         if value is True:

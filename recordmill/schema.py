@@ -110,7 +110,9 @@ def _from_pyarrow(schema: pa.Schema) -> pa.Schema:
     ):
         return schema
     fields = [
-        tensor_field(f.name, np.dtype(f.type.value_type.to_pandas_dtype()), f.type.shape, True)
+        tensor_field(
+            f.name, np.dtype(f.type.value_type.to_pandas_dtype()), f.type.shape, f.nullable
+        )
         if isinstance(f.type, pa.FixedShapeTensorType)
         else f
         for f in schema

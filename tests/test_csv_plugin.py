@@ -153,3 +153,15 @@ def test_column_names_become_field_names(tmp_path):
     (tmp_path / "twice.csv").write_text("a b,a_b\n1,2\n")
     result = run_writer(*args[:3], tmp_path / "twice.csv", "--output", tmp_path / "o2", "--quiet")
     assert result.returncode == 1 and "names a column twice" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_empty_cell_of_a_nullable_list_is_none(tmp_path):
+    (tmp_path / "t.csv").write_text('id,tags\n1,"[""a"", ""b""]"\n2,\n')
+    (tmp_path / "t.yaml").write_text(
+        "id: int32\ntags: {type: string, shape: [-1], nullable: true}\n"
+    )
+    args = ("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "t.yaml")
+    result = run_writer(*args, "--output", tmp_path / "out", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "out")["tags"].to_pylist() == [["a", "b"], None]

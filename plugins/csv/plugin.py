@@ -24,6 +24,7 @@ import json
 import os
 
 from recordmill import Reject
+from recordmill.errors import SchemaError
 from recordmill.schema import from_yaml, safe_name
 
 CSV_SUFFIXES = (".csv", ".tsv")
@@ -114,7 +115,10 @@ def _header(path, delimiter):
         )
         names = tuple(_column(name) for name in header or ())
         if len(set(names)) != len(names):
-            raise ValueError(f"{path}: the header {header} names a column twice (as {names})")
+            raise SchemaError(
+                f"{path}: the header {header} names a column twice once names follow the "
+                f"field-name rule ({list(names)}); give the columns other names"
+            )
         return names, len(line.encode("utf-8"))
 
 
@@ -214,7 +218,7 @@ PARSERS = {
 
 def _parse(text, spec):
     type_name = spec["type"]
-    if type_name not in ("string", "bytes") and text == "":
+    if text == "" and (type_name not in ("string", "bytes") or spec.get("shape")):
         return None
     if spec.get("shape"):
         return json.loads(text)

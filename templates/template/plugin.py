@@ -49,12 +49,15 @@ def task_number(options):
 # Optional: the schema shared by every row.
 #
 # Without it, recordmill infers the schema from the first row (int -> int64, float -> float64,
-# str -> string, bytes -> bytes, numpy arrays -> fixed-shape tensors) and enforces it on every row.
+# str -> string, bytes -> bytes, numpy arrays -> arrays of their shape, lists -> variable-length
+# arrays) and enforces it on every row. Field names: letters, digits and _, not starting with a digit.
 #
 # Types: bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32,
-# float64, string, bytes. "shape" makes an array: a fixed shape such as [16] or [28, 28] is a
-# fixed-shape tensor; -1 in the shape (as in [-1]) is a variable-length array.
-# A pyarrow.Schema works too.
+# float64, string, bytes. "shape" makes an array: a fixed shape of more than 16 elements, such as
+# [28, 28], is a tensor (the array's raw bytes, fast to write and read); a smaller one, such as
+# [8], is a fixed-size list; -1 in the shape (as in [-1]) is a variable-length array. Strings and
+# bytes take shapes too ({"type": "string", "shape": [-1]} is a list of strings). "nullable": True
+# allows None. A pyarrow.Schema works too.
 # ------------------------------------------------------------------------------------------------
 
 
