@@ -18,6 +18,7 @@ from tests.conftest import make_plugin
 
 ALL_TYPES = """
     import numpy as np
+    import recordmill
 
     def task_number():
         return 3
@@ -38,6 +39,8 @@ ALL_TYPES = """
         }
 
     def dict_data(task_id):
+        if task_id == 1:
+            yield recordmill.Reject("input 7", "a reject, so that the folder holds _rejects too")
         for i in range(7):
             n = task_id * 7 + i
             yield {
@@ -63,7 +66,10 @@ def written(request, tmp_path_factory):
     )
     source = recordmill.load_plugin(str(plugin))
     expected = [
-        as_plain(row) for t in range(3) for row in source.dict_data(t, recordmill.Options())
+        as_plain(row)
+        for t in range(3)
+        for row in source.dict_data(t, recordmill.Options())
+        if isinstance(row, dict)
     ]
     return root / "ds", request.param, expected
 
@@ -121,7 +127,13 @@ def parquet_only(written):
 def test_the_folder_holds_partitions_and_empty_sidecars(written):
     path, fmt, _ = written
     names = sorted(p.name for p in path.iterdir())
-    assert names == [f"_manifest.{fmt}", f"part-00000-of-00002.{fmt}", f"part-00001-of-00002.{fmt}"]
+    assert names == [
+        f"_manifest.{fmt}",
+        f"_rejects.{fmt}",
+        f"part-00000-of-00002.{fmt}",
+        f"part-00001-of-00002.{fmt}",
+    ]
+    assert [r["source"] for r in recordmill.read_rejects(path)] == ["input 7"]
     assert recordmill.read_manifest(path)["format_version"] == 2
 
 
