@@ -1,7 +1,5 @@
 """recordmill: turn any raw training dataset into partitioned columnar record files, fast."""
 
-__version__ = "0.1.0"
-
 from recordmill.engine import Summary, write
 from recordmill.errors import (
     ConfigError,
@@ -19,6 +17,7 @@ from recordmill.plugins import PluginRef, available_plugins, load_plugin, resolv
 from recordmill.reader import Dataset, open
 from recordmill.rejects import Reject
 from recordmill.rejects import read as read_rejects
+from recordmill.version import __version__
 
 __all__ = [
     "ConfigError",

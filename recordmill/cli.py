@@ -24,9 +24,10 @@ from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.filelists import make_list
 from recordmill.images import EXTENSIONS
+from recordmill.layout import FORMATS
 from recordmill.mindrecord import argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
-from recordmill.partitions import COMPRESSIONS, FORMATS
+from recordmill.partitions import COMPRESSIONS
 from recordmill.plugins import TEMPLATE_DIR, PluginRef, available_plugins, load_plugin, resolve
 from recordmill.progress import human_size
 from recordmill.reader import open as open_dataset

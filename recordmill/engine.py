@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from recordmill import executors, rejects
+from recordmill import executors, layout, rejects
 from recordmill import manifest as manifest_file
 from recordmill.errors import (
     ConfigError,
@@ -29,10 +29,8 @@ from recordmill.options import Options, plugin_options
 from recordmill.output import OutputDir
 from recordmill.partitions import (
     COMPRESSIONS,
-    FORMATS,
     PartitionInfo,
     PartitionJob,
-    bounds,
     default_row_group_size,
     finished_partition,
     fragments_done_after,
@@ -40,9 +38,10 @@ from recordmill.partitions import (
 )
 from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.progress import human_size
+from recordmill.rows import bounds
 from recordmill.schema import check_same_schema, to_arrow_schema
 from recordmill.storage import Store
-from recordmill.tasks import TaskJob, TaskResult, fragment_name, load_record, run_task
+from recordmill.tasks import TaskJob, TaskResult, load_record, run_task
 
 
 @dataclass
@@ -205,7 +204,7 @@ def write(
                 tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
                 rejects={
                     "count": len(rejected),
-                    "file": rejects.file_name(format) if rejected else None,
+                    "file": layout.rejects_file(format) if rejected else None,
                 },
                 plugin={
                     "name": plugin.name,
@@ -218,10 +217,10 @@ def write(
             with writing(staging):
                 if rejected:
                     rejects.write(staging, rejected, schema, format)
-                for scratch in ("_tasks", "_parts"):
+                for scratch in layout.SCRATCH_DIRS:
                     staging.delete_tree(scratch)
-                staging.delete(RUN_FILE)
-                out.commit(manifest_file.file_name(format), manifest_file.to_bytes(written, schema))
+                staging.delete(layout.RUN_FILE)
+                out.commit(layout.manifest_file(format), manifest_file.to_bytes(written, schema))
         except KeyboardInterrupt:
             raise  # finished tasks stay in the staging folder, for --resume
         except BaseException:
@@ -262,9 +261,6 @@ def _reject_counter(
     return task_done
 
 
-RUN_FILE = "run.json"
-
-
 def _check_run(
     staging: Store,
     plugin: DatasetPlugin,
@@ -280,8 +276,8 @@ def _check_run(
         "task_number": n_tasks,
         "settings": settings,
     }
-    if resumed and staging.is_file(RUN_FILE):
-        before = json.loads(staging.read_text(RUN_FILE))
+    if resumed and staging.is_file(layout.RUN_FILE):
+        before = json.loads(staging.read_text(layout.RUN_FILE))
         changed = [
             f"{key}: {before.get(key)!r} then, {value!r} now"
             for key, value in run.items()
@@ -294,7 +290,7 @@ def _check_run(
                 + "). Run it as before, or pass --overwrite to start over"
             )
         return
-    staging.write_text(RUN_FILE, json.dumps(run))
+    staging.write_text(layout.RUN_FILE, json.dumps(run))
 
 
 def _finished_tasks(staging: Store, n_tasks: int) -> dict[int, TaskResult]:
@@ -314,8 +310,8 @@ def _check_settings(
         raise ConfigError(f"--partitions must be at least 1, got {partitions}")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt not in layout.FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(layout.FORMATS)}, got {fmt!r}")
     if compression not in COMPRESSIONS:
         raise ConfigError(
             f"--compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
@@ -385,7 +381,7 @@ def _fragment_cleaner(
         done.add(index)
         while prefix in done:
             for task_id in released.get(prefix, ()):
-                staging.delete(fragment_name(task_id))
+                staging.delete(layout.fragment_file(task_id))
             prefix += 1
 
     if done:

@@ -20,20 +20,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recordmill import __version__
+from recordmill import layout
 from recordmill.errors import OutputError
 from recordmill.schema import describe
 from recordmill.storage import Store
+from recordmill.version import __version__
 
 FORMAT_VERSION = 2
 MANIFEST_KEY = b"recordmill.manifest"
-STEM = "_manifest"
-FORMATS = ("parquet", "arrow")
-OLD_MANIFEST = "manifest.json"  # format version 1
-
-
-def file_name(fmt: str) -> str:
-    return f"{STEM}.{fmt}"
 
 
 def build(
@@ -101,9 +95,9 @@ def to_bytes(manifest: dict[str, Any], schema: pa.Schema) -> bytes:
 
 def find(store: Store) -> str | None:
     """The manifest's file name in a dataset folder, or None when there is none."""
-    for fmt in FORMATS:
-        if store.is_file(file_name(fmt)):
-            return file_name(fmt)
+    for fmt in layout.FORMATS:
+        if store.is_file(layout.manifest_file(fmt)):
+            return layout.manifest_file(fmt)
     return None
 
 
@@ -111,11 +105,11 @@ def load(store: Store) -> dict[str, Any]:
     """The manifest of the dataset in ``store``; a clear error for anything else."""
     name = find(store)
     if name is None:
-        if store.is_file(OLD_MANIFEST):
+        if store.is_file(layout.OLD_MANIFEST):
             raise OutputError(_old_version(store))
         raise OutputError(
-            f"{store} is not a recordmill dataset: it has no {file_name('parquet')} "
-            f"or {file_name('arrow')}"
+            f"{store} is not a recordmill dataset: it has no {layout.manifest_file('parquet')} "
+            f"or {layout.manifest_file('arrow')}"
         )
     try:
         with store.fs.open_input_stream(store.path(name)) as f:
@@ -147,7 +141,7 @@ def _old_version(store: Store) -> str:
     """What to do with a dataset of format version 1: write it again, with the command its own
     manifest gives."""
     try:
-        old = json.loads(store.read_text(OLD_MANIFEST))
+        old = json.loads(store.read_text(layout.OLD_MANIFEST))
         command = rewrite_command(old, str(store))
     except (OSError, ValueError, KeyError, TypeError):
         command = f"recordmill write --script PLUGIN --output {store} --overwrite ..."

@@ -16,6 +16,7 @@ import os
 import shutil
 from typing import Any
 
+from recordmill import layout
 from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
 from recordmill.storage import Store
@@ -26,9 +27,9 @@ class OutputDir:
         self.final = Store.at(path)
         self.overwrite = overwrite
         self.resume = resume
-        self.staging = self.final.sibling(f".{self.final.name}.recordmill-partial")
-        self._old = self.final.sibling(f".{self.final.name}.recordmill-old")
-        self._lock_path = self.final.sibling(f".{self.final.name}.recordmill-lock").root
+        self.staging = self.final.sibling(layout.staging_folder(self.final.name))
+        self._old = self.final.sibling(layout.old_folder(self.final.name))
+        self._lock_path = self.final.sibling(layout.lock_file(self.final.name)).root
         self._lock: Any = None
         self.resumed = False
 
@@ -43,10 +44,10 @@ class OutputDir:
             return  # an empty folder, made ahead of the run, is simply replaced
         if not self.overwrite:
             raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
-        if manifest_file.find(self.final) is None and manifest_file.OLD_MANIFEST not in names:
+        if manifest_file.find(self.final) is None and layout.OLD_MANIFEST not in names:
             raise OutputError(
                 f"output {self.final} is not empty and is not a recordmill dataset (no "
-                f"{manifest_file.file_name('parquet')}); refusing to replace it, even with --overwrite"
+                f"{layout.manifest_file('parquet')}); refusing to replace it, even with --overwrite"
             )
 
     def lock(self) -> None:

@@ -18,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recordmill import layout
 from recordmill.errors import writing
+from recordmill.rows import RowIndex
 from recordmill.storage import Store
-from recordmill.tasks import fragment_name
 
-FORMATS = {"parquet": ".parquet", "arrow": ".arrow"}
 COMPRESSIONS = ("auto", "none", "zstd", "snappy", "lz4", "gzip", "brotli")
 ROW_GROUP_BYTES = 64 << 20
 MAX_ROW_GROUP_ROWS = 1 << 17
@@ -52,22 +52,6 @@ class PartitionInfo:
     checksum: str
 
 
-def file_name(index: int, count: int, fmt: str) -> str:
-    width = max(5, len(str(count)))
-    return f"part-{index:0{width}d}-of-{count:0{width}d}{FORMATS[fmt]}"
-
-
-def bounds(total: int, count: int) -> list[tuple[int, int]]:
-    """``count`` consecutive slices of ``range(total)`` whose sizes differ by at most one."""
-    base, extra = divmod(total, count)
-    out, start = [], 0
-    for p in range(count):
-        stop = start + base + (p < extra)
-        out.append((start, stop))
-        start = stop
-    return out
-
-
 def default_row_group_size(total_rows: int, total_bytes: int) -> int:
     per_row = max(1, total_bytes // max(1, total_rows))
     return max(1, min(MAX_ROW_GROUP_ROWS, ROW_GROUP_BYTES // per_row))
@@ -77,7 +61,7 @@ def write_partition(
     job: PartitionJob, report: Callable[[Any], None] = lambda _: None
 ) -> PartitionInfo:
     """Write one partition file from the staged fragments, then the record that marks it done."""
-    name = file_name(job.index, job.count, job.format)
+    name = layout.partition_file(job.index, job.count, job.format)
     staging = job.staging
     source = _Fragments(job)
     chunks = source.sequential() if job.order is None else source.shuffled()
@@ -94,21 +78,18 @@ def write_partition(
         info = PartitionInfo(
             name, job.stop - job.start, staging.size(name), sha256_file(staging, name)
         )
-        staging.makedirs("_parts")
-        staging.write_text(_record_name(name), json.dumps(asdict(info)))
+        staging.makedirs(layout.PARTS_DIR)
+        staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))
     return info
-
-
-def _record_name(name: str) -> str:
-    return f"_parts/{name}.json"
 
 
 def finished_partition(staging: Store, job: PartitionJob) -> PartitionInfo | None:
     """The info of a partition an interrupted run finished (file and record both there)."""
-    name = file_name(job.index, job.count, job.format)
-    if not (staging.is_file(_record_name(name)) and staging.is_file(name)):
+    name = layout.partition_file(job.index, job.count, job.format)
+    record = layout.partition_record_file(name)
+    if not (staging.is_file(record) and staging.is_file(name)):
         return None
-    info = PartitionInfo(**json.loads(staging.read_text(_record_name(name))))
+    info = PartitionInfo(**json.loads(staging.read_text(record)))
     return info if info.rows == job.stop - job.start else None
 
 
@@ -151,19 +132,14 @@ class _Fragments:
             for b, n in enumerate(batch_rows):
                 self.batches.append((task_id, b))
                 sizes.append(n)
-        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self.index = RowIndex(sizes)
         self._readers: dict[int, pa.ipc.RecordBatchFileReader] = {}
 
     def _reader(self, task_id: int) -> pa.ipc.RecordBatchFileReader:
-        return pa.ipc.open_file(self.job.staging.input_file(fragment_name(task_id)))
+        return pa.ipc.open_file(self.job.staging.input_file(layout.fragment_file(task_id)))
 
     def sequential(self) -> Iterator[pa.RecordBatch]:
-        start, stop = self.job.start, self.job.stop
-        first = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
-        for i in range(first, len(self.batches)):
-            lo, hi = int(self.starts[i]), int(self.starts[i + 1])
-            if lo >= stop:
-                break
+        for i, lo, hi in self.index.spans(self.job.start, self.job.stop):
             task_id, b = self.batches[i]
             if self.job.staging.local:
                 # A mapping per batch: zero-copy, and unmapped once the batch is written, so
@@ -175,8 +151,7 @@ class _Fragments:
                 if task_id not in self._readers:
                     self._readers = {task_id: self._reader(task_id)}
                 reader = self._readers[task_id]
-            batch = reader.get_batch(b)
-            yield batch.slice(max(start, lo) - lo, min(stop, hi) - max(start, lo))
+            yield reader.get_batch(b).slice(lo, hi - lo)
 
     def shuffled(self) -> Iterator[pa.Table]:
         order = self.job.order
@@ -186,22 +161,15 @@ class _Fragments:
 
     def gather(self, rows: np.ndarray) -> pa.Table:
         """The given global rows, in the given order."""
-        which = np.searchsorted(self.starts, rows, side="right") - 1
-        by_batch = np.argsort(which, kind="stable")
+        plan = self.index.gather(rows)
         pieces = []
-        sorted_which = which[by_batch]
-        cuts = np.flatnonzero(np.diff(sorted_which)) + 1
-        for group in np.split(by_batch, cuts):
-            i = int(which[group[0]])
-            local = rows[group] - self.starts[i]
+        for i, part in zip(plan.groups, plan.parts, strict=True):
             task_id, b = self.batches[i]
             if task_id not in self._readers:
                 self._readers[task_id] = self._reader(task_id)
-            pieces.append(self._readers[task_id].get_batch(b).take(pa.array(local)))
+            pieces.append(self._readers[task_id].get_batch(b).take(pa.array(plan.local[part])))
         table = pa.Table.from_batches(pieces, schema=self.job.schema)
-        inverse = np.empty_like(by_batch)
-        inverse[by_batch] = np.arange(len(by_batch))
-        return table.take(pa.array(inverse))
+        return table.take(pa.array(plan.inverse))
 
 
 def _row_groups(chunks: Iterator[Any], size: int) -> Iterator[pa.Table]:

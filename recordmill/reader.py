@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
 from recordmill.manifest import arrow_schema
-from recordmill.partitions import bounds
+from recordmill.rows import RowIndex, bounds
 from recordmill.schema import nested_shape, tensor_spec
 from recordmill.storage import Store
 
@@ -59,7 +59,7 @@ class _Files:
     filesystem: pafs.FileSystem
     manifest: dict[str, Any]
     groups: list[_Group] = field(default_factory=list)
-    starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    index: RowIndex = field(default_factory=lambda: RowIndex([]))
     handles: dict[int, Any] = field(default_factory=dict)
     cache: OrderedDict = field(default_factory=OrderedDict)
     cache_bytes: int = 0
@@ -279,36 +279,19 @@ class Dataset:
         """This view's rows, group by group; the next row groups are decoded in threads while
         the current one is used (pyarrow releases the GIL while it decodes)."""
         files = _index(self._files)
-        first = max(int(np.searchsorted(files.starts, self._start, side="right")) - 1, 0)
-        wanted = []
-        for g in range(first, len(files.groups)):
-            group = files.groups[g]
-            if group.start >= self._stop:
-                break
-            wanted.append(g)
+        wanted = list(files.index.spans(self._start, self._stop))
         pool = _threads(files)
-        ahead = [pool.submit(self._group, g) for g in wanted[:READ_THREADS]]
-        for n, g in enumerate(wanted):
+        ahead = [pool.submit(self._group, g) for g, _, _ in wanted[:READ_THREADS]]
+        for n, (_, lo, hi) in enumerate(wanted):
             table = ahead.pop(0).result()
             if n + READ_THREADS < len(wanted):
-                ahead.append(pool.submit(self._group, wanted[n + READ_THREADS]))
-            group = files.groups[g]
-            lo = max(self._start, group.start) - group.start
-            hi = min(self._stop, group.start + group.rows) - group.start
+                ahead.append(pool.submit(self._group, wanted[n + READ_THREADS][0]))
             yield table.slice(lo, hi - lo)
 
     def _range(self, start: int, stop: int) -> pa.Table:
         """Global rows ``start`` to ``stop`` (consecutive), read group by group."""
         files = _index(self._files)
-        pieces = []
-        first = max(int(np.searchsorted(files.starts, start, side="right")) - 1, 0)
-        for g in range(first, len(files.groups)):
-            group = files.groups[g]
-            if group.start >= stop:
-                break
-            lo = max(start, group.start) - group.start
-            hi = min(stop, group.start + group.rows) - group.start
-            pieces.append(self._group(g).slice(lo, hi - lo))
+        pieces = [self._group(g).slice(lo, hi - lo) for g, lo, hi in files.index.spans(start, stop)]
         if not pieces:
             return self.schema.empty_table()
         return pa.concat_tables(pieces)
@@ -318,30 +301,20 @@ class Dataset:
         if rows.size == 0:
             return self.schema.empty_table()
         files = _index(self._files)
-        which = np.searchsorted(files.starts, rows, side="right") - 1
-        by_group = np.argsort(which, kind="stable")
-        sorted_which = which[by_group]
-        cuts = np.flatnonzero(np.diff(sorted_which)) + 1
-        parts = np.split(by_group, cuts)
-        needed = [int(which[part[0]]) for part in parts]
-        tables = list(_threads(files).map(self._group, needed))  # decoded side by side
-        local = rows - files.starts[which]
-        slot = np.empty(len(which), dtype=np.int64)  # each row's group, as a position in tables
-        for n, part in enumerate(parts):
-            slot[part] = n
-        inverse = np.empty_like(by_group)
-        inverse[by_group] = np.arange(len(by_group))
+        plan = files.index.gather(rows)
+        parts, local = plan.parts, plan.local
+        tables = list(_threads(files).map(self._group, plan.groups))  # decoded side by side
         columns = []
         for c, column_type in enumerate(self.schema.types):
             chunks = [t.column(c).combine_chunks() for t in tables]
             if _is_large_binary_data(column_type, chunks):
-                columns.append(_gather_binary(chunks, parts, slot, local, column_type))
+                columns.append(_gather_binary(chunks, parts, plan.slot, local, column_type))
                 continue
             pieces = [
                 chunk.take(pa.array(local[part])) for chunk, part in zip(chunks, parts, strict=True)
             ]
             # One contiguous array first: a take across many chunks is far slower than one copy.
-            columns.append(pa.concat_arrays(pieces).take(pa.array(inverse)))
+            columns.append(pa.concat_arrays(pieces).take(pa.array(plan.inverse)))
         return pa.Table.from_arrays(columns, schema=self.schema)
 
     def _group(self, g: int) -> pa.Table:
@@ -464,7 +437,7 @@ def _index(files: _Files) -> _Files:
         for i, n in enumerate(group_rows(_handle(files, p))):
             files.groups.append(_Group(p, i, start, n))
             start += n
-    files.starts = np.array([g.start for g in files.groups], dtype=np.int64)
+    files.index = RowIndex([g.rows for g in files.groups])
     return files
 
 

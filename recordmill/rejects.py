@@ -17,12 +17,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from recordmill import layout
 from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
 from recordmill.storage import Store
 
 REJECTS_KEY = b"recordmill.rejects"
-STEM = "_rejects"
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,10 @@ class Reject:
     value: str | None = None
 
 
-def file_name(fmt: str) -> str:
-    return f"{STEM}.{fmt}"
-
-
 def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: str) -> str:
     """Write the rejects file into ``folder``; returns its name."""
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects)
-    name = file_name(fmt)
+    name = layout.rejects_file(fmt)
     folder.write_bytes(name, manifest_file.empty_file(schema, fmt, {REJECTS_KEY: lines.encode()}))
     return name
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from recordmill import layout
 from recordmill.convert import RowConverter
 from recordmill.errors import RecordmillError, RowError, TaskError, writing
 from recordmill.plugins import DatasetPlugin, PluginRef
@@ -50,14 +51,6 @@ class TaskResult:
     rejects: list[Reject] = field(default_factory=list)
 
 
-def fragment_name(task_id: int) -> str:
-    return f"_tasks/task-{task_id:06d}.arrow"
-
-
-def record_name(task_id: int) -> str:
-    return f"_tasks/task-{task_id:06d}.json"
-
-
 def save_record(staging: Store, result: TaskResult) -> None:
     """Record a finished task (after its fragment is complete): what ``--resume`` reads."""
     record = {
@@ -70,14 +63,14 @@ def save_record(staging: Store, result: TaskResult) -> None:
         else base64.b64encode(result.schema.serialize().to_pybytes()).decode("ascii"),
         "rejects": [asdict(r) for r in result.rejects],
     }
-    staging.write_text(record_name(result.task_id), json.dumps(record))
+    staging.write_text(layout.task_record_file(result.task_id), json.dumps(record))
 
 
 def load_record(staging: Store, task_id: int) -> TaskResult | None:
     """A finished task's result, or None when the task did not finish."""
-    if not staging.is_file(record_name(task_id)):
+    if not staging.is_file(layout.task_record_file(task_id)):
         return None
-    record = json.loads(staging.read_text(record_name(task_id)))
+    record = json.loads(staging.read_text(layout.task_record_file(task_id)))
     schema = record["schema"]
     return TaskResult(
         task_id,
@@ -115,7 +108,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
 
     result = TaskResult(task_id, rows=0, schema=job.schema)
     staging = job.staging
-    fragment = fragment_name(task_id)
+    fragment = layout.fragment_file(task_id)
     sink = None
     converter = RowConverter(job.schema) if job.schema is not None else None
     writer = None
@@ -148,7 +141,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
                 continue
             with writing(staging.path(fragment)):
                 if writer is None:
-                    staging.makedirs("_tasks")
+                    staging.makedirs(layout.TASKS_DIR)
                     sink = staging.output(fragment)
                     writer = pa.ipc.new_file(sink, converter.schema)
                 writer.write_batch(batch)
@@ -164,7 +157,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
                 writer.close()
                 sink.close()
                 writer = None
-            staging.makedirs("_tasks")
+            staging.makedirs(layout.TASKS_DIR)
             # The record, written last, is what marks the task done: a fragment without one is
             # from a run that died, and is written again.
             save_record(staging, result)

@@ -22,9 +22,9 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
     ) from e
 
-from recordmill.partitions import bounds
 from recordmill.reader import Dataset
 from recordmill.reader import open as open_dataset
+from recordmill.rows import bounds
 
 
 class _Source:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recordmill import layout, rejects
 from recordmill import manifest as manifest_file
-from recordmill import rejects
 from recordmill.errors import OutputError
 from recordmill.partitions import sha256_file
 from recordmill.reader import group_rows
-
-PART = re.compile(r"^part-\d+-of-\d+\.(parquet|arrow)$")
 
 
 def verify(path: str | Path) -> list[str]:
@@ -28,7 +25,7 @@ def verify(path: str | Path) -> list[str]:
     problems = []
     listed = {p["file"] for p in manifest["partitions"]}
     for extra in sorted(
-        f.name for f in root.iterdir() if PART.match(f.name) and f.name not in listed
+        f.name for f in root.iterdir() if layout.PARTITION.match(f.name) and f.name not in listed
     ):
         problems.append(f"{extra}: a partition file the manifest does not list")
     total = 0

@@ -47,17 +47,19 @@ def read_dataset(path: Path) -> pa.Table:
 
 def edit_manifest(path: Path, change) -> None:
     """Call ``change(manifest)`` on a written dataset's manifest and write it back in place."""
-    from recordmill import manifest
+    from recordmill import layout, manifest
 
     found = manifest.read(path)
     change(found)
-    name = manifest.file_name(found["format"])
+    name = layout.manifest_file(found["format"])
     (path / name).write_bytes(manifest.to_bytes(found, manifest.arrow_schema(found)))
 
 
 def wait_for_staged_tasks(out: Path, count: int, process: subprocess.Popen, timeout: float = 60):
     """Wait until a running writer has finished ``count`` tasks (their records are staged)."""
-    tasks = out.parent / f".{out.name}.recordmill-partial" / "_tasks"
+    from recordmill import layout
+
+    tasks = out.parent / layout.staging_folder(out.name) / layout.TASKS_DIR
     deadline = time.monotonic() + timeout
     while not (tasks.is_dir() and len(list(tasks.glob("*.json"))) >= count):
         assert process.poll() is None, process.communicate()

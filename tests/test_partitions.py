@@ -8,13 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from recordmill.layout import partition_file
 from recordmill.partitions import (
     PartitionJob,
-    bounds,
     default_row_group_size,
-    file_name,
     fragments_done_after,
 )
+from recordmill.rows import bounds
 
 
 @pytest.mark.parametrize(
@@ -30,9 +30,9 @@ def test_bounds_are_consecutive_covering_and_balanced(total, count):
 
 
 def test_file_names_sort_in_partition_order():
-    assert file_name(3, 8, "parquet") == "part-00003-of-00008.parquet"
-    assert file_name(7, 8, "arrow") == "part-00007-of-00008.arrow"
-    names = [file_name(i, 123456, "parquet") for i in range(0, 123456, 9999)]
+    assert partition_file(3, 8, "parquet") == "part-00003-of-00008.parquet"
+    assert partition_file(7, 8, "arrow") == "part-00007-of-00008.arrow"
+    names = [partition_file(i, 123456, "parquet") for i in range(0, 123456, 9999)]
     assert names == sorted(names) and names[0] == "part-000000-of-123456.parquet"
 
 
