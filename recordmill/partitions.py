@@ -7,9 +7,7 @@ partition sizes differ by at most one row. Each partition is written by one work
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -75,9 +73,7 @@ def write_partition(
         finally:
             writer.close()
             sink.close()
-        info = PartitionInfo(
-            name, job.stop - job.start, staging.size(name), sha256_file(staging, name)
-        )
+        info = PartitionInfo(name, job.stop - job.start, staging.size(name), staging.sha256(name))
         staging.makedirs(layout.PARTS_DIR)
         staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))
     return info
@@ -108,17 +104,6 @@ def fragments_done_after(jobs: list[PartitionJob]) -> dict[int, list[int]]:
         released[last_partition].append(task_id)
         task_start = task_stop
     return released
-
-
-def sha256_file(where: Store | str | os.PathLike[str], name: str | None = None) -> str:
-    """``sha256:`` and the hex digest of a file: a path, or ``name`` in a store."""
-    if not isinstance(where, Store):
-        where = Store.at(where)
-    digest = hashlib.sha256()
-    with where.fs.open_input_stream(where.path(name) if name else where.root) as f:
-        while block := f.read(8 << 20):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
 
 
 class _Fragments:

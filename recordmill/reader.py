@@ -55,8 +55,7 @@ class _Group:
 class _Files:
     """What all views of one dataset share: open files, the row-group map, the decode cache."""
 
-    root: str
-    filesystem: pafs.FileSystem
+    store: Store
     manifest: dict[str, Any]
     groups: list[_Group] = field(default_factory=list)
     index: RowIndex = field(default_factory=lambda: RowIndex([]))
@@ -93,19 +92,9 @@ def open(
     ``decode`` maps field names to functions applied to their values when rows are returned as
     Python/numpy (for example ``{"data": recordmill.decode.image}``).
     """
-    if filesystem is None:
-        filesystem, root = (
-            pafs.FileSystem.from_uri(str(path))
-            if "://" in str(path)
-            else (
-                pafs.LocalFileSystem(),
-                str(path),
-            )
-        )
-    else:
-        root = str(path)
-    manifest = manifest_file.load(Store(filesystem, root.rstrip("/")))
-    files = _Files(root, filesystem, manifest, cache_limit=cache_bytes)
+    store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
+    manifest = manifest_file.load(store)
+    files = _Files(store, manifest, cache_limit=cache_bytes)
     schema = arrow_schema(manifest)
     return Dataset(files, schema, 0, manifest["total_rows"], dict(decode or {}))
 
@@ -141,7 +130,7 @@ class Dataset:
         return self._stop - self._start
 
     def __repr__(self) -> str:
-        return f"<recordmill.Dataset {self._files.root}: {len(self):,} rows, columns {self.schema.names}>"
+        return f"<recordmill.Dataset {self._files.store}: {len(self):,} rows, columns {self.schema.names}>"
 
     # --- views --------------------------------------------------------------------------------
 
@@ -336,7 +325,7 @@ class Dataset:
         except (OSError, pa.ArrowInvalid) as e:
             entry = files.manifest["partitions"][group.partition]
             raise OutputError(
-                f"{files.root}/{entry['file']}, row group {group.index}, is damaged: {e} "
+                f"{files.store}/{entry['file']}, row group {group.index}, is damaged: {e} "
                 "(recordmill verify tells more)"
             ) from e
         table = table.cast(self.schema) if table.schema != self.schema else table
@@ -395,20 +384,19 @@ def _handle(files: _Files, partition: int) -> Any:
     key = (partition, threading.get_ident())
     if key not in files.handles:
         entry = files.manifest["partitions"][partition]
-        path = f"{files.root}/{entry['file']}"
-        if files.manifest["format"] == "arrow":
-            if isinstance(files.filesystem, pafs.LocalFileSystem):
-                source = pa.memory_map(path)
-            else:
-                source = files.filesystem.open_input_file(path)
-            handle = pa.ipc.open_file(source)
-        else:
-            handle = pq.ParquetFile(
-                files.filesystem.open_input_file(path), page_checksum_verification=True
-            )
+        handle = open_partition(files.store, entry["file"], files.manifest["format"])
         _check_rows(files, handle, entry)
         files.handles[key] = handle
     return files.handles[key]
+
+
+def open_partition(store: Store, name: str, fmt: str) -> Any:
+    """A partition file opened for reading: Arrow IPC memory-mapped on a local disk (so a row
+    costs only its bytes), Parquet with its page checksums checked."""
+    if fmt == "arrow":
+        return pa.ipc.open_file(store.input_file(name))
+    source = store.fs.open_input_file(store.path(name))
+    return pq.ParquetFile(source, page_checksum_verification=True)
 
 
 def group_rows(handle: Any) -> list[int]:
@@ -422,7 +410,7 @@ def _check_rows(files: _Files, handle: Any, entry: dict[str, Any]) -> None:
     rows = sum(group_rows(handle))
     if rows != entry["rows"]:
         raise OutputError(
-            f"{files.root}/{entry['file']} holds {rows} rows, the manifest says {entry['rows']}: "
+            f"{files.store}/{entry['file']} holds {rows} rows, the manifest says {entry['rows']}: "
             "the dataset is damaged (recordmill verify tells more)"
         )
 

@@ -5,6 +5,7 @@ so the same run can write to local disk or straight to object storage from every
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -99,6 +100,14 @@ class Store:
             return
         with self.output(name) as f:
             f.write(data)
+
+    def sha256(self, *names: str) -> str:
+        """``sha256:`` and the hex digest of a file."""
+        digest = hashlib.sha256()
+        with self.fs.open_input_stream(self.path(*names)) as f:
+            while block := f.read(8 << 20):
+                digest.update(block)
+        return "sha256:" + digest.hexdigest()
 
     def read_text(self, *names: str) -> str:
         with self.fs.open_input_stream(self.path(*names)) as f:

@@ -1,38 +1,35 @@
-"""``recordmill verify``: re-read a dataset and check it against its manifest."""
+"""``recordmill verify``: re-read a dataset and check it against its manifest, on local disk or
+object storage alike."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from recordmill import layout, rejects
 from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
-from recordmill.partitions import sha256_file
-from recordmill.reader import group_rows
+from recordmill.reader import group_rows, open_partition
+from recordmill.storage import Store
 
 
-def verify(path: str | Path) -> list[str]:
+def verify(path: str | os.PathLike[str]) -> list[str]:
     """Every problem found, one line each; an empty list means the dataset is intact."""
-    root = Path(path)
+    store = Store.at(path)
     try:
-        manifest = manifest_file.read(root)
+        manifest = manifest_file.load(store)
         expected_schema = manifest_file.arrow_schema(manifest)
     except (OutputError, ValueError, KeyError) as e:
         return [f"manifest: {e}"]
     problems = []
     listed = {p["file"] for p in manifest["partitions"]}
-    for extra in sorted(
-        f.name for f in root.iterdir() if layout.PARTITION.match(f.name) and f.name not in listed
-    ):
-        problems.append(f"{extra}: a partition file the manifest does not list")
+    for extra in store.listdir():
+        if layout.PARTITION.match(extra) and extra not in listed:
+            problems.append(f"{extra}: a partition file the manifest does not list")
     total = 0
     for entry in manifest["partitions"]:
-        problems += _check_partition(
-            root / entry["file"], entry, manifest["format"], expected_schema
-        )
+        problems += _check_partition(store, entry, manifest["format"], expected_schema)
         total += entry["rows"]
     if total != manifest["total_rows"]:
         problems.append(
@@ -46,37 +43,33 @@ def verify(path: str | Path) -> list[str]:
     rejected = (manifest.get("rejects") or {}).get("count", 0)
     if rejected:
         try:
-            listed = len(rejects.read(root))
+            listed_rejects = len(rejects.read(store))
         except OutputError as e:
             problems.append(f"rejects: {e}")
         else:
-            if listed != rejected:
-                problems.append(f"rejects: {listed} listed, the manifest counts {rejected}")
+            if listed_rejects != rejected:
+                problems.append(f"rejects: {listed_rejects} listed, the manifest counts {rejected}")
     return problems
 
 
-def _check_partition(path: Path, entry: dict, fmt: str, schema: pa.Schema) -> list[str]:
+def _check_partition(store: Store, entry: dict, fmt: str, schema: pa.Schema) -> list[str]:
     name = entry["file"]
-    if not path.is_file():
+    if not store.is_file(name):
         return [f"{name}: missing"]
     problems = []
-    size = path.stat().st_size
+    size = store.size(name)
     if size != entry["bytes"]:
         problems.append(
             f"{name}: {size} bytes, the manifest says {entry['bytes']} (truncated or altered)"
         )
-    checksum = sha256_file(path)
+    checksum = store.sha256(name)
     if checksum != entry["checksum"]:
         problems.append(
             f"{name}: checksum {checksum} does not match the manifest's {entry['checksum']}"
         )
     try:
-        if fmt == "arrow":
-            handle = pa.ipc.open_file(pa.memory_map(str(path)))
-            found = handle.schema
-        else:
-            handle = pq.ParquetFile(path)
-            found = handle.metadata.schema.to_arrow_schema()
+        handle = open_partition(store, name, fmt)
+        found = handle.schema if fmt == "arrow" else handle.schema_arrow
         rows = sum(group_rows(handle))
     except (pa.ArrowInvalid, OSError) as e:
         return [*problems, f"{name}: cannot be read: {e}"]

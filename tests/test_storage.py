@@ -12,6 +12,7 @@ import pytest
 
 import recordmill
 from recordmill.storage import Store
+from recordmill.verify import verify
 from tests.conftest import make_plugin, run_writer
 
 pafs = pytest.importorskip("pyarrow.fs")
@@ -117,3 +118,25 @@ def test_s3_overwrite_and_refusal(s3, tmp_path):
     assert again.returncode == 0, again.stderr
     assert len(recordmill.open(uri).manifest["partitions"]) == 2
     assert len(Store.at(uri).listdir()) == 3
+
+
+def test_verify_info_and_rejects_on_s3(s3, tmp_path):
+    plugin = make_plugin(tmp_path / "tasks", PLUGIN)
+    uri = s3("runs/checked")
+    result = run_writer("--script", plugin, "--output", uri, "--partitions", "2", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert verify(uri) == []
+    assert recordmill.read_manifest(uri)["total_rows"] == 170
+    assert recordmill.read_rejects(uri) == []
+    cli = subprocess.run(
+        ["recordmill", "verify", uri], capture_output=True, text=True, env=os.environ
+    )
+    assert cli.returncode == 0 and "170 rows in 2 partitions match" in cli.stdout
+    store = Store.at(uri)
+    name = "part-00001-of-00002.parquet"
+    with store.fs.open_input_stream(store.path(name)) as f:
+        data = f.read()
+    with store.output(name) as f:
+        f.write(data[:-100])  # truncated
+    problems = verify(uri)
+    assert any(p.startswith(f"{name}: {len(data) - 100} bytes") for p in problems)
