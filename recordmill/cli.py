@@ -19,11 +19,11 @@ import yaml
 
 import recordmill
 from recordmill import executors
-from recordmill.demo import make_demo_data
 from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
-from recordmill.filelists import make_list
-from recordmill.images import EXTENSIONS
+from recordmill.formats.demo import make_demo_data
+from recordmill.formats.filelists import make_list
+from recordmill.formats.images import EXTENSIONS
 from recordmill.layout import FORMATS
 from recordmill.mindrecord import argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens

@@ -7,7 +7,7 @@ import io
 import numpy as np
 from PIL import Image, ImageOps
 
-from recordmill.images import to_rgb
+from recordmill.formats.images import to_rgb
 
 
 def pil(data: bytes) -> Image.Image:

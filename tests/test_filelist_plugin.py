@@ -8,7 +8,7 @@ import sys
 import numpy as np
 from PIL import Image
 
-from recordmill.filelists import make_list
+from recordmill.formats.filelists import make_list
 from recordmill.reader import to_numpy
 from tests.conftest import read_dataset, run_writer
 

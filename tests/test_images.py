@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import recordmill
-from recordmill import images
+from recordmill.formats import images
 from tests.conftest import read_dataset, run_writer
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recordmill.idx import read_idx, write_idx
+from recordmill.formats.idx import read_idx, write_idx
 from recordmill.reader import to_numpy
 from tests.conftest import read_dataset, run_writer
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 import recordmill
-import recordmill.demo
+import recordmill.formats.demo
 from tests.conftest import REPO
 
 SCRIPTS = {
@@ -24,7 +24,7 @@ SCRIPTS = {
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo") / "data"
-    recordmill.demo.make_demo_data(folder)
+    recordmill.formats.demo.make_demo_data(folder)
     return folder
 
 

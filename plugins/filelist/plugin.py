@@ -9,14 +9,14 @@ consecutive ranges. ``recordmill make-list ROOT PREFIX`` writes such a list from
 
 Fields: index (int64: im2rec's index, or the line number), label (``--label-type``, one value, or an
 array of K with ``--label-width K``), file_name (the path as listed), and the image fields of
-``--encode`` (see ``recordmill/images.py``).
+``--encode`` (see ``recordmill/formats/images.py``).
 """
 
 import functools
 import os
 
-from recordmill import images
-from recordmill.filelists import parse_line
+from recordmill.formats import images
+from recordmill.formats.filelists import parse_line
 
 
 def add_options(parser):

@@ -15,7 +15,7 @@ import os
 
 from PIL import Image
 
-from recordmill.idx import read_idx
+from recordmill.formats.idx import read_idx
 
 
 def add_options(parser):

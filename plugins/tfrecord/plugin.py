@@ -19,8 +19,8 @@ import functools
 import os
 
 from recordmill import Reject
+from recordmill.formats.tfrecord import TFRecordError, parse_example, records
 from recordmill.schema import from_yaml, safe_name
-from recordmill.tfrecord import TFRecordError, parse_example, records
 
 TYPES = {"bytes": "bytes", "float": "float32", "int64": "int64"}
 

@@ -2,7 +2,7 @@
 
 Plugins that read image files share it (``imagenet``, ``filelist``), and any plugin can use it::
 
-    from recordmill import images
+    from recordmill.formats import images
 
     def add_options(parser):
         images.add_options(parser)

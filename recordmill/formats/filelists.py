@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from recordmill.images import EXTENSIONS
+from recordmill.formats.images import EXTENSIONS
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from recordmill.filelists import make_list
-from recordmill.idx import write_idx
-from recordmill.tfrecord import encode_example, write_records
+from recordmill.formats.filelists import make_list
+from recordmill.formats.idx import write_idx
+from recordmill.formats.tfrecord import encode_example, write_records
 
 CLASSES = [("n01440764", "tench"), ("n01443537", "goldfish"), ("n01484850", "great white shark")]
 
