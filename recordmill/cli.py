@@ -18,16 +18,14 @@ import numpy as np
 import yaml
 
 import recordmill
-from recordmill import executors
+from recordmill import executors, settings
 from recordmill.engine import write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.formats.demo import make_demo_data
 from recordmill.formats.filelists import make_list
 from recordmill.formats.images import EXTENSIONS
-from recordmill.layout import FORMATS
 from recordmill.mindrecord import argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
-from recordmill.partitions import COMPRESSIONS
 from recordmill.plugins import TEMPLATE_DIR, PluginRef, available_plugins, load_plugin, resolve
 from recordmill.progress import human_size
 from recordmill.reader import open as open_dataset
@@ -47,87 +45,7 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
         help="the plugin: a folder or .py path, an installed plugin's name, or a built-in's name",
     )
     parser.add_argument("--output", "--mindrecord_file", help="output folder")
-    parser.add_argument(
-        "--partitions",
-        "--mindrecord_partitions",
-        type=int,
-        default=1,
-        help="number of output files (default: 1)",
-    )
-    parser.add_argument(
-        "--workers",
-        "--mindrecord_workers",
-        type=int,
-        default=None,
-        help="worker processes (default: the number of cores; 1 runs in this process)",
-    )
-    parser.add_argument(
-        "--format", choices=list(FORMATS), default="parquet", help="(default: parquet)"
-    )
-    parser.add_argument(
-        "--compression",
-        choices=COMPRESSIONS,
-        default="auto",
-        help="auto: zstd, except bytes columns (usually JPEG/PNG already) and Arrow files, "
-        "which stay uncompressed (default: auto)",
-    )
-    parser.add_argument(
-        "--row-group-size",
-        type=int,
-        default=None,
-        help="rows per Parquet row group / Arrow record batch (default: about 64 MB of data)",
-    )
-    parser.add_argument(
-        "--shuffle", action="store_true", help="write the rows in a seeded random order"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed for --shuffle (default: 0)")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing output dataset"
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="finish an interrupted run on this output: only its unfinished tasks run again",
-    )
-    parser.add_argument(
-        "--retries",
-        type=int,
-        default=2,
-        help="run a task again this many times when its worker process dies (default: 2)",
-    )
-    parser.add_argument(
-        "--on-bad-row",
-        choices=("fail", "skip"),
-        default="fail",
-        help="a row that does not fit the schema fails the run (default) or is listed in "
-        "the rejects (recordmill rejects PATH) and left out",
-    )
-    parser.add_argument(
-        "--max-rejects",
-        type=int,
-        default=None,
-        help="fail the run when more inputs than this are rejected (default: no limit)",
-    )
-    parser.add_argument(
-        "--retries-on-error",
-        action="store_true",
-        help="also run a task again when the plugin raised an exception in it",
-    )
-    parser.add_argument(
-        "--executor",
-        default="process",
-        help=f"where tasks run: {', '.join(executors.names())} (default: process)",
-    )
-    parser.add_argument(
-        "--dask-address",
-        metavar="ADDRESS",
-        help="with --executor dask: the scheduler, tcp://host:8786 (default: a local cluster)",
-    )
-    parser.add_argument(
-        "--ray-address",
-        metavar="ADDRESS",
-        help="with --executor ray: the cluster, or auto (default: a local Ray runtime)",
-    )
+    settings.add_flags(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--config",
@@ -183,10 +101,20 @@ def _write(argv: list[str]) -> int:
     return _run(argv, config, first.config, ref)
 
 
+def _first_pass(argv: list[str], config: dict[str, Any]) -> argparse.Namespace:
+    """The flags known before any plugin or executor adds its own (the config file's too)."""
+    parser = _write_parser(add_help=False)
+    tokens = to_tokens(parser, {k: v for k, v in config.items() if k == "executor"}, "--config")
+    return parser.parse_known_args(tokens + argv)[0]
+
+
 def _run(
     argv: list[str], config: dict[str, Any], config_path: str | None, ref: PluginRef | None
 ) -> int:
     parser = _write_parser()
+    # The executor's own flags, like the plugin's: known once the first pass found its name.
+    executor = _first_pass(argv, config).executor
+    executor_dests = group_dests(executors.option_group(parser, executor))
     plugin = None
     plugin_dests: list[str] = []
     if ref is not None:
@@ -211,29 +139,11 @@ def _run(
         plugin,
         args.output,
         options=Options({dest: getattr(args, dest) for dest in plugin_dests}),
-        partitions=args.partitions,
-        workers=args.workers,
-        format=args.format,
-        shuffle=args.shuffle,
-        seed=args.seed,
-        compression=args.compression,
-        row_group_size=args.row_group_size,
-        overwrite=args.overwrite,
-        resume=args.resume,
-        retries=args.retries,
-        retries_on_error=args.retries_on_error,
-        on_bad_row=args.on_bad_row,
-        max_rejects=args.max_rejects,
-        executor=args.executor,
-        executor_options={
-            key: value
-            for key, value in (
-                ("dask_address", args.dask_address),
-                ("ray_address", args.ray_address),
-            )
-            if value
-        },
-        progress=not args.quiet,
+        settings=settings.from_args(
+            args,
+            executor_options={dest: getattr(args, dest) for dest in executor_dests},
+            progress=not args.quiet,
+        ),
     )
     print(summary.line())
     return 0

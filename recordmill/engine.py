@@ -1,4 +1,7 @@
-"""The write pipeline: plugin tasks -> staged fragments (in parallel) -> P partitions -> manifest.
+"""The write pipeline, in four phases: :func:`plan` (the plugin, its options and tasks),
+:func:`run_tasks` (each task's rows into a staged fragment, in parallel), :func:`write_partitions`
+(the fragments into P balanced partition files) and :func:`publish` (rejects, manifest, and the
+staging folder becomes the output), inside the output folder's life (:class:`OutputDir`).
 
 The engine knows nothing of argparse; the CLI turns flags into a call to :func:`write`.
 """
@@ -19,7 +22,6 @@ import pyarrow as pa
 from recordmill import executors, layout, rejects
 from recordmill import manifest as manifest_file
 from recordmill.errors import (
-    ConfigError,
     OutputError,
     PluginError,
     RecordmillError,
@@ -28,7 +30,6 @@ from recordmill.errors import (
 from recordmill.options import Options, plugin_options
 from recordmill.output import OutputDir
 from recordmill.partitions import (
-    COMPRESSIONS,
     PartitionInfo,
     PartitionJob,
     default_row_group_size,
@@ -40,6 +41,7 @@ from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.progress import human_size
 from recordmill.rows import bounds
 from recordmill.schema import check_same_schema, to_arrow_schema
+from recordmill.settings import WriteSettings
 from recordmill.storage import Store
 from recordmill.tasks import TaskJob, TaskResult, load_record, run_task
 
@@ -74,172 +76,168 @@ def write(
     output: str | os.PathLike[str],
     *,
     options: Options | Mapping[str, Any] | None = None,
-    partitions: int = 1,
-    workers: int | None = None,
-    format: str = "parquet",
-    shuffle: bool = False,
-    seed: int = 0,
-    compression: str = "auto",
-    row_group_size: int | None = None,
-    overwrite: bool = False,
-    resume: bool = False,
-    retries: int = 2,
-    retries_on_error: bool = False,
-    on_bad_row: str = "fail",
-    max_rejects: int | None = None,
-    executor: str = "process",
-    executor_options: Mapping[str, Any] | None = None,
-    progress: bool = True,
+    settings: WriteSettings | None = None,
+    **values: Any,
 ) -> Summary:
-    """Run ``plugin`` and write its rows to ``output`` as ``partitions`` files plus a manifest.
+    """Run ``plugin`` and write its rows to ``output`` as partition files plus a manifest.
 
     ``plugin`` is a ``--script`` value (entry-point name, built-in name, folder or .py path), a
     :class:`PluginRef`, or an imported module. ``options`` are the plugin's own options; the ones
-    not given take the defaults its ``add_options`` declares. ``resume`` finishes an interrupted
-    run on the same output (only its unfinished tasks and partitions are done again); a task
-    whose worker process dies is run again up to ``retries`` times, and a task whose plugin code
-    raised too when ``retries_on_error``. ``on_bad_row="skip"`` records rows that do not fit the
-    schema in the rejects list instead of failing; more than ``max_rejects`` rejected inputs fail the
-    run. ``executor`` names where tasks run (``"process"``, ``"dask"``, or an installed one), with
-    ``executor_options`` such as ``{"dask_address": "tcp://host:8786"}``.
+    not given take the defaults its ``add_options`` declares. The write's settings are a
+    :class:`~recordmill.settings.WriteSettings`, or its fields as keywords (``partitions=4,
+    workers=2, shuffle=True, resume=True, on_bad_row="skip", executor="dask",
+    executor_options={"dask_address": "tcp://host:8786"}``...); see that class for them all.
     """
     started = time.perf_counter()
+    run = plan(plugin, options, settings or WriteSettings(**values))
+    with OutputDir(run.settings, output) as out:
+        _check_run(out.staging, run, out.resumed)
+        out.start_writing()  # from here on, a failure removes the staging folder
+        with executors.create(
+            run.settings,
+            workers=min(run.settings.worker_count, max(run.tasks, 1, run.settings.partitions)),
+        ) as runner:
+            runner.check(run.plugin, out.staging)
+            results, tasks_seconds = run_tasks(run, out, runner)
+            written, partitions_seconds = write_partitions(run, out, runner, results)
+        manifest = publish(run, out, results, written)
+    return Summary(
+        str(out.final),
+        manifest["total_rows"],
+        run.settings.partitions,
+        sum(p.bytes for p in written.infos),
+        time.perf_counter() - started,
+        manifest,
+        phases={"tasks": tasks_seconds, "partitions": partitions_seconds},
+    )
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a write does: the plugin and its options, the settings, the number of tasks and the
+    declared schema (None: inferred from the rows)."""
+
+    plugin: DatasetPlugin
+    options: Options
+    settings: WriteSettings
+    tasks: int
+    declared: pa.Schema | None
+
+
+@dataclass(frozen=True)
+class Written:
+    """The partitions of a run: their infos in order, the schema and row group size used."""
+
+    infos: list[PartitionInfo]
+    schema: pa.Schema
+    row_group_size: int
+
+
+def plan(
+    plugin: str | os.PathLike[str] | PluginRef | ModuleType | DatasetPlugin,
+    options: Options | Mapping[str, Any] | None,
+    settings: WriteSettings,
+) -> Run:
+    """Phase 1: load the plugin, parse its options, ask it for its tasks and schema."""
     if not isinstance(plugin, DatasetPlugin):
         plugin = load_plugin(plugin)
     if not isinstance(options, Options):
         options = plugin_options(plugin, options)
-    _check_settings(partitions, workers, format, compression, row_group_size, retries, on_bad_row)
-    workers = workers or os.cpu_count() or 1
-
-    n_tasks = plugin.task_number(options)
-    declared = _declared_schema(plugin, options)
-    settings = {
-        "partitions": partitions,
-        "format": format,
-        "shuffle": shuffle,
-        "seed": seed if shuffle else None,
-        "compression": compression,
-        "row_group_size": row_group_size,
-        "on_bad_row": on_bad_row,
-    }
-    out = OutputDir(output, overwrite=overwrite, resume=resume)
-    out.lock()
-    try:
-        staging = out.prepare()
-        _check_run(staging, plugin, options, n_tasks, settings, out.resumed)
-        try:
-            with executors.create(
-                executor,
-                workers=min(workers, max(n_tasks, partitions, 1)),
-                retries=retries,
-                retries_on_error=retries_on_error,
-                **(executor_options or {}),
-            ) as runner:
-                runner.check(plugin, staging)
-                done = _finished_tasks(staging, n_tasks) if out.resumed else {}
-                jobs = [
-                    TaskJob(plugin.ref, options, t, declared, staging, on_bad_row)
-                    for t in range(n_tasks)
-                    if t not in done
-                ]
-                tasks_started = time.perf_counter()
-                new = runner.run(
-                    run_task,
-                    jobs,
-                    f"{plugin.name}: tasks",
-                    "task",
-                    progress,
-                    on_result=_reject_counter(max_rejects, done.values()),
-                )
-                results = sorted([*done.values(), *new], key=lambda r: r.task_id)
-                partitions_started = time.perf_counter()
-                total = sum(r.rows for r in results)
-                rejected = [rejects.as_record(r.task_id, j) for r in results for j in r.rejects]
-                if total == 0:
-                    raise PluginError(
-                        f"plugin {plugin.name} produced no rows in any of its {n_tasks} tasks"
-                        + (f" ({len(rejected)} inputs rejected)" if rejected else "")
-                    )
-                schema = declared or check_same_schema(
-                    {r.task_id: r.schema for r in results if r.rows}
-                )
-                rg_size = row_group_size or default_row_group_size(
-                    total, sum(r.nbytes for r in results)
-                )
-                part_jobs = _partition_jobs(
-                    results,
-                    staging,
-                    schema,
-                    partitions,
-                    format,
-                    compression,
-                    rg_size,
-                    shuffle,
-                    seed,
-                )
-                finished = {
-                    job.index: info
-                    for job in part_jobs
-                    if out.resumed and (info := finished_partition(staging, job)) is not None
-                }
-                todo = [job for job in part_jobs if job.index not in finished]
-                cleaner = _fragment_cleaner(part_jobs, staging, set(finished))
-                written_now = runner.run(
-                    write_partition,
-                    todo,
-                    "partitions",
-                    "partition",
-                    progress,
-                    on_result=lambda i, _: cleaner(todo[i].index),
-                )
-                finished.update(
-                    (job.index, info) for job, info in zip(todo, written_now, strict=True)
-                )
-                infos = [finished[job.index] for job in part_jobs]
-                partitions_done = time.perf_counter()
-            written = manifest_file.build(
-                fmt=format,
-                schema=schema,
-                partitions=[vars(i) for i in infos],
-                tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
-                rejects={
-                    "count": len(rejected),
-                    "file": layout.rejects_file(format) if rejected else None,
-                },
-                plugin={
-                    "name": plugin.name,
-                    "source": plugin.ref.source,
-                    "target": plugin.ref.target,
-                    "options": options.to_dict(),
-                },
-                settings={**settings, "row_group_size": rg_size},
-            )
-            with writing(staging):
-                if rejected:
-                    rejects.write(staging, rejected, schema, format)
-                for scratch in layout.SCRATCH_DIRS:
-                    staging.delete_tree(scratch)
-                staging.delete(layout.RUN_FILE)
-                out.commit(layout.manifest_file(format), manifest_file.to_bytes(written, schema))
-        except KeyboardInterrupt:
-            raise  # finished tasks stay in the staging folder, for --resume
-        except BaseException:
-            out.abort()
-            raise
-    finally:
-        out.release()
-    return Summary(
-        str(out.final),
-        total,
-        partitions,
-        sum(i.bytes for i in infos),
-        time.perf_counter() - started,
-        written,
-        phases={
-            "tasks": partitions_started - tasks_started,
-            "partitions": partitions_done - partitions_started,
-        },
+    return Run(
+        plugin, options, settings, plugin.task_number(options), _declared_schema(plugin, options)
     )
+
+
+def run_tasks(
+    run: Run, out: OutputDir, runner: executors.Executor
+) -> tuple[list[TaskResult], float]:
+    """Phase 2: every task not finished yet, each into its staged fragment; the results of all
+    tasks in task order, and the seconds it took."""
+    started = time.perf_counter()
+    done = _finished_tasks(out.staging, run.tasks) if out.resumed else {}
+    jobs = [
+        TaskJob(run.plugin.ref, run.options, t, run.declared, out.staging, run.settings)
+        for t in range(run.tasks)
+        if t not in done
+    ]
+    new = runner.run(
+        run_task,
+        jobs,
+        f"{run.plugin.name}: tasks",
+        "task",
+        run.settings.progress,
+        on_result=_reject_counter(run.settings.max_rejects, done.values()),
+    )
+    results = sorted([*done.values(), *new], key=lambda r: r.task_id)
+    if not sum(r.rows for r in results):
+        rejected = sum(len(r.rejects) for r in results)
+        raise PluginError(
+            f"plugin {run.plugin.name} produced no rows in any of its {run.tasks} tasks"
+            + (f" ({rejected} inputs rejected)" if rejected else "")
+        )
+    return results, time.perf_counter() - started
+
+
+def write_partitions(
+    run: Run, out: OutputDir, runner: executors.Executor, results: list[TaskResult]
+) -> tuple[Written, float]:
+    """Phase 3: the partitions not written yet, from the fragments, deleting each fragment once
+    no partition needs it; and the seconds it took."""
+    started = time.perf_counter()
+    schema = run.declared or check_same_schema({r.task_id: r.schema for r in results if r.rows})
+    total = sum(r.rows for r in results)
+    rg_size = run.settings.row_group_size or default_row_group_size(
+        total, sum(r.nbytes for r in results)
+    )
+    jobs = _partition_jobs(results, out.staging, schema, run.settings, rg_size)
+    finished = {
+        job.index: info
+        for job in jobs
+        if out.resumed and (info := finished_partition(out.staging, job)) is not None
+    }
+    todo = [job for job in jobs if job.index not in finished]
+    cleaner = _fragment_cleaner(jobs, out.staging, set(finished))
+    written_now = runner.run(
+        write_partition,
+        todo,
+        "partitions",
+        "partition",
+        run.settings.progress,
+        on_result=lambda i, _: cleaner(todo[i].index),
+    )
+    finished.update((job.index, info) for job, info in zip(todo, written_now, strict=True))
+    written = Written([finished[job.index] for job in jobs], schema, rg_size)
+    return written, time.perf_counter() - started
+
+
+def publish(
+    run: Run, out: OutputDir, results: list[TaskResult], written: Written
+) -> dict[str, Any]:
+    """Phase 4: the rejects, then the manifest, and the staging folder becomes the output."""
+    fmt = run.settings.format
+    rejected = [rejects.as_record(r.task_id, j) for r in results for j in r.rejects]
+    manifest = manifest_file.build(
+        fmt=fmt,
+        schema=written.schema,
+        partitions=[vars(i) for i in written.infos],
+        tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
+        rejects={"count": len(rejected), "file": layout.rejects_file(fmt) if rejected else None},
+        plugin={
+            "name": run.plugin.name,
+            "source": run.plugin.ref.source,
+            "target": run.plugin.ref.target,
+            "options": run.options.to_dict(),
+        },
+        settings={**run.settings.identity(), "row_group_size": written.row_group_size},
+    )
+    with writing(out.staging):
+        if rejected:
+            rejects.write(out.staging, rejected, written.schema, fmt)
+        for scratch in layout.SCRATCH_DIRS:
+            out.staging.delete_tree(scratch)
+        out.staging.delete(layout.RUN_FILE)
+        out.commit(layout.manifest_file(fmt), manifest_file.to_bytes(manifest, written.schema))
+    return manifest
 
 
 def _reject_counter(
@@ -261,26 +259,19 @@ def _reject_counter(
     return task_done
 
 
-def _check_run(
-    staging: Store,
-    plugin: DatasetPlugin,
-    options: Options,
-    n_tasks: int,
-    settings: dict[str, Any],
-    resumed: bool,
-) -> None:
+def _check_run(staging: Store, run: Run, resumed: bool) -> None:
     """Record what this run is; when resuming, refuse a run that is not the same one."""
-    run = {
-        "plugin": plugin.name,
-        "options": options.to_dict(),
-        "task_number": n_tasks,
-        "settings": settings,
+    record = {
+        "plugin": run.plugin.name,
+        "options": run.options.to_dict(),
+        "task_number": run.tasks,
+        "settings": run.settings.identity(),
     }
     if resumed and staging.is_file(layout.RUN_FILE):
         before = json.loads(staging.read_text(layout.RUN_FILE))
         changed = [
             f"{key}: {before.get(key)!r} then, {value!r} now"
-            for key, value in run.items()
+            for key, value in record.items()
             if before.get(key) != value
         ]
         if changed:
@@ -290,38 +281,11 @@ def _check_run(
                 + "). Run it as before, or pass --overwrite to start over"
             )
         return
-    staging.write_text(layout.RUN_FILE, json.dumps(run))
+    staging.write_text(layout.RUN_FILE, json.dumps(record))
 
 
 def _finished_tasks(staging: Store, n_tasks: int) -> dict[int, TaskResult]:
     return {t: r for t in range(n_tasks) if (r := load_record(staging, t)) is not None}
-
-
-def _check_settings(
-    partitions: int,
-    workers: int | None,
-    fmt: str,
-    compression: str,
-    row_group_size: int | None,
-    retries: int,
-    on_bad_row: str,
-) -> None:
-    if partitions < 1:
-        raise ConfigError(f"--partitions must be at least 1, got {partitions}")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {workers}")
-    if fmt not in layout.FORMATS:
-        raise ConfigError(f"--format must be one of {', '.join(layout.FORMATS)}, got {fmt!r}")
-    if compression not in COMPRESSIONS:
-        raise ConfigError(
-            f"--compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}"
-        )
-    if on_bad_row not in ("fail", "skip"):
-        raise ConfigError(f"--on-bad-row must be fail or skip, got {on_bad_row!r}")
-    if retries < 0:
-        raise ConfigError(f"--retries must be at least 0, got {retries}")
-    if row_group_size is not None and row_group_size < 1:
-        raise ConfigError(f"--row-group-size must be at least 1, got {row_group_size}")
 
 
 def _declared_schema(plugin: DatasetPlugin, options: Options) -> pa.Schema | None:
@@ -338,31 +302,26 @@ def _partition_jobs(
     results: list[TaskResult],
     staging: Store,
     schema: pa.Schema,
-    count: int,
-    fmt: str,
-    compression: str,
+    settings: WriteSettings,
     row_group_size: int,
-    shuffle: bool,
-    seed: int,
 ) -> list[PartitionJob]:
     total = sum(r.rows for r in results)
     fragments = tuple((r.task_id, tuple(r.batch_rows)) for r in results if r.rows)
-    order = np.random.default_rng(seed).permutation(total) if shuffle else None
+    order = np.random.default_rng(settings.seed).permutation(total) if settings.shuffle else None
     return [
         PartitionJob(
             index=p,
-            count=count,
+            count=settings.partitions,
             staging=staging,
             schema=schema,
-            format=fmt,
-            compression=compression,
+            settings=settings,
             row_group_size=row_group_size,
             fragments=fragments,
             start=start,
             stop=stop,
             order=None if order is None else order[start:stop],
         )
-        for p, (start, stop) in enumerate(bounds(total, count))
+        for p, (start, stop) in enumerate(bounds(total, settings.partitions))
     ]
 
 
@@ -389,4 +348,4 @@ def _fragment_cleaner(
     return partition_done
 
 
-__all__ = ["PartitionInfo", "Summary", "write"]
+__all__ = ["PartitionInfo", "Run", "Summary", "WriteSettings", "write"]

@@ -1,44 +1,83 @@
-"""Where tasks run. ``--executor process`` (the default) is recordmill's own process pool;
-``--executor dask`` and ``--executor ray`` run the same tasks on a Dask or Ray cluster, whose
+"""Where jobs run. ``--executor process`` (the default) is recordmill's own process pool;
+``--executor dask`` and ``--executor ray`` run the same jobs on a Dask or Ray cluster, whose
 workers write their fragments and partitions straight to the output's staging folder, so no row
 passes through this process.
 
-Executors are found by name: the built-ins below, then the entry-point group
-``recordmill.executors`` (a package registers a class taking the same keyword arguments).
+Executors are plugins, found by name: the built-ins below, then the entry-point group
+``recordmill.executors``, where a package registers a subclass of :class:`Executor`:
+
+.. code-block:: toml
+
+    [project.entry-points."recordmill.executors"]
+    mycluster = "mypackage.recordmill_executor:MyClusterExecutor"
+
+:class:`Executor` is the contract, documented method by method: an executor adds its own flags
+(:meth:`Executor.add_options`), receives them as ``options``, checks that its workers can run the
+job (:meth:`Executor.check`), and runs jobs (:meth:`Executor.execute`), reporting progress.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from recordmill.errors import ConfigError, RecordmillError, TaskError
+from recordmill.plugins import DatasetPlugin
 from recordmill.pool import WorkerLost, WorkerPool
 from recordmill.progress import Progress
+from recordmill.settings import WriteSettings
+from recordmill.storage import Store
 
 ENTRY_POINT_GROUP = "recordmill.executors"
 
 
 class Executor:
-    """Runs jobs (tasks, then partitions) and hands back their results in job order."""
+    """Runs jobs (the tasks, then the partitions) and hands back their results.
 
-    def __init__(self, workers: int, retries: int = 0, retries_on_error: bool = False, **_: Any):
+    Subclasses implement :meth:`execute` and, where needed, :meth:`add_options`, :meth:`check`
+    and :meth:`close`; :meth:`run` (results in job order, the progress bar) is the same for all.
+    """
+
+    def __init__(self, workers: int, settings: WriteSettings, options: Mapping[str, Any]):
+        """``workers``: how many jobs to run at once; ``settings``: the write's (``retries``,
+        ``retries_on_error``...); ``options``: the values of the flags :meth:`add_options` adds,
+        by their ``dest``."""
         self.workers = workers
-        self.retries = retries
-        self.retries_on_error = retries_on_error
+        self.retries = settings.retries
+        self.retries_on_error = settings.retries_on_error
+        self.options = dict(options)
+
+    @classmethod
+    def add_options(cls, group: argparse._ArgumentGroup) -> None:
+        """Add this executor's own flags (``group.add_argument(...)``): they show in ``recordmill
+        write --executor NAME --help``, work in ``--config`` files, and reach ``__init__`` as
+        ``options``; from Python, ``write(..., executor_options={dest: value})``."""
+
+    def check(self, plugin: DatasetPlugin, staging: Store) -> None:
+        """Fail early, with a clear message, when the workers cannot load ``plugin`` or see the
+        ``staging`` folder (on other machines, for example)."""
+
+    def execute(
+        self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
+    ) -> Iterator[tuple[int, Any]]:
+        """Run ``fn(job, report=report)`` for every job, and yield ``(index, result)`` as each
+        one finishes, in any order. ``report((rows, bytes))`` moves the progress bar; an
+        executor whose workers cannot call it back calls it with ``result.progress()`` when a
+        job is done. A job whose worker died is run again up to ``retries`` times, then raises
+        :class:`recordmill.pool.WorkerLost` naming ``f"{unit} {index}"``; an exception that
+        ``fn`` raised is raised here (after ``retries`` tries when ``retries_on_error``)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the workers."""
 
     def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def close(self) -> None:
-        """Release the workers."""
-
-    def check(self, plugin: Any, staging: str) -> None:
-        """Fail early, with a clear message, when the workers cannot see the plugin or staging."""
 
     def run(
         self,
@@ -54,7 +93,7 @@ class Executor:
         bar = Progress(len(jobs), desc, unit, enabled=show)
         results: list[Any] = [None] * len(jobs)
         try:
-            for i, result in self._execute(fn, jobs, unit, lambda message: bar.add(*message)):
+            for i, result in self.execute(fn, jobs, unit, lambda message: bar.add(*message)):
                 results[i] = result
                 on_result(i, result)
                 bar.step()
@@ -62,24 +101,19 @@ class Executor:
             bar.close()
         return results
 
-    def _execute(
-        self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
-    ) -> Iterator[tuple[int, Any]]:
-        raise NotImplementedError
-
 
 class ProcessExecutor(Executor):
     """recordmill's process pool, or this process alone when there is one worker."""
 
-    def __init__(self, workers: int, retries: int = 0, retries_on_error: bool = False, **_: Any):
-        super().__init__(workers, retries, retries_on_error)
+    def __init__(self, workers: int, settings: WriteSettings, options: Mapping[str, Any]):
+        super().__init__(workers, settings, options)
         self.pool = WorkerPool(workers) if workers > 1 else None
 
     def __exit__(self, *exc: Any) -> None:
         if self.pool is not None:
             self.pool.__exit__(*exc)
 
-    def _execute(
+    def execute(
         self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
     ) -> Iterator[tuple[int, Any]]:
         if self.pool is None:
@@ -106,15 +140,18 @@ class DaskExecutor(Executor):
     processes. Tasks lost with a worker are rescheduled by Dask; ``retries_on_error`` retries
     tasks whose plugin raised, ``retries`` times."""
 
-    def __init__(
-        self,
-        workers: int,
-        retries: int = 0,
-        retries_on_error: bool = False,
-        dask_address: str | None = None,
-        **_: Any,
-    ):
-        super().__init__(workers, retries, retries_on_error)
+    @classmethod
+    def add_options(cls, group: argparse._ArgumentGroup) -> None:
+        group.add_argument(
+            "--dask-address",
+            metavar="ADDRESS",
+            help="the scheduler, tcp://host:8786 (default: a local cluster of --workers)",
+        )
+
+    def __init__(self, workers: int, settings: WriteSettings, options: Mapping[str, Any]):
+        super().__init__(workers, settings, options)
+        dask_address = self.options.get("dask_address")
+        retries = self.retries
         try:
             from dask import config
             from distributed import Client, LocalCluster
@@ -136,7 +173,7 @@ class DaskExecutor(Executor):
         if self._cluster is not None:
             self._cluster.close()
 
-    def check(self, plugin: Any, staging: str) -> None:
+    def check(self, plugin: DatasetPlugin, staging: Store) -> None:
         problems = self.client.run(_check_worker, plugin.ref, staging)
         bad = {address: problem for address, problem in problems.items() if problem}
         if bad:
@@ -148,7 +185,7 @@ class DaskExecutor(Executor):
                 "path); installed plugins must be installed on every worker"
             )
 
-    def _execute(
+    def execute(
         self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
     ) -> Iterator[tuple[int, Any]]:
         from distributed import as_completed
@@ -167,12 +204,7 @@ class DaskExecutor(Executor):
                     result = future.result()
                 except KilledWorker as e:
                     raise WorkerLost(f"{unit} {i}", None, self.retries + 1) from e
-                report(
-                    (
-                        getattr(result, "rows", 0),
-                        getattr(result, "nbytes", 0) or getattr(result, "bytes", 0),
-                    )
-                )
+                report(result.progress())
                 yield i, result
         finally:
             for future in futures:
@@ -183,15 +215,18 @@ class RayExecutor(Executor):
     """A Ray cluster: ``--ray-address`` (``auto`` for the one this machine belongs to), or a local
     Ray runtime of ``workers`` CPUs. Tasks lost with a worker run again, ``retries`` times."""
 
-    def __init__(
-        self,
-        workers: int,
-        retries: int = 0,
-        retries_on_error: bool = False,
-        ray_address: str | None = None,
-        **_: Any,
-    ):
-        super().__init__(workers, retries, retries_on_error)
+    @classmethod
+    def add_options(cls, group: argparse._ArgumentGroup) -> None:
+        group.add_argument(
+            "--ray-address",
+            metavar="ADDRESS",
+            help="the cluster, or auto (default: a local Ray runtime of --workers CPUs)",
+        )
+
+    def __init__(self, workers: int, settings: WriteSettings, options: Mapping[str, Any]):
+        super().__init__(workers, settings, options)
+        ray_address = self.options.get("ray_address")
+        retries, retries_on_error = self.retries, self.retries_on_error
         try:
             import ray
         except ImportError as e:
@@ -213,7 +248,7 @@ class RayExecutor(Executor):
         if self._started:
             self.ray.shutdown()
 
-    def check(self, plugin: Any, staging: str) -> None:
+    def check(self, plugin: DatasetPlugin, staging: Store) -> None:
         problem = self.ray.get(self.ray.remote(_check_worker).remote(plugin.ref, staging))
         if problem:
             raise RecordmillError(
@@ -221,7 +256,7 @@ class RayExecutor(Executor):
                 "be on storage every worker sees; installed plugins must be installed everywhere"
             )
 
-    def _execute(
+    def execute(
         self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
     ) -> Iterator[tuple[int, Any]]:
         from ray.exceptions import RayTaskError, WorkerCrashedError
@@ -238,7 +273,7 @@ class RayExecutor(Executor):
                     raise WorkerLost(f"{unit} {i}", None, self.retries + 1) from e
                 except RayTaskError as e:
                     raise (e.cause if isinstance(e.cause, BaseException) else e) from None
-                report((getattr(result, "rows", 0), _bytes_of(result)))
+                report(result.progress())
                 yield i, result
         finally:
             for ref in pending:
@@ -249,14 +284,8 @@ def _call(fn: Callable[..., Any], job: Any) -> Any:
     return fn(job)
 
 
-def _bytes_of(result: Any) -> int:
-    return getattr(result, "nbytes", 0) or getattr(result, "bytes", 0)
-
-
 def _check_worker(ref: Any, staging: Any) -> str | None:
     """On a worker: None when it can load the plugin and see the staging folder, else why not."""
-    from recordmill.plugins import DatasetPlugin
-
     if not staging.exists():
         return f"the staging folder {staging} is not visible there"
     try:
@@ -266,7 +295,11 @@ def _check_worker(ref: Any, staging: Any) -> str | None:
     return None
 
 
-BUILTIN = {"process": ProcessExecutor, "dask": DaskExecutor, "ray": RayExecutor}
+BUILTIN: dict[str, type[Executor]] = {
+    "process": ProcessExecutor,
+    "dask": DaskExecutor,
+    "ray": RayExecutor,
+}
 
 
 def names() -> list[str]:
@@ -274,11 +307,40 @@ def names() -> list[str]:
     return sorted(set(BUILTIN) | found)
 
 
-def create(name: str, **kwargs: Any) -> Executor:
-    """The executor called ``name``, built-in or from the entry-point group."""
+def find(name: str) -> type[Executor]:
+    """The executor class called ``name``: a built-in, or from the entry-point group."""
     if name in BUILTIN:
-        return BUILTIN[name](**kwargs)
+        return BUILTIN[name]
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == name:
-            return ep.load()(**kwargs)
+            found = ep.load()
+            if not (isinstance(found, type) and issubclass(found, Executor)):
+                raise ConfigError(
+                    f"executor {name!r} ({ep.value}) is not a subclass of recordmill.executors.Executor"
+                )
+            return found
     raise ConfigError(f"no executor {name!r}; executors: {', '.join(names())}")
+
+
+def option_group(parser: argparse.ArgumentParser, name: str) -> argparse._ArgumentGroup:
+    """The flags of executor ``name``, added to ``parser`` in a group of their own."""
+    group = parser.add_argument_group(f"options of --executor {name}")
+    find(name).add_options(group)
+    return group
+
+
+def create(settings: WriteSettings, workers: int) -> Executor:
+    """The executor the settings name, given its options; unknown options are an error."""
+    cls = find(settings.executor)
+    parser = argparse.ArgumentParser(add_help=False)
+    known = {
+        action.dest: action.default
+        for action in option_group(parser, settings.executor)._group_actions
+    }
+    unknown = sorted(set(settings.executor_options) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"executor {settings.executor!r} has no option(s) {unknown}; "
+            f"its options: {', '.join(sorted(known)) or 'none'}"
+        )
+    return cls(workers, settings, {**known, **settings.executor_options})

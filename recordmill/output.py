@@ -1,4 +1,5 @@
-"""The output folder's life: refuse what must not be replaced, stage, then appear whole.
+"""The output folder's life: lock, refuse what must not be replaced, stage, then appear whole
+(or, on failure, leave nothing), release; one context manager, :class:`OutputDir`.
 
 Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``). On a local disk
 it is renamed to ``NAME`` only when the run succeeded; on object storage, where there is no rename,
@@ -19,14 +20,22 @@ from typing import Any
 from recordmill import layout
 from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
+from recordmill.settings import WriteSettings
 from recordmill.storage import Store
 
 
 class OutputDir:
-    def __init__(self, path: str | os.PathLike[str], overwrite: bool = False, resume: bool = False):
+    """``with OutputDir(settings, path) as out:`` locks the output and gives ``out.staging`` (an
+    empty staging folder, or with ``--resume`` the one an interrupted run left); ``out.commit``
+    publishes it. Once :meth:`start_writing` was called, a failure inside the block removes the
+    staging folder (an interruption keeps it, for ``--resume``); the lock is released in any case.
+    """
+
+    def __init__(self, settings: WriteSettings, path: str | os.PathLike[str]):
         self.final = Store.at(path)
-        self.overwrite = overwrite
-        self.resume = resume
+        self.overwrite = settings.overwrite
+        self.resume = settings.resume
+        self._writing = False
         self.staging = self.final.sibling(layout.staging_folder(self.final.name))
         self._old = self.final.sibling(layout.old_folder(self.final.name))
         self._lock_path = self.final.sibling(layout.lock_file(self.final.name)).root
@@ -49,6 +58,26 @@ class OutputDir:
                 f"output {self.final} is not empty and is not a recordmill dataset (no "
                 f"{layout.manifest_file('parquet')}); refusing to replace it, even with --overwrite"
             )
+
+    def __enter__(self) -> OutputDir:
+        self.lock()
+        try:
+            self.prepare()
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: Any) -> None:
+        try:
+            if kind is not None and self._writing and not issubclass(kind, KeyboardInterrupt):
+                self.abort()
+        finally:
+            self.release()
+
+    def start_writing(self) -> None:
+        """From now on a failure removes the staging folder: the run was checked and started."""
+        self._writing = True
 
     def lock(self) -> None:
         """Hold the output's lock for this process's life: a second run on it is refused."""

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 from recordmill import layout
 from recordmill.errors import writing
 from recordmill.rows import RowIndex
+from recordmill.settings import WriteSettings
 from recordmill.storage import Store
 
-COMPRESSIONS = ("auto", "none", "zstd", "snappy", "lz4", "gzip", "brotli")
 ROW_GROUP_BYTES = 64 << 20
 MAX_ROW_GROUP_ROWS = 1 << 17
 
@@ -32,9 +32,8 @@ class PartitionJob:
     count: int
     staging: Store
     schema: pa.Schema
-    format: str
-    compression: str
-    row_group_size: int
+    settings: WriteSettings
+    row_group_size: int  # the settings' or, without one, chosen for the rows
     # (task_id, batch row counts) of every non-empty task, in task order.
     fragments: tuple[tuple[int, tuple[int, ...]], ...]
     start: int
@@ -49,6 +48,10 @@ class PartitionInfo:
     bytes: int
     checksum: str
 
+    def progress(self) -> tuple[int, int]:
+        """(rows, bytes) done, for the progress bar."""
+        return self.rows, self.bytes
+
 
 def default_row_group_size(total_rows: int, total_bytes: int) -> int:
     per_row = max(1, total_bytes // max(1, total_rows))
@@ -59,7 +62,7 @@ def write_partition(
     job: PartitionJob, report: Callable[[Any], None] = lambda _: None
 ) -> PartitionInfo:
     """Write one partition file from the staged fragments, then the record that marks it done."""
-    name = layout.partition_file(job.index, job.count, job.format)
+    name = layout.partition_file(job.index, job.count, job.settings.format)
     staging = job.staging
     source = _Fragments(job)
     chunks = source.sequential() if job.order is None else source.shuffled()
@@ -81,7 +84,7 @@ def write_partition(
 
 def finished_partition(staging: Store, job: PartitionJob) -> PartitionInfo | None:
     """The info of a partition an interrupted run finished (file and record both there)."""
-    name = layout.partition_file(job.index, job.count, job.format)
+    name = layout.partition_file(job.index, job.count, job.settings.format)
     record = layout.partition_record_file(name)
     if not (staging.is_file(record) and staging.is_file(name)):
         return None
@@ -180,9 +183,9 @@ def _table(parts: list[Any]) -> pa.Table:
 
 
 def _writer(sink: Any, job: PartitionJob) -> Any:
-    if job.format == "arrow":
-        return _ArrowWriter(sink, job.schema, job.compression)
-    return _ParquetWriter(sink, job.schema, job.compression)
+    if job.settings.format == "arrow":
+        return _ArrowWriter(sink, job.schema, job.settings.compression)
+    return _ParquetWriter(sink, job.schema, job.settings.compression)
 
 
 class _ArrowWriter:

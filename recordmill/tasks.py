@@ -23,6 +23,7 @@ from recordmill.errors import RecordmillError, RowError, TaskError, writing
 from recordmill.plugins import DatasetPlugin, PluginRef
 from recordmill.rejects import Reject
 from recordmill.schema import infer_schema
+from recordmill.settings import WriteSettings
 from recordmill.storage import Store
 
 # Batches aim at this many bytes; the first batch is small and measures the row size.
@@ -38,7 +39,7 @@ class TaskJob:
     task_id: int
     schema: pa.Schema | None  # None: infer from the task's first row
     staging: Store
-    on_bad_row: str = "fail"  # or "skip": rejected rows go to the rejects list
+    settings: WriteSettings
 
 
 @dataclass
@@ -49,6 +50,10 @@ class TaskResult:
     nbytes: int = 0
     schema: pa.Schema | None = None
     rejects: list[Reject] = field(default_factory=list)
+
+    def progress(self) -> tuple[int, int]:
+        """(rows, bytes) done, for the progress bar."""
+        return self.rows, self.nbytes
 
 
 def save_record(staging: Store, result: TaskResult) -> None:
@@ -188,7 +193,7 @@ def _convert(
             error = RowError(
                 e.reason, row=numbers[index], field=e.field, expected=e.expected, got=e.got
             ).located(job.task_id)
-            if job.on_bad_row != "skip":
+            if job.settings.on_bad_row != "skip":
                 if job.schema is None:
                     error.reason += (
                         " (the schema was inferred from the task's first row; "

@@ -156,12 +156,13 @@ def test_a_plugin_the_workers_cannot_see_is_named(cluster, tmp_path):
     from types import SimpleNamespace
 
     from recordmill.executors import DaskExecutor
+    from recordmill.settings import WriteSettings
     from recordmill.storage import Store
 
     address, _ = cluster
     ref = recordmill.resolve(str(make_plugin(tmp_path / "xyz", PLUGIN)))
     moved = recordmill.PluginRef(ref.name, ref.source, str(tmp_path / "elsewhere" / "plugin.py"))
-    with DaskExecutor(2, dask_address=address) as executor:
+    with DaskExecutor(2, WriteSettings(), {"dask_address": address}) as executor:
         executor.check(SimpleNamespace(ref=ref), Store.at(tmp_path))  # visible: no error
         with pytest.raises(recordmill.RecordmillError, match=r"cannot load plugin xyz"):
             executor.check(SimpleNamespace(ref=moved), Store.at(tmp_path))

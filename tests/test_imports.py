@@ -22,6 +22,7 @@ WRITE_SIDE = {
     "recordmill.partitions",
     "recordmill.plugins",
     "recordmill.pool",
+    "recordmill.settings",
     "recordmill.tasks",
 }
 

@@ -15,6 +15,7 @@ from recordmill.partitions import (
     fragments_done_after,
 )
 from recordmill.rows import bounds
+from recordmill.settings import WriteSettings
 
 
 @pytest.mark.parametrize(
@@ -51,8 +52,7 @@ def jobs_for(task_sizes: list[int], count: int, shuffle: bool = False) -> list[P
             count=count,
             staging="",
             schema=pa.schema([]),
-            format="parquet",
-            compression="auto",
+            settings=WriteSettings(partitions=count, shuffle=shuffle),
             row_group_size=10,
             fragments=fragments,
             start=start,
