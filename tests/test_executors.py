@@ -1,0 +1,94 @@
+"""The executor contract: an executor from outside the package, registered by an installed
+package's entry point, brings its own flag and runs a whole write."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import recordmill
+from recordmill import executors
+from recordmill.errors import ConfigError
+from recordmill.settings import WriteSettings
+from tests.conftest import COUNTING_PLUGIN, make_plugin, run_writer
+
+# One job at a time in this process, logging each job's index to --journal.
+EXECUTOR = """
+    from recordmill.executors import Executor
+
+
+    class SerialExecutor(Executor):
+        @classmethod
+        def add_options(cls, group):
+            group.add_argument("--journal", required=True, help="a file listing the jobs run")
+
+        def execute(self, fn, jobs, unit, report):
+            with open(self.options["journal"], "a") as journal:
+                for index, job in enumerate(jobs):
+                    result = fn(job)
+                    journal.write(f"{unit} {index}\\n")
+                    report(result.progress())
+                    yield index, result
+"""
+
+
+@pytest.fixture(scope="module")
+def installed_executor(tmp_path_factory):
+    root = tmp_path_factory.mktemp("executor")
+    project = root / "project"
+    (project / "rm_serial").mkdir(parents=True)
+    (project / "rm_serial" / "__init__.py").write_text(textwrap.dedent(EXECUTOR))
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "rm-serial"
+            version = "1.0"
+
+            [project.entry-points."recordmill.executors"]
+            serial = "rm_serial:SerialExecutor"
+            """
+        )
+    )
+    target = root / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
+    subprocess.run(
+        [*pip, "--no-build-isolation", "--target", str(target), str(project)], check=True
+    )
+    return target
+
+
+def test_an_installed_executor_runs_a_write_with_its_own_flag(installed_executor, tmp_path):
+    env = {"PYTHONPATH": str(installed_executor)}
+    plugin = make_plugin(tmp_path / "counting", COUNTING_PLUGIN)
+    help_text = run_writer("--executor", "serial", "--help", env=env).stdout
+    assert "options of --executor serial" in help_text and "--journal" in help_text
+    journal = tmp_path / "journal.txt"
+    result = run_writer(
+        "--script", plugin, "--output", tmp_path / "out", "--partitions", "2",
+        "--executor", "serial", "--journal", journal, "--quiet", env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert journal.read_text().splitlines() == [f"task {t}" for t in range(4)] + [
+        "partition 0",
+        "partition 1",
+    ]
+    assert len(recordmill.open(str(tmp_path / "out"))) == 25
+    missing = run_writer(
+        "--script", plugin, "--output", tmp_path / "o2", "--executor", "serial", env=env
+    )
+    assert missing.returncode == 2 and "--journal" in missing.stderr
+
+
+def test_executor_options_are_checked():
+    with pytest.raises(ConfigError, match=r"executor 'dask' has no option\(s\) \['dask_adress'\]"):
+        executors.create(WriteSettings(executor="dask", executor_options={"dask_adress": "x"}), 1)
+    with pytest.raises(ConfigError, match=r"no executor 'spark'; executors: dask, process, ray"):
+        executors.find("spark")
