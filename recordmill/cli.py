@@ -89,9 +89,14 @@ def write_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _write(argv: list[str]) -> int:
+    argv, notes = settings.old_policy_flags(argv)
     # Two passes, as pytest and tox do: find the plugin first, let it add its options, then parse.
     first, rest = _write_parser(add_help=False).parse_known_args(argv)
-    config = _load_config(first.config) if first.config else {}
+    config, config_notes = settings.old_policy_keys(
+        _load_config(first.config) if first.config else {}
+    )
+    for note in dict.fromkeys(notes + config_notes):
+        print(note, file=sys.stderr)
     script = first.script or config.get("script") or config.get("mindrecord_script")
     ref = resolve(str(script)) if script is not None else None
     if ref is not None and ref.source == "mindrecord":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -41,7 +42,7 @@ from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.progress import human_size
 from recordmill.rows import bounds
 from recordmill.schema import check_same_schema, to_arrow_schema
-from recordmill.settings import WriteSettings
+from recordmill.settings import WriteSettings, old_policy_keys
 from recordmill.storage import Store
 from recordmill.tasks import TaskJob, TaskResult, load_record, run_task
 
@@ -85,10 +86,13 @@ def write(
     :class:`PluginRef`, or an imported module. ``options`` are the plugin's own options; the ones
     not given take the defaults its ``add_options`` declares. The write's settings are a
     :class:`~recordmill.settings.WriteSettings`, or its fields as keywords (``partitions=4,
-    workers=2, shuffle=True, resume=True, on_bad_row="skip", executor="dask",
+    workers=2, shuffle=True, resume=True, on_bad_input="skip", executor="dask",
     executor_options={"dask_address": "tcp://host:8786"}``...); see that class for them all.
     """
     started = time.perf_counter()
+    values, notes = old_policy_keys(values)
+    for note in notes:
+        warnings.warn(note, DeprecationWarning, stacklevel=2)
     run = plan(plugin, options, settings or WriteSettings(**values))
     with OutputDir(run.settings, output) as out:
         _check_run(out.staging, run, out.resumed)

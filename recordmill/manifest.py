@@ -172,8 +172,9 @@ def rewrite_command(manifest: dict[str, Any], output: str) -> str:
         words += ["--shuffle", "--seed", str(settings.get("seed") or 0)]
     if settings.get("compression", "auto") != "auto":
         words += ["--compression", str(settings["compression"])]
-    if settings.get("on_bad_row", "fail") != "fail":
-        words += ["--on-bad-row", str(settings["on_bad_row"])]
+    policy = settings.get("on_bad_input", settings.get("on_bad_row", "fail"))  # format 1: _row
+    if policy != "fail":
+        words += ["--on-bad-input", str(policy)]
     for key, value in (plugin.get("options") or {}).items():
         flag = "--" + key.replace("_", "-")
         if value is True:

@@ -29,7 +29,7 @@ REJECTS_KEY = b"recordmill.rejects"
 class Reject:
     """An input that produced no row: ``source`` says which (a file path...), ``reason`` why.
 
-    Rows that recordmill itself rejects (``--on-bad-row skip``) also carry the row's index in its
+    Rows that recordmill itself rejects (``--on-bad-input skip``) also carry the row's index in its
     task, the field, and the offending value (its repr, cut to 200 characters)."""
 
     source: str

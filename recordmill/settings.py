@@ -20,6 +20,9 @@ from recordmill.layout import FORMATS
 
 COMPRESSIONS = ("auto", "none", "zstd", "snappy", "lz4", "gzip", "brotli")
 POLICIES = ("fail", "skip")
+# The bad-input policy's names before it had one (the engine's, the image pipeline's, the csv and
+# tfrecord plugins'): still accepted, with a note, until the next release.
+OLD_POLICY_NAMES = ("on_bad_row", "on_bad_file", "on_bad_record")
 
 
 def _flag(*names: str, **argparse_kwargs: Any) -> dict[str, Any]:
@@ -100,13 +103,14 @@ class WriteSettings:
             help="also run a task again when the plugin raised an exception in it",
         ),
     )
-    on_bad_row: str = field(
+    on_bad_input: str = field(
         default="fail",
         metadata=_flag(
-            "--on-bad-row",
+            "--on-bad-input",
             choices=POLICIES,
-            help="a row that does not fit the schema fails the run, or is listed in the rejects "
-            "(recordmill rejects PATH) and left out",
+            help="bad input (a row that does not fit the schema, an image or a record that a "
+            "plugin cannot read) fails the run, or is listed in the rejects (recordmill rejects "
+            "PATH) and left out",
         ),
     )
     max_rejects: int | None = field(
@@ -140,8 +144,8 @@ class WriteSettings:
             raise ConfigError(
                 f"--compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
             )
-        if self.on_bad_row not in POLICIES:
-            raise ConfigError(f"--on-bad-row must be fail or skip, got {self.on_bad_row!r}")
+        if self.on_bad_input not in POLICIES:
+            raise ConfigError(f"--on-bad-input must be fail or skip, got {self.on_bad_input!r}")
         if self.retries < 0:
             raise ConfigError(f"--retries must be at least 0, got {self.retries}")
         if self.row_group_size is not None and self.row_group_size < 1:
@@ -163,7 +167,7 @@ class WriteSettings:
             "seed": self.seed if self.shuffle else None,
             "compression": self.compression,
             "row_group_size": self.row_group_size,
-            "on_bad_row": self.on_bad_row,
+            "on_bad_input": self.on_bad_input,
         }
 
 
@@ -188,3 +192,35 @@ def from_args(args: argparse.Namespace, **more: Any) -> WriteSettings:
         if "flags" in f.metadata
     }
     return WriteSettings(**values, **more)
+
+
+def old_policy_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` with the bad-input policy's old flags renamed ``--on-bad-input``, and a note for
+    each one found."""
+    out, notes = [], []
+    for token in argv:
+        flag, eq, value = token.partition("=")
+        name = flag.lstrip("-").replace("-", "_")
+        if flag.startswith("--") and name in OLD_POLICY_NAMES:
+            notes.append(_note(flag))
+            token = "--on-bad-input" + eq + value
+        out.append(token)
+    return out, notes
+
+
+def old_policy_keys(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The same for the keys of a ``--config`` file or of Python keyword arguments."""
+    out, notes = {}, []
+    for key, value in values.items():
+        if str(key).replace("-", "_") in OLD_POLICY_NAMES:
+            notes.append(_note(str(key)))
+            key = "on_bad_input"
+        out[key] = value
+    return out, notes
+
+
+def _note(old: str) -> str:
+    return (
+        f"recordmill: note: {old} is now --on-bad-input (one policy for rows, images and "
+        "records); the old name works until the next release"
+    )

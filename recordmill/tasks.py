@@ -20,6 +20,7 @@ import pyarrow as pa
 from recordmill import layout
 from recordmill.convert import RowConverter
 from recordmill.errors import RecordmillError, RowError, TaskError, writing
+from recordmill.options import Options
 from recordmill.plugins import DatasetPlugin, PluginRef
 from recordmill.rejects import Reject
 from recordmill.schema import infer_schema
@@ -102,7 +103,9 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
     """Produce, check and stage the rows of one task; ``report`` receives ``(rows, bytes)``."""
     task_id = job.task_id
     try:
-        rows = _plugin(job.plugin).dict_data(task_id, job.options)
+        # The bad-input policy reaches the plugin as an option of its own (see README: images).
+        options = Options({**vars(job.options), "on_bad_input": job.settings.on_bad_input})
+        rows = _plugin(job.plugin).dict_data(task_id, options)
         if rows is None:
             raise TaskError(task_id, "dict_data() returned None; it must yield (or return) rows")
         rows = iter(rows)
@@ -178,7 +181,7 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
 def _convert(
     converter: RowConverter, chunk: list[Any], position: int, job: TaskJob, result: TaskResult
 ) -> pa.RecordBatch | None:
-    """The chunk as a batch; with ``on_bad_row="skip"``, without the rows that do not fit, each
+    """The chunk as a batch; with ``on_bad_input="skip"``, without the rows that do not fit, each
     recorded as a reject (None when no row is left). ``position`` numbers the chunk's first row."""
     numbers: list[int] | None = None  # the rows' own numbers, once some were taken out
     while chunk:
@@ -193,7 +196,7 @@ def _convert(
             error = RowError(
                 e.reason, row=numbers[index], field=e.field, expected=e.expected, got=e.got
             ).located(job.task_id)
-            if job.settings.on_bad_row != "skip":
+            if job.settings.on_bad_input != "skip":
                 if job.schema is None:
                     error.reason += (
                         " (the schema was inferred from the task's first row; "

@@ -82,7 +82,7 @@ def test_bad_rows_name_file_line_and_column(tmp_path):
     result = run_writer(*args, "--output", tmp_path / "o")
     assert result.returncode == 1
     assert "bad.csv:3: column 'score': expected float32, got 'two\\nlines'" in result.stderr
-    result = run_writer(*args, "--output", tmp_path / "o", "--on-bad-record", "skip")
+    result = run_writer(*args, "--output", tmp_path / "o", "--on-bad-input", "skip")
     assert result.returncode == 0, result.stderr
     assert read_dataset(tmp_path / "o")["id"].to_pylist() == [1]
     rejects = recordmill.read_rejects(tmp_path / "o")
@@ -118,7 +118,7 @@ def test_json_lines_with_arrays_and_a_bad_line(tmp_path):
     result = run_writer(*args, "--output", tmp_path / "o")
     assert result.returncode == 1 and "rows.jsonl:3: not valid JSON" in result.stderr
     result = run_writer(
-        *args, "--output", tmp_path / "o", "--on-bad-record", "skip", "--rows-per-task", "2"
+        *args, "--output", tmp_path / "o", "--on-bad-input", "skip", "--rows-per-task", "2"
     )
     assert result.returncode == 0, result.stderr
     table = read_dataset(tmp_path / "o")

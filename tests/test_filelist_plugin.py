@@ -158,7 +158,7 @@ def test_a_missing_image_is_rejected_or_fails(tmp_path):
         lst,
         "--output",
         tmp_path / "o",
-        "--on-bad-file",
+        "--on-bad-input",
         "skip",
         "--quiet",
     )

@@ -22,7 +22,7 @@ def options(**kw):
         resize=None,
         quality=95,
         verify=False,
-        on_bad_file="fail",
+        on_bad_input="fail",
     )
     return SimpleNamespace(**{**base, **kw})
 
@@ -187,7 +187,7 @@ def test_skip_lists_every_bad_file_and_keeps_the_rest(folder_with_bad_files, tmp
         folder_with_bad_files,
         "--output",
         out,
-        "--on-bad-file",
+        "--on-bad-input",
         "skip",
         "--quiet",
         *extra,

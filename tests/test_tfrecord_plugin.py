@@ -87,7 +87,7 @@ def test_a_damaged_record_is_named_or_skipped(tfrecord_dir, tmp_path):
         tfrecord_dir,
         "--output",
         tmp_path / "o",
-        "--on-bad-record",
+        "--on-bad-input",
         "skip",
         "--quiet",
     )

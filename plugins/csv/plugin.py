@@ -14,7 +14,7 @@ Column names follow recordmill's rule for field names: other characters than let
 ``--schema`` file may use either form.
 
 A record that does not parse names the file, the line, the column, what was expected and what came;
-``--on-bad-record skip`` records it among the dataset's rejects instead and goes on.
+``--on-bad-input skip`` records it among the dataset's rejects instead and goes on.
 """
 
 import csv
@@ -45,12 +45,6 @@ def add_options(parser):
         type=int,
         default=0,
         help="split files into tasks of this many records (default: 0, one task per file)",
-    )
-    parser.add_argument(
-        "--on-bad-record",
-        choices=("fail", "skip"),
-        default="fail",
-        help="a record that does not parse fails the run (default) or goes to the rejects list",
     )
 
 
@@ -236,9 +230,9 @@ def dict_data(task_id, options):
 
 
 def _bad(options, where, reason):
-    if options.on_bad_record == "skip":
+    if options.get("on_bad_input", "fail") == "skip":
         return Reject(where, reason)
-    raise ValueError(f"{where}: {reason} (--on-bad-record skip records it and goes on)")
+    raise ValueError(f"{where}: {reason} (--on-bad-input skip records it and goes on)")
 
 
 def _jsonl_rows(path, start, line, count, options):

@@ -35,12 +35,6 @@ def add_options(parser):
     parser.add_argument(
         "--schema", help="YAML file: feature name -> type (default: from the first record)"
     )
-    parser.add_argument(
-        "--on-bad-record",
-        choices=("fail", "skip"),
-        default="fail",
-        help="a record whose CRC does not match fails the run (default) or goes to the rejects list",
-    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -117,6 +111,6 @@ def _column(feature):
 
 
 def _bad(options, source, reason):
-    if options.on_bad_record == "skip":
+    if options.get("on_bad_input", "fail") == "skip":
         return Reject(source, reason)
-    raise TFRecordError(f"{reason} (--on-bad-record skip records it and goes on)")
+    raise TFRecordError(f"{reason} (--on-bad-input skip records it and goes on)")

@@ -20,7 +20,7 @@ Plugins that read image files share it (``imagenet``, ``filelist``), and any plu
 Decoding applies EXIF orientation, turns every mode (grayscale, CMYK, palette, 16-bit) into RGB,
 and uses Pillow's JPEG draft mode to decode at 1/2, 1/4 or 1/8 scale when shrinking.
 A file that is not an image, or does not decode, fails the run naming it, or with
-``--on-bad-file skip`` becomes an entry of the dataset's rejects (``recordmill rejects PATH``).
+``--on-bad-input skip`` becomes an entry of the dataset's rejects (``recordmill rejects PATH``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class BadImage(RecordmillError):
 
     def __init__(self, path: str, reason: str):
         super().__init__(
-            f"bad image file {path}: {reason} (--on-bad-file skip records it and goes on)"
+            f"bad image file {path}: {reason} (--on-bad-input skip records it and goes on)"
         )
         self.path = path
         self.reason = reason
@@ -98,13 +98,6 @@ def add_options(parser: Any) -> None:
         action="store_true",
         help="with passthrough: decode every image to check it (otherwise only its signature)",
     )
-    parser.add_argument(
-        "--on-bad-file",
-        choices=("fail", "skip"),
-        default="fail",
-        help="a file that is not a readable image fails the run (default) or is skipped and "
-        "listed in the rejects list",
-    )
 
 
 def target_size(options: Any) -> tuple[int, int]:
@@ -132,11 +125,12 @@ def schema(options: Any) -> dict[str, Any]:
 
 def row(path: str | os.PathLike[str], options: Any, **fields: Any) -> dict[str, Any] | Reject:
     """``fields`` plus the image fields of ``path``; a :class:`Reject` for a bad file when
-    ``--on-bad-file skip``."""
+    ``--on-bad-input skip`` (recordmill gives its policy to ``dict_data`` as
+    ``options.on_bad_input``)."""
     try:
         return {**fields, **encode(path, options)}
     except BadImage as e:
-        if options.on_bad_file == "skip":
+        if options.get("on_bad_input", "fail") == "skip":
             return Reject(e.path, e.reason)
         raise
 

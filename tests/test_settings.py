@@ -1,0 +1,85 @@
+"""WriteSettings: one checked object whose fields carry their flags; the bad-input policy's old
+flags still work, with a note."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+import recordmill
+from recordmill.errors import ConfigError
+from recordmill.settings import WriteSettings, add_flags, from_args
+from tests.conftest import COUNTING_PLUGIN, make_plugin, run_writer
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"partitions": 0}, r"--partitions must be at least 1, got 0"),
+        ({"workers": 0}, r"--workers must be at least 1"),
+        ({"format": "csv"}, r"--format must be one of parquet, arrow"),
+        ({"compression": "lzma"}, r"--compression must be one of auto"),
+        ({"on_bad_input": "ignore"}, r"--on-bad-input must be fail or skip"),
+        ({"retries": -1}, r"--retries must be at least 0"),
+        ({"row_group_size": 0}, r"--row-group-size must be at least 1"),
+    ],
+)
+def test_bad_settings_are_refused_when_built(values, message):
+    with pytest.raises(ConfigError, match=message):
+        WriteSettings(**values)
+
+
+def test_flags_come_from_the_fields():
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    args = parser.parse_args(["--partitions", "3", "--shuffle", "--on-bad-input", "skip"])
+    settings = from_args(args, progress=False)
+    assert settings == WriteSettings(
+        partitions=3, shuffle=True, on_bad_input="skip", progress=False
+    )
+    assert parser.parse_args(["--mindrecord_partitions", "5"]).partitions == 5
+    assert settings.identity()["seed"] == 0 and WriteSettings().identity()["seed"] is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.partitions = 4
+
+
+BAD_ROWS = """
+    def task_number():
+        return 1
+
+    def schema():
+        return {"x": {"type": "uint8"}}
+
+    def dict_data(task_id):
+        yield from ({"x": 1}, {"x": 300}, {"x": 2})
+"""
+
+
+def test_the_old_policy_flags_still_work_with_a_note(tmp_path):
+    plugin = make_plugin(tmp_path / "bad", BAD_ROWS)
+    result = run_writer("--script", plugin, "--output", tmp_path / "o", "--on-bad-row", "skip")
+    assert result.returncode == 0, result.stderr
+    assert "note: --on-bad-row is now --on-bad-input" in result.stderr
+    assert [r["row"] for r in recordmill.read_rejects(tmp_path / "o")] == [1]
+    (tmp_path / "run.yaml").write_text("on-bad-file: skip\n")
+    args = ("--script", plugin, "--output", tmp_path / "o2", "--config", tmp_path / "run.yaml")
+    result = run_writer(*args)
+    assert result.returncode == 0 and "note: on-bad-file is now --on-bad-input" in result.stderr
+    with pytest.warns(DeprecationWarning, match="on_bad_record is now --on-bad-input"):
+        recordmill.write(plugin, tmp_path / "o3", on_bad_record="skip", workers=1, progress=False)
+    assert len(recordmill.open(str(tmp_path / "o3"))) == 2
+
+
+def test_a_resume_with_other_settings_is_refused_naming_them(tmp_path):
+    plugin = make_plugin(tmp_path / "counting", COUNTING_PLUGIN)
+    staging = tmp_path / ".out.recordmill-partial"
+    staging.mkdir()
+    (staging / "run.json").write_text(
+        '{"plugin": "counting", "options": {"sizes": "5,0,17,3"}, "task_number": 4, '
+        '"settings": {"partitions": 2}}'
+    )
+    result = run_writer("--script", plugin, "--output", tmp_path / "out", "--resume")
+    assert result.returncode == 1 and "cannot --resume" in result.stderr
+    assert "settings: {'partitions': 2} then" in result.stderr
