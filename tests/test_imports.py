@@ -15,6 +15,7 @@ WRITE_SIDE = {
     "recordmill.convert",
     "recordmill.engine",
     "recordmill.executors",
+    "recordmill.fragments",
     "recordmill.hookspecs",
     "recordmill.mindrecord",
     "recordmill.options",
@@ -24,6 +25,7 @@ WRITE_SIDE = {
     "recordmill.pool",
     "recordmill.settings",
     "recordmill.tasks",
+    "recordmill.writers",
 }
 
 
