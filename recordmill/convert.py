@@ -22,6 +22,7 @@ from recordmill.schema import (
     describe_value,
     expected_text,
     nested_shape,
+    numpy_dtype,
     tensor_spec,
 )
 
@@ -184,7 +185,7 @@ def _scalar_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         # numpy with explicit checks does what the README promises.
         nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
         source_values = array.fill_null(0).to_numpy(zero_copy_only=False)
-        converted = _as_numpy(source_values, np.dtype(target.to_pandas_dtype()))
+        converted = _as_numpy(source_values, numpy_dtype(target))
         return pa.array(converted, type=target, mask=nulls)
     return array.cast(target)  # a safe cast: overflow and fractional parts are errors
 
@@ -196,7 +197,7 @@ def _is_int(value: Any) -> bool:
 def _one_by_one(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     """Scalars converted each on its own (None is null), so that no value is rounded on the
     way by a type chosen for all of them."""
-    dtype = np.dtype(target.to_pandas_dtype())
+    dtype = numpy_dtype(target)
     converted = np.zeros(len(values), dtype)
     for i, value in enumerate(values):
         if value is not None:
@@ -290,7 +291,7 @@ def _fixed_column(
 ) -> pa.Array:
     """Small fixed-shape arrays: one numpy stack, then one fixed-size list level per dimension."""
     present, mask = _split_nulls(values)
-    stacked = _with_nulls(_stack(present, shape, np.dtype(leaf.to_pandas_dtype())), mask)
+    stacked = _with_nulls(_stack(present, shape, numpy_dtype(leaf)), mask)
     child: pa.Array = pa.array(stacked.ravel())
     for level, dim in enumerate(reversed(shape)):
         outer = mask is not None and level == len(shape) - 1
@@ -305,7 +306,7 @@ def _ragged_column(
 ) -> pa.Array:
     """Arrays with variable dimensions: their values concatenated, then one level of lists per
     dimension (fixed-size lists for fixed dimensions), offsets from each array's shape."""
-    dtype = np.dtype(leaf.to_pandas_dtype())
+    dtype = numpy_dtype(leaf)
     mask = _split_nulls(values)[1]
     empty = np.empty([0 if d == -1 else d for d in shape], dtype=dtype)
     arrays = []

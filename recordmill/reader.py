@@ -27,7 +27,7 @@ from recordmill import manifest as manifest_file
 from recordmill.errors import OutputError
 from recordmill.manifest import arrow_schema
 from recordmill.rows import RowIndex, bounds
-from recordmill.schema import nested_shape, tensor_spec
+from recordmill.schema import nested_shape, numpy_dtype, tensor_spec
 from recordmill.storage import Store
 
 CACHE_BYTES = 1 << 30
@@ -450,7 +450,7 @@ def to_numpy(column: pa.Array | pa.ChunkedArray, field: pa.Field | None = None) 
             flat = flat.flatten()
         return flat.to_numpy(zero_copy_only=False).reshape(len(column), *shape)
     if shape and numeric:
-        return _arrays(column, shape, np.dtype(leaf.to_pandas_dtype()))
+        return _arrays(column, shape, numpy_dtype(leaf))
     if not shape and numeric and not column.null_count:
         return column.to_numpy(zero_copy_only=False)
     return column.to_pylist()

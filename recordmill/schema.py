@@ -64,6 +64,15 @@ NAME_RULE_TEXT = (
 # --- names --------------------------------------------------------------------------------------
 
 
+def numpy_dtype(t: pa.DataType) -> np.dtype:
+    """The numpy dtype of a number or bool type (pyarrow's own ``to_pandas_dtype`` needs
+    pandas installed)."""
+    name = TYPE_NAMES.get(t)
+    if name is None or name in TEXT_TYPES:
+        raise TypeError(f"{t} has no numpy dtype")
+    return np.dtype(name)
+
+
 def check_names(names: Sequence[str]) -> None:
     """Refuse names that some tools cannot use as they are (see :data:`NAME_RULE_TEXT`)."""
     seen: dict[str, str] = {}
@@ -110,9 +119,7 @@ def _from_pyarrow(schema: pa.Schema) -> pa.Schema:
     ):
         return schema
     fields = [
-        tensor_field(
-            f.name, np.dtype(f.type.value_type.to_pandas_dtype()), f.type.shape, f.nullable
-        )
+        tensor_field(f.name, numpy_dtype(f.type.value_type), f.type.shape, f.nullable)
         if isinstance(f.type, pa.FixedShapeTensorType)
         else f
         for f in schema
@@ -180,7 +187,7 @@ def field_for(
         small = math.prod(shape) <= LIST_MAX_ELEMENTS and not nullable
         layout = "list" if -1 in shape or small or text else "tensor"
     if layout == "tensor":
-        return tensor_field(name, np.dtype(value_type.to_pandas_dtype()), shape, nullable)
+        return tensor_field(name, numpy_dtype(value_type), shape, nullable)
     if nullable and shape[0] != -1 and not _NULLABLE_FIXED_LISTS:
         raise SchemaError(
             f"schema field {name!r}: a nullable array whose first dimension is fixed is a "

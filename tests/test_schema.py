@@ -452,3 +452,35 @@ def test_nullable_fixed_shapes_are_tensors_and_fixed_lists_with_nulls_need_pyarr
     else:
         with pytest.raises(SchemaError, match=r"apache/arrow#35692.*layout.*tensor"):
             to_arrow_schema(declared)
+
+
+def test_arrays_convert_without_pandas_installed():
+    # pyarrow's DataType.to_pandas_dtype() imports pandas, which recordmill does not depend on.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+
+        class NoPandas:  # as if pandas were not installed
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "pandas":
+                    raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+
+        sys.meta_path.insert(0, NoPandas())
+        import numpy as np
+        from recordmill.convert import RowConverter
+        from recordmill.reader import to_numpy
+        from recordmill.schema import to_arrow_schema
+        schema = to_arrow_schema({"x": {"type": "float32", "shape": [4]},
+                                  "t": {"type": "uint8", "shape": [-1, 2]},
+                                  "i": {"type": "float16", "shape": [20]}})
+        batch = RowConverter(schema).to_batch([{"x": [1, 2, 3, 4], "t": [[1, 2]], "i": np.ones(20)}])
+        print([np.asarray(to_numpy(c, f)).sum() for c, f in zip(batch.columns, batch.schema)])
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[np.float32(10.0), np.uint64(3), np.float16(20.0)]"
