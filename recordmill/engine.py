@@ -93,6 +93,8 @@ def write(
     values, notes = old_policy_keys(values)
     for note in notes:
         warnings.warn(note, DeprecationWarning, stacklevel=2)
+    if settings is not None and values:
+        raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
     run = plan(plugin, options, settings or WriteSettings(**values))
     with OutputDir(run.settings, output) as out:
         _check_run(out.staging, run, out.resumed)
