@@ -89,14 +89,18 @@ def write_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _write(argv: list[str]) -> int:
-    argv, notes = settings.old_policy_flags(argv)
+    # recordmill's own old policy flag; the plugins' old ones once we know the plugin (in _run).
+    argv, notes = settings.old_policy_flags(argv, ("on_bad_row",))
     # Two passes, as pytest and tox do: find the plugin first, let it add its options, then parse.
-    first, rest = _write_parser(add_help=False).parse_known_args(argv)
+    config_path = _write_parser(add_help=False).parse_known_args(argv)[0].config
     config, config_notes = settings.old_policy_keys(
-        _load_config(first.config) if first.config else {}
+        _load_config(config_path) if config_path else {}, ("on_bad_row",)
     )
     for note in dict.fromkeys(notes + config_notes):
         print(note, file=sys.stderr)
+    first_parser = _write_parser(add_help=False)
+    executors.add_all_options(first_parser, _first_pass(argv, config).executor, required=False)
+    first, rest = first_parser.parse_known_args(argv)  # rest: what no executor knows either
     script = first.script or config.get("script") or config.get("mindrecord_script")
     ref = resolve(str(script)) if script is not None else None
     if ref is not None and ref.source == "mindrecord":
@@ -119,7 +123,7 @@ def _run(
     parser = _write_parser()
     # The executor's own flags, like the plugin's: known once the first pass found its name.
     executor = _first_pass(argv, config).executor
-    executor_dests = group_dests(executors.option_group(parser, executor))
+    all_executor_dests = executors.add_all_options(parser, executor)
     plugin = None
     plugin_dests: list[str] = []
     if ref is not None:
@@ -130,6 +134,12 @@ def _run(
             raise ConfigError(
                 f"plugin {plugin.name}: its option clashes with recordmill's: {e}"
             ) from e
+    # The plugins' old policy flags, unless this plugin has such a flag of its own.
+    old_names = tuple(n for n in settings.OLD_PLUGIN_POLICY_NAMES if n not in plugin_dests)
+    argv, notes = settings.old_policy_flags(argv, old_names)
+    config, config_notes = settings.old_policy_keys(config, old_names)
+    for note in dict.fromkeys(notes + config_notes):
+        print(note, file=sys.stderr)
     config_tokens = to_tokens(parser, config, f"--config {config_path}")
     if ref is not None and ref.source == "mindrecord":
         args, _ = parser.parse_known_args(config_tokens + argv)  # the rest went to the pickle
@@ -140,6 +150,15 @@ def _run(
     if args.output is None:
         parser.error("--output is required")
 
+    for name, dests in all_executor_dests.items():
+        for dest in dests:
+            if name != executor and getattr(args, dest) != parser.get_default(dest):
+                print(
+                    f"recordmill: note: {dest} is an option of --executor {name}, not of "
+                    f"{executor}; ignored",
+                    file=sys.stderr,
+                )
+    executor_dests = all_executor_dests[executor]
     summary = write(
         plugin,
         args.output,

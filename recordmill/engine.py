@@ -8,6 +8,7 @@ The engine knows nothing of argparse; the CLI turns flags into a call to :func:`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -28,7 +29,7 @@ from recordmill.errors import (
     RecordmillError,
     writing,
 )
-from recordmill.options import Options, plugin_options
+from recordmill.options import Options, option_dests, plugin_options
 from recordmill.output import OutputDir
 from recordmill.partitions import (
     PartitionInfo,
@@ -42,7 +43,7 @@ from recordmill.plugins import DatasetPlugin, PluginRef, load_plugin
 from recordmill.progress import human_size
 from recordmill.rows import bounds
 from recordmill.schema import check_same_schema, to_arrow_schema
-from recordmill.settings import WriteSettings, old_policy_keys
+from recordmill.settings import OLD_PLUGIN_POLICY_NAMES, WriteSettings, old_policy_keys
 from recordmill.storage import Store
 from recordmill.tasks import TaskJob, TaskResult, load_record, run_task
 
@@ -96,6 +97,7 @@ def write(
     if settings is not None and values:
         raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
     run = plan(plugin, options, settings or WriteSettings(**values))
+    executors.options_of(run.settings)  # a mistake there must not cost an interrupted run
     with OutputDir(run.settings, output) as out:
         _check_run(out.staging, run, out.resumed)
         out.start_writing()  # from here on, a failure removes the staging folder
@@ -148,10 +150,28 @@ def plan(
     if not isinstance(plugin, DatasetPlugin):
         plugin = load_plugin(plugin)
     if not isinstance(options, Options):
+        options, settings = _old_policy_options(plugin, options or {}, settings)
         options = plugin_options(plugin, options)
     return Run(
         plugin, options, settings, plugin.task_number(options), _declared_schema(plugin, options)
     )
+
+
+def _old_policy_options(
+    plugin: DatasetPlugin, options: Mapping[str, Any], settings: WriteSettings
+) -> tuple[Mapping[str, Any], WriteSettings]:
+    """The plugins' old policy options (``on_bad_file``, ``on_bad_record``) given from Python,
+    moved to the settings' ``on_bad_input`` (unless the plugin has such an option itself)."""
+    defined = set(option_dests(plugin))
+    names = tuple(n for n in OLD_PLUGIN_POLICY_NAMES if n not in defined)
+    moved, notes = old_policy_keys(options, names)
+    for note in notes:
+        warnings.warn(note, DeprecationWarning, stacklevel=4)
+    if "on_bad_input" in moved and "on_bad_input" not in defined:
+        policy = moved.pop("on_bad_input")
+        if settings.on_bad_input == "fail":
+            settings = dataclasses.replace(settings, on_bad_input=policy)
+    return moved, settings
 
 
 def run_tasks(
@@ -275,6 +295,9 @@ def _check_run(staging: Store, run: Run, resumed: bool) -> None:
     }
     if resumed and staging.is_file(layout.RUN_FILE):
         before = json.loads(staging.read_text(layout.RUN_FILE))
+        old = before.get("settings") or {}
+        if "on_bad_row" in old:  # recorded before the policy had one name
+            old["on_bad_input"] = old.pop("on_bad_row")
         changed = [
             f"{key}: {before.get(key)!r} then, {value!r} now"
             for key, value in record.items()

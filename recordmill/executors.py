@@ -322,6 +322,33 @@ def find(name: str) -> type[Executor]:
     raise ConfigError(f"no executor {name!r}; executors: {', '.join(names())}")
 
 
+def add_all_options(
+    parser: argparse.ArgumentParser, selected: str, required: bool = True
+) -> dict[str, list[str]]:
+    """Every executor's flags on ``parser``: the ``selected`` one's in its own group (required
+    ones required only with ``required``), the others' hidden and optional (so that a
+    ``--config`` file or a command line that names another executor's option is understood, and
+    the option ignored with a note). The dests of each executor's flags."""
+    shown = option_group(parser, selected)._group_actions
+    for action in shown:
+        action.required = action.required and required
+    dests = {selected: [a.dest for a in shown]}
+    hidden = parser.add_argument_group()
+    for name in names():
+        if name == selected:
+            continue
+        before = len(hidden._group_actions)
+        try:
+            find(name).add_options(hidden)
+        except (argparse.ArgumentError, ConfigError, ImportError):
+            continue  # a flag another executor has too, or an executor that does not load
+        for action in hidden._group_actions[before:]:
+            action.help = argparse.SUPPRESS
+            action.required = False
+        dests[name] = [a.dest for a in hidden._group_actions[before:]]
+    return dests
+
+
 def option_group(parser: argparse.ArgumentParser, name: str) -> argparse._ArgumentGroup:
     """The flags of executor ``name``, added to ``parser`` in a group of their own."""
     group = parser.add_argument_group(f"options of --executor {name}")
@@ -329,18 +356,24 @@ def option_group(parser: argparse.ArgumentParser, name: str) -> argparse._Argume
     return group
 
 
-def create(settings: WriteSettings, workers: int) -> Executor:
-    """The executor the settings name, given its options; unknown options are an error."""
-    cls = find(settings.executor)
+def options_of(settings: WriteSettings) -> dict[str, Any]:
+    """The options of the executor the settings name, defaults filled in; an unknown executor,
+    an unknown option or a missing required one is an error (checked before a run starts)."""
     parser = argparse.ArgumentParser(add_help=False)
-    known = {
-        action.dest: action.default
-        for action in option_group(parser, settings.executor)._group_actions
-    }
-    unknown = sorted(set(settings.executor_options) - set(known))
+    actions = option_group(parser, settings.executor)._group_actions
+    given = dict(settings.executor_options or {})
+    unknown = sorted(set(given) - {a.dest for a in actions})
     if unknown:
         raise ConfigError(
             f"executor {settings.executor!r} has no option(s) {unknown}; "
-            f"its options: {', '.join(sorted(known)) or 'none'}"
+            f"its options: {', '.join(sorted(a.dest for a in actions)) or 'none'}"
         )
-    return cls(workers, settings, {**known, **settings.executor_options})
+    missing = [a.option_strings[0] for a in actions if a.required and given.get(a.dest) is None]
+    if missing:
+        raise ConfigError(f"--executor {settings.executor} needs {', '.join(missing)}")
+    return {**{a.dest: a.default for a in actions}, **given}
+
+
+def create(settings: WriteSettings, workers: int) -> Executor:
+    """The executor the settings name, given its options (see :func:`options_of`)."""
+    return find(settings.executor)(workers, settings, options_of(settings))

@@ -64,6 +64,11 @@ def plugin_group(parser: argparse.ArgumentParser, plugin: Any) -> argparse._Argu
     return group
 
 
+def option_dests(plugin: Any) -> list[str]:
+    """The names under which the plugin's options reach its hooks."""
+    return group_dests(plugin_group(argparse.ArgumentParser(add_help=False), plugin))
+
+
 def group_dests(group: argparse._ArgumentGroup) -> list[str]:
     return [action.dest for action in group._group_actions]
 

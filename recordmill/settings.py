@@ -23,6 +23,7 @@ POLICIES = ("fail", "skip")
 # The bad-input policy's names before it had one (the engine's, the image pipeline's, the csv and
 # tfrecord plugins'): still accepted, with a note, until the next release.
 OLD_POLICY_NAMES = ("on_bad_row", "on_bad_file", "on_bad_record")
+OLD_PLUGIN_POLICY_NAMES = ("on_bad_file", "on_bad_record")  # a plugin may still define these
 
 
 def _flag(*names: str, **argparse_kwargs: Any) -> dict[str, Any]:
@@ -134,6 +135,8 @@ class WriteSettings:
     progress: bool = True  # the CLI's --quiet turns it off
 
     def __post_init__(self) -> None:
+        if self.executor_options is None:  # as from write(..., executor_options=None)
+            object.__setattr__(self, "executor_options", {})
         if self.partitions < 1:
             raise ConfigError(f"--partitions must be at least 1, got {self.partitions}")
         if self.workers is not None and self.workers < 1:
@@ -194,25 +197,29 @@ def from_args(args: argparse.Namespace, **more: Any) -> WriteSettings:
     return WriteSettings(**values, **more)
 
 
-def old_policy_flags(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``argv`` with the bad-input policy's old flags renamed ``--on-bad-input``, and a note for
-    each one found."""
+def old_policy_flags(
+    argv: list[str], names: tuple[str, ...] = OLD_POLICY_NAMES
+) -> tuple[list[str], list[str]]:
+    """``argv`` with the bad-input policy's old flags (``names`` of them) renamed
+    ``--on-bad-input``, and a note for each one found."""
     out, notes = [], []
     for token in argv:
         flag, eq, value = token.partition("=")
         name = flag.lstrip("-").replace("-", "_")
-        if flag.startswith("--") and name in OLD_POLICY_NAMES:
+        if flag.startswith("--") and name in names:
             notes.append(_note(flag))
             token = "--on-bad-input" + eq + value
         out.append(token)
     return out, notes
 
 
-def old_policy_keys(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def old_policy_keys(
+    values: Mapping[str, Any], names: tuple[str, ...] = OLD_POLICY_NAMES
+) -> tuple[dict[str, Any], list[str]]:
     """The same for the keys of a ``--config`` file or of Python keyword arguments."""
     out, notes = {}, []
     for key, value in values.items():
-        if str(key).replace("-", "_") in OLD_POLICY_NAMES:
+        if str(key).replace("-", "_") in names:
             notes.append(_note(str(key)))
             key = "on_bad_input"
         out[key] = value

@@ -103,8 +103,11 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
     """Produce, check and stage the rows of one task; ``report`` receives ``(rows, bytes)``."""
     task_id = job.task_id
     try:
-        # The bad-input policy reaches the plugin as an option of its own (see README: images).
-        options = Options({**vars(job.options), "on_bad_input": job.settings.on_bad_input})
+        # The bad-input policy reaches the plugin as an option (see README: images), also under
+        # its old names for plugins that still read them (until the next release).
+        policy = job.settings.on_bad_input
+        old = dict.fromkeys(("on_bad_file", "on_bad_record"), policy)
+        options = Options({**old, **vars(job.options), "on_bad_input": policy})
         rows = _plugin(job.plugin).dict_data(task_id, options)
         if rows is None:
             raise TaskError(task_id, "dict_data() returned None; it must yield (or return) rows")

@@ -92,3 +92,27 @@ def test_executor_options_are_checked():
         executors.create(WriteSettings(executor="dask", executor_options={"dask_adress": "x"}), 1)
     with pytest.raises(ConfigError, match=r"no executor 'spark'; executors: dask, process, ray"):
         executors.find("spark")
+
+
+def test_an_executor_mistake_keeps_an_interrupted_run(tmp_path):
+    plugin = make_plugin(tmp_path / "counting", COUNTING_PLUGIN)
+    staging = tmp_path / ".out.recordmill-partial"
+    staging.mkdir()
+    (staging / "run.json").write_text("{}")
+    for options in ({"dask_adress": "tcp://x:1"}, {"journal": "j"}):
+        with pytest.raises(ConfigError, match="has no option"):
+            recordmill.write(
+                plugin, tmp_path / "out", resume=True, executor="dask", executor_options=options
+            )
+        assert (staging / "run.json").is_file()  # still there for a --resume done right
+
+
+def test_another_executors_option_is_ignored_with_a_note(tmp_path):
+    plugin = make_plugin(tmp_path / "counting", COUNTING_PLUGIN)
+    (tmp_path / "run.yaml").write_text("executor: dask\ndask-address: tcp://127.0.0.1:1\n")
+    result = run_writer(
+        "--script", plugin, "--output", tmp_path / "out", "--config", tmp_path / "run.yaml",
+        "--executor", "process", "--workers", "1", "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "dask_address is an option of --executor dask, not of process; ignored" in result.stderr

@@ -73,3 +73,17 @@ def test_no_import_cycles():
     for name in MODULES:
         if name != "recordmill":
             assert name not in reachable(name), f"{name} imports itself through others"
+
+
+def test_reading_loads_nothing_of_the_write_side():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, recordmill, recordmill.reader, recordmill.verify, recordmill.decode\n"
+        "print(sorted(m for m in sys.modules if m == 'pluggy' or m.startswith('recordmill.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    loaded = set(eval(done.stdout))
+    assert "pluggy" not in loaded and not loaded & WRITE_SIDE, sorted(loaded & WRITE_SIDE)

@@ -83,3 +83,34 @@ def test_a_resume_with_other_settings_is_refused_naming_them(tmp_path):
     result = run_writer("--script", plugin, "--output", tmp_path / "out", "--resume")
     assert result.returncode == 1 and "cannot --resume" in result.stderr
     assert "settings: {'partitions': 2} then" in result.stderr
+
+
+OWN_FLAG = """
+    def add_options(parser):
+        parser.add_argument("--on-bad-record", default="fail")
+
+    def task_number():
+        return 1
+
+    def dict_data(task_id, options):
+        yield {"seen": options.on_bad_record}
+"""
+
+
+def test_a_plugin_keeps_an_old_policy_flag_of_its_own(tmp_path):
+    plugin = make_plugin(tmp_path / "own", OWN_FLAG)
+    result = run_writer(
+        "--script", plugin, "--output", tmp_path / "o", "--on-bad-record", "skip", "--quiet"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "note" not in result.stderr
+    assert recordmill.open(str(tmp_path / "o"))[0]["seen"] == "skip"
+
+
+def test_an_old_policy_option_from_python_moves_to_the_setting(tmp_path):
+    plugin = make_plugin(tmp_path / "bad", BAD_ROWS)
+    with pytest.warns(DeprecationWarning, match="on_bad_file is now --on-bad-input"):
+        summary = recordmill.write(
+            plugin, tmp_path / "o", options={"on_bad_file": "skip"}, workers=1, progress=False
+        )
+    assert summary.manifest["settings"]["on_bad_input"] == "skip" and summary.rows == 2
