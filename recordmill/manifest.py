@@ -165,21 +165,13 @@ def rewrite_command(manifest: dict[str, Any], output: str) -> str:
         script = f"{plugin['source']}:{plugin['name']}"
     words = ["recordmill", "write", "--script", script]
     words += ["--output", output, "--overwrite"]
-    words += ["--partitions", str(settings.get("partitions", len(manifest["partitions"])))]
-    if manifest.get("format", "parquet") != "parquet":
-        words += ["--format", manifest["format"]]
-    if settings.get("shuffle"):
-        words += ["--shuffle", "--seed", str(settings.get("seed") or 0)]
-    if settings.get("compression", "auto") != "auto":
-        words += ["--compression", str(settings["compression"])]
-    policy = settings.get("on_bad_input", settings.get("on_bad_row", "fail"))  # format 1: _row
-    if policy != "fail":
-        words += ["--on-bad-input", str(policy)]
-    for key, value in (plugin.get("options") or {}).items():
-        flag = "--" + key.replace("_", "-")
+    # The settings recorded are those that make the output what it is; they and the plugin's
+    # options are named as their flags.
+    names = {"on_bad_row": "on_bad_input"}  # format 1's name for the policy
+    for key, value in [*settings.items(), *(plugin.get("options") or {}).items()]:
+        flag = "--" + names.get(key, key).replace("_", "-")
         if value is True:
             words.append(flag)
-        elif value not in (None, False):
-            values = value if isinstance(value, list) else [value]
-            words += [flag, *map(str, values)]
+        elif value is not None and value is not False:
+            words += [flag, *map(str, value if isinstance(value, list) else [value])]
     return shlex.join(words)

@@ -26,8 +26,10 @@ OLD_POLICY_NAMES = ("on_bad_row", "on_bad_file", "on_bad_record")
 OLD_PLUGIN_POLICY_NAMES = ("on_bad_file", "on_bad_record")  # a plugin may still define these
 
 
-def _flag(*names: str, **argparse_kwargs: Any) -> dict[str, Any]:
-    return {"flags": names, "argparse": argparse_kwargs}
+def _flag(*names: str, identity: bool = False, **argparse_kwargs: Any) -> dict[str, Any]:
+    """A field's flag; ``identity``: the setting makes the output what it is (see
+    :meth:`WriteSettings.identity`)."""
+    return {"flags": names, "argparse": argparse_kwargs, "identity": identity}
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,11 @@ class WriteSettings:
     partitions: int = field(
         default=1,
         metadata=_flag(
-            "--partitions", "--mindrecord_partitions", type=int, help="number of output files"
+            "--partitions",
+            "--mindrecord_partitions",
+            identity=True,
+            type=int,
+            help="number of output files",
         ),
     )
     workers: int | None = field(
@@ -49,11 +55,14 @@ class WriteSettings:
             help="worker processes (default: the number of cores; 1 runs in this process)",
         ),
     )
-    format: str = field(default="parquet", metadata=_flag("--format", choices=FORMATS))
+    format: str = field(
+        default="parquet", metadata=_flag("--format", identity=True, choices=FORMATS)
+    )
     compression: str = field(
         default="auto",
         metadata=_flag(
             "--compression",
+            identity=True,
             choices=COMPRESSIONS,
             help="auto: zstd, except bytes and tensor columns (usually JPEG/PNG already) and "
             "Arrow files, which stay uncompressed",
@@ -63,6 +72,7 @@ class WriteSettings:
         default=None,
         metadata=_flag(
             "--row-group-size",
+            identity=True,
             type=int,
             help="rows per Parquet row group / Arrow record batch (default: about 64 MB of data)",
         ),
@@ -70,10 +80,15 @@ class WriteSettings:
     shuffle: bool = field(
         default=False,
         metadata=_flag(
-            "--shuffle", action="store_true", help="write the rows in a seeded random order"
+            "--shuffle",
+            identity=True,
+            action="store_true",
+            help="write the rows in a seeded random order",
         ),
     )
-    seed: int = field(default=0, metadata=_flag("--seed", type=int, help="seed for --shuffle"))
+    seed: int = field(
+        default=0, metadata=_flag("--seed", identity=True, type=int, help="seed for --shuffle")
+    )
     overwrite: bool = field(
         default=False,
         metadata=_flag(
@@ -108,6 +123,7 @@ class WriteSettings:
         default="fail",
         metadata=_flag(
             "--on-bad-input",
+            identity=True,
             choices=POLICIES,
             help="bad input (a row that does not fit the schema, an image or a record that a "
             "plugin cannot read) fails the run, or is listed in the rejects (recordmill rejects "
@@ -163,15 +179,14 @@ class WriteSettings:
     def identity(self) -> dict[str, Any]:
         """What makes the output what it is: recorded in the manifest, and what a ``--resume``
         must match (workers, retries, the executor and the like may change between runs)."""
-        return {
-            "partitions": self.partitions,
-            "format": self.format,
-            "shuffle": self.shuffle,
-            "seed": self.seed if self.shuffle else None,
-            "compression": self.compression,
-            "row_group_size": self.row_group_size,
-            "on_bad_input": self.on_bad_input,
+        found = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.metadata.get("identity")
         }
+        if not self.shuffle:
+            found["seed"] = None  # the seed changes nothing without --shuffle
+        return found
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
