@@ -98,16 +98,17 @@ def _write(argv: list[str]) -> int:
     )
     for note in dict.fromkeys(notes + config_notes):
         print(note, file=sys.stderr)
+    executor = _first_pass(argv, config).executor
     first_parser = _write_parser(add_help=False)
-    executors.add_all_options(first_parser, _first_pass(argv, config).executor, required=False)
+    executors.add_all_options(first_parser, executor, required=False)
     first, rest = first_parser.parse_known_args(argv)  # rest: what no executor knows either
     script = first.script or config.get("script") or config.get("mindrecord_script")
     ref = resolve(str(script)) if script is not None else None
     if ref is not None and ref.source == "mindrecord":
         # An unmodified mr_api.py reads the flags recordmill does not know at import time.
         with argument_pickle(rest):
-            return _run(argv, config, first.config, ref)
-    return _run(argv, config, first.config, ref)
+            return _run(argv, config, first.config, ref, executor)
+    return _run(argv, config, first.config, ref, executor)
 
 
 def _first_pass(argv: list[str], config: dict[str, Any]) -> argparse.Namespace:
@@ -118,11 +119,14 @@ def _first_pass(argv: list[str], config: dict[str, Any]) -> argparse.Namespace:
 
 
 def _run(
-    argv: list[str], config: dict[str, Any], config_path: str | None, ref: PluginRef | None
+    argv: list[str],
+    config: dict[str, Any],
+    config_path: str | None,
+    ref: PluginRef | None,
+    executor: str,
 ) -> int:
     parser = _write_parser()
     # The executor's own flags, like the plugin's: known once the first pass found its name.
-    executor = _first_pass(argv, config).executor
     all_executor_dests = executors.add_all_options(parser, executor)
     plugin = None
     plugin_dests: list[str] = []

@@ -97,13 +97,15 @@ def write(
     if settings is not None and values:
         raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
     run = plan(plugin, options, settings or WriteSettings(**values))
-    executors.options_of(run.settings)  # a mistake there must not cost an interrupted run
+    # Checked before the output is touched: a mistake there must not cost an interrupted run.
+    executor_options = executors.options_of(run.settings)
     with OutputDir(run.settings, output) as out:
         _check_run(out.staging, run, out.resumed)
         out.start_writing()  # from here on, a failure removes the staging folder
         with executors.create(
             run.settings,
             workers=min(run.settings.worker_count, max(run.tasks, 1, run.settings.partitions)),
+            options=executor_options,
         ) as runner:
             runner.check(run.plugin, out.staging)
             results, tasks_seconds = run_tasks(run, out, runner)

@@ -374,6 +374,6 @@ def options_of(settings: WriteSettings) -> dict[str, Any]:
     return {**{a.dest: a.default for a in actions}, **given}
 
 
-def create(settings: WriteSettings, workers: int) -> Executor:
-    """The executor the settings name, given its options (see :func:`options_of`)."""
-    return find(settings.executor)(workers, settings, options_of(settings))
+def create(settings: WriteSettings, workers: int, options: Mapping[str, Any]) -> Executor:
+    """The executor the settings name, given its options (as :func:`options_of` checks them)."""
+    return find(settings.executor)(workers, settings, options)
