@@ -101,45 +101,45 @@ ENTRY_POINT_PLUGIN = """
 """
 
 
-@pytest.fixture(scope="session")
-def installed_package(tmp_path_factory) -> Path:
-    """A real third-party package, built and installed by pip, registering an entry point."""
-    root = tmp_path_factory.mktemp("thirdparty")
-    project = root / "project"
-    (project / "rm_thirdparty").mkdir(parents=True)
-    (project / "rm_thirdparty" / "__init__.py").write_text("")
-    (project / "rm_thirdparty" / "plugin.py").write_text(textwrap.dedent(ENTRY_POINT_PLUGIN))
-    (project / "pyproject.toml").write_text(
+def install_package(root: Path, name: str, modules: dict[str, str], entry_points: str) -> Path:
+    """Build and install (with pip, into ``root/site``) a real package ``name``: ``modules``
+    maps file names in its package folder to their source; ``entry_points`` is the TOML of its
+    ``[project.entry-points...]`` tables. Returns the folder to put on ``sys.path``."""
+    package = root / "project" / name.replace("-", "_")
+    package.mkdir(parents=True)
+    for file, source in modules.items():
+        (package / file).write_text(textwrap.dedent(source))
+    (root / "project" / "pyproject.toml").write_text(
         textwrap.dedent(
-            """
+            f"""
             [build-system]
             requires = ["setuptools>=61"]
             build-backend = "setuptools.build_meta"
 
             [project]
-            name = "rm-thirdparty"
+            name = "{name}"
             version = "1.0"
-
-            [project.entry-points."recordmill.plugins"]
-            thirdparty = "rm_thirdparty.plugin"
             """
         )
+        + textwrap.dedent(entry_points)
     )
     target = root / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(project),
-        ],
-        check=True,
+        [*pip, "--no-build-isolation", "--target", str(target), str(root / "project")], check=True
     )
     return target
+
+
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory) -> Path:
+    """A real third-party package, built and installed by pip, registering an entry point."""
+    return install_package(
+        tmp_path_factory.mktemp("thirdparty"),
+        "rm-thirdparty",
+        {"__init__.py": "", "plugin.py": ENTRY_POINT_PLUGIN},
+        """
+        [project.entry-points."recordmill.plugins"]
+        thirdparty = "rm_thirdparty.plugin"
+        """,
+    )

@@ -3,17 +3,13 @@ package's entry point, brings its own flag and runs a whole write."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 import recordmill
 from recordmill import executors
 from recordmill.errors import ConfigError
 from recordmill.settings import WriteSettings
-from tests.conftest import COUNTING_PLUGIN, make_plugin, run_writer
+from tests.conftest import COUNTING_PLUGIN, install_package, make_plugin, run_writer
 
 # One job at a time in this process, logging each job's index to --journal.
 EXECUTOR = """
@@ -37,32 +33,15 @@ EXECUTOR = """
 
 @pytest.fixture(scope="module")
 def installed_executor(tmp_path_factory):
-    root = tmp_path_factory.mktemp("executor")
-    project = root / "project"
-    (project / "rm_serial").mkdir(parents=True)
-    (project / "rm_serial" / "__init__.py").write_text(textwrap.dedent(EXECUTOR))
-    (project / "pyproject.toml").write_text(
-        textwrap.dedent(
-            """
-            [build-system]
-            requires = ["setuptools>=61"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "rm-serial"
-            version = "1.0"
-
-            [project.entry-points."recordmill.executors"]
-            serial = "rm_serial:SerialExecutor"
-            """
-        )
+    return install_package(
+        tmp_path_factory.mktemp("executor"),
+        "rm-serial",
+        {"__init__.py": EXECUTOR},
+        """
+        [project.entry-points."recordmill.executors"]
+        serial = "rm_serial:SerialExecutor"
+        """,
     )
-    target = root / "site"
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
-    subprocess.run(
-        [*pip, "--no-build-isolation", "--target", str(target), str(project)], check=True
-    )
-    return target
 
 
 def test_an_installed_executor_runs_a_write_with_its_own_flag(installed_executor, tmp_path):
@@ -89,7 +68,7 @@ def test_an_installed_executor_runs_a_write_with_its_own_flag(installed_executor
 
 def test_executor_options_are_checked():
     with pytest.raises(ConfigError, match=r"executor 'dask' has no option\(s\) \['dask_adress'\]"):
-        executors.create(WriteSettings(executor="dask", executor_options={"dask_adress": "x"}), 1)
+        executors.options_of(WriteSettings(executor="dask", executor_options={"dask_adress": "x"}))
     with pytest.raises(ConfigError, match=r"no executor 'spark'; executors: dask, process, ray"):
         executors.find("spark")
 
