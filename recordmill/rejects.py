@@ -47,10 +47,13 @@ def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: 
     return name
 
 
-def read(dataset: str | os.PathLike[str] | Store) -> list[dict[str, Any]]:
-    """The rejects of a written dataset (a path, a URI or a Store), in task order."""
+def read(
+    dataset: str | os.PathLike[str] | Store, manifest: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The rejects of a written dataset (a path, a URI or a Store), in task order; give its
+    ``manifest`` when it was read already."""
     store = dataset if isinstance(dataset, Store) else Store.at(dataset)
-    manifest = manifest_file.load(store)
+    manifest = manifest or manifest_file.load(store)
     name = (manifest.get("rejects") or {}).get("file")
     if not name:
         return []

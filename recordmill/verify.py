@@ -43,7 +43,7 @@ def verify(path: str | os.PathLike[str]) -> list[str]:
     rejected = (manifest.get("rejects") or {}).get("count", 0)
     if rejected:
         try:
-            listed_rejects = len(rejects.read(store))
+            listed_rejects = len(rejects.read(store, manifest))
         except OutputError as e:
             problems.append(f"rejects: {e}")
         else:
