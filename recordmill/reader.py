@@ -1,21 +1,23 @@
 """Reading a written dataset back: ``recordmill.open(path)``.
 
-Random access finds the partition and the row group of a row from the manifest's row counts and
-each file's footer, without scanning. Arrow IPC partitions are memory-mapped, so ``ds[i]`` touches
-only that row's bytes; Parquet row groups are decoded whole and kept in a small cache, so nearby
-rows cost one decode. Shuffled iteration is a true seeded permutation of all rows, read through the
-same cache (see :meth:`Dataset.iter_batches`).
+Rows are found from the manifest's row counts and each file's footer, without scanning. Arrow IPC
+partitions are memory-mapped: ``ds[i]`` touches only that row's bytes, and pages stay in the OS's
+page cache (shared by DataLoader workers), not in the process's own memory. Parquet row groups
+are decoded whole, so they are kept in a cache bounded by bytes (``cache_bytes``); a sequential
+pass decodes a few groups ahead in threads (``read_ahead_bytes``) and does not fill the cache.
+Shuffled iteration is a true seeded permutation of all rows, gathered a window at a time
+(see :meth:`Dataset.iter_batches`).
 """
 
 from __future__ import annotations
 
-import math
+import bisect
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,60 +26,150 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from recordmill import manifest as manifest_file
+from recordmill.columns import row_getter, row_values, to_numpy
 from recordmill.errors import OutputError
 from recordmill.manifest import arrow_schema
 from recordmill.rows import RowIndex, bounds
-from recordmill.schema import nested_shape, numpy_dtype, tensor_spec
 from recordmill.storage import Store
 
-CACHE_BYTES = 1 << 30
-# Row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
+__all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]
+
+CACHE_BYTES = 256 << 20
+READ_AHEAD_BYTES = 64 << 20
+# Parquet row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
 READ_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass
 class ReadStats:
-    """How much decoding the reads needed: ``groups_read`` counts row-group decodes."""
+    """How much decoding the reads needed: ``groups_read`` counts Parquet row-group decodes."""
 
     groups_read: int = 0
     rows_read: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Group:
     partition: int
     index: int  # row group (Parquet) or record batch (Arrow) within the partition
-    start: int  # first global row
     rows: int
 
 
-@dataclass
 class _Files:
     """What all views of one dataset share: open files, the row-group map, the decode cache."""
 
-    store: Store
-    manifest: dict[str, Any]
-    groups: list[_Group] = field(default_factory=list)
-    index: RowIndex = field(default_factory=lambda: RowIndex([]))
-    handles: dict[int, Any] = field(default_factory=dict)
-    cache: OrderedDict = field(default_factory=OrderedDict)
-    cache_bytes: int = 0
-    cache_limit: int = CACHE_BYTES
-    stats: ReadStats = field(default_factory=ReadStats)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    pool: ThreadPoolExecutor | None = None
-    pid: int = 0  # the process that opened the files and started the threads
+    def __init__(self, store: Store, manifest: dict[str, Any], cache_limit: int, ahead: int):
+        self.store = store
+        self.manifest = manifest
+        self.arrow = manifest["format"] == "arrow"
+        self.cache_limit = cache_limit
+        self.read_ahead_bytes = ahead
+        self.stats = ReadStats()
+        self.groups: list[_Group] = []
+        self.starts: list[int] = [0]  # first global row of each group, then the total
+        self.index = RowIndex([])
+        self._pid = -1
+        self._fresh()
 
+    def _fresh(self) -> None:
+        """Open files and threads belong to one process: a forked DataLoader worker starts its
+        own (the parent's threads do not exist there and its file positions are shared)."""
+        self._pid = os.getpid()
+        self._handles: dict[tuple[int, int], Any] = {}
+        self._group_rows: dict[int, list[int]] = {}
+        self._batches: dict[tuple[int, tuple[str, ...]], pa.RecordBatch] = {}
+        self._cache: OrderedDict[tuple[int, tuple[str, ...]], pa.RecordBatch] = OrderedDict()
+        self._cache_bytes = 0
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
-def _threads(files: _Files) -> ThreadPoolExecutor:
-    """The dataset's reading threads, started again in a forked child (a DataLoader worker),
-    where the parent's threads and open files do not carry over."""
-    if files.pool is None or files.pid != os.getpid():
-        files.pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="recordmill-read")
-        files.handles = {}
-        files.lock = threading.Lock()
-        files.pid = os.getpid()
-    return files.pool
+    def ready(self) -> _Files:
+        """Build the global row-group map once, from the manifest and the files' footers."""
+        if self._pid != os.getpid():
+            self._fresh()
+        if self.groups or not self.manifest["partitions"]:
+            return self
+        for p in range(len(self.manifest["partitions"])):
+            self.handle(p)
+            for i, n in enumerate(self._group_rows[p]):
+                self.groups.append(_Group(p, i, n))
+                self.starts.append(self.starts[-1] + n)
+        self.index = RowIndex([g.rows for g in self.groups])
+        return self
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="recordmill-read")
+        return self._pool
+
+    def locate(self, row: int) -> tuple[int, int]:
+        """The group holding global ``row``, and the row's number within it."""
+        g = bisect.bisect_right(self.starts, row) - 1
+        return g, row - self.starts[g]
+
+    def group_bytes(self) -> int:
+        """About how many bytes a decoded row group holds."""
+        total = sum(p["bytes"] for p in self.manifest["partitions"])
+        return max(1, total // max(1, len(self.groups)))
+
+    def handle(self, partition: int) -> Any:
+        # One reader per thread: a pyarrow ParquetFile must not be read from two threads at once.
+        key = (partition, threading.get_ident())
+        if key not in self._handles:
+            entry = self.manifest["partitions"][partition]
+            handle = open_partition(self.store, entry["file"], self.manifest["format"])
+            self._group_rows[partition] = group_rows(handle)
+            rows = sum(self._group_rows[partition])
+            if rows != entry["rows"]:
+                raise OutputError(
+                    f"{self.store}/{entry['file']} holds {rows} rows, the manifest says "
+                    f"{entry['rows']}: the dataset is damaged (recordmill verify tells more)"
+                )
+            self._handles[key] = handle
+        return self._handles[key]
+
+    def group(self, g: int, schema: pa.Schema, keep: bool = True) -> pa.RecordBatch:
+        """Row group ``g`` with ``schema``'s columns. Arrow: a memory-mapped batch, nothing
+        decoded. Parquet: from the cache, or decoded (and cached when ``keep``)."""
+        key = (g, tuple(schema.names))
+        if self.arrow:
+            batch = self._batches.get(key)
+            if batch is None:
+                group = self.groups[g]
+                batch = self.handle(group.partition).get_batch(group.index).select(schema.names)
+                self._batches[key] = batch
+            return batch
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        batch = self._decode(g, schema)
+        with self._lock:  # a read-ahead thread may be decoding beside us
+            self.stats.groups_read += 1
+            self.stats.rows_read += batch.num_rows
+            if keep:
+                self._cache[key] = batch
+                self._cache_bytes += batch.nbytes
+                while self._cache_bytes > self.cache_limit and len(self._cache) > 1:
+                    _, dropped = self._cache.popitem(last=False)
+                    self._cache_bytes -= dropped.nbytes
+        return batch
+
+    def _decode(self, g: int, schema: pa.Schema) -> pa.RecordBatch:
+        group = self.groups[g]
+        try:
+            table = self.handle(group.partition).read_row_group(
+                group.index, columns=schema.names, use_threads=False
+            )
+        except (OSError, pa.ArrowInvalid) as e:
+            entry = self.manifest["partitions"][group.partition]
+            raise OutputError(
+                f"{self.store}/{entry['file']}, row group {group.index}, is damaged: {e} "
+                "(recordmill verify tells more)"
+            ) from e
+        table = table.cast(schema) if table.schema != schema else table
+        return table.combine_chunks().to_batches()[0]
 
 
 def open(
@@ -86,15 +178,18 @@ def open(
     filesystem: pafs.FileSystem | None = None,
     decode: Mapping[str, Callable[[Any], Any]] | None = None,
     cache_bytes: int = CACHE_BYTES,
+    read_ahead_bytes: int = READ_AHEAD_BYTES,
 ) -> Dataset:
     """Open a dataset written by recordmill: a local path or any pyarrow filesystem URI.
 
     ``decode`` maps field names to functions applied to their values when rows are returned as
-    Python/numpy (for example ``{"data": recordmill.decode.image}``).
+    Python/numpy (for example ``{"data": recordmill.decode.image}``). ``cache_bytes`` bounds the
+    decoded Parquet row groups kept for random access and shuffles (256 MiB by default; Arrow IPC
+    needs none); ``read_ahead_bytes`` bounds what a sequential pass decodes ahead (64 MiB).
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     manifest = manifest_file.load(store)
-    files = _Files(store, manifest, cache_limit=cache_bytes)
+    files = _Files(store, manifest, cache_bytes, read_ahead_bytes)
     schema = arrow_schema(manifest)
     return Dataset(files, schema, 0, manifest["total_rows"], dict(decode or {}))
 
@@ -115,6 +210,7 @@ class Dataset:
         self._start = start
         self._stop = stop
         self._decode = {k: v for k, v in decode.items() if k in schema.names}
+        self._getters = [(f.name, row_getter(f), self._decode.get(f.name)) for f in schema]
 
     # --- what it is ---------------------------------------------------------------------------
 
@@ -163,8 +259,14 @@ class Dataset:
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError(f"row {key} is out of range for a dataset of {len(self)} rows")
-        table = self._range(self._start + index, self._start + index + 1)
-        return self._rows(table)[0]
+        files = self._files.ready()
+        g, local = files.locate(self._start + index)
+        batch = files.group(g, self.schema)
+        row = {}
+        for column, (name, get, decode) in zip(batch.columns, self._getters, strict=True):
+            value = get(column, local)
+            row[name] = decode(value) if decode is not None else value
+        return row
 
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         """The given rows (negative indices count from the end), in the given order."""
@@ -172,7 +274,7 @@ class Dataset:
         rows = np.where(rows < 0, rows + len(self), rows)
         if rows.size and (rows.min() < 0 or rows.max() >= len(self)):
             raise IndexError(f"indices out of range for a dataset of {len(self)} rows")
-        return self._gather(rows + self._start)
+        return pa.Table.from_batches([self._gather(rows + self._start)], schema=self.schema)
 
     def to_arrow(self) -> pa.Table:
         """Every row of this view as one Arrow table."""
@@ -190,31 +292,32 @@ class Dataset:
         batches (``format="arrow"``).
 
         With ``shuffle``, the rows come in a seeded permutation of all of them (``seed=None``
-        draws one). It is read in windows of many batches: each window's rows are gathered row
-        group by row group, so a row group is decoded once per window that needs it, and decoded
-        groups stay in a cache (``cache_bytes``, 1 GiB by default) across windows; a dataset
-        whose decoded size fits the cache is decoded exactly once per epoch.
+        draws one), gathered a window of batches at a time: with Arrow IPC each row is copied
+        once from the memory-mapped file; with Parquet each window decodes the row groups it
+        needs (or finds them in the cache), so a dataset whose decoded size fits ``cache_bytes``
+        is decoded exactly once per epoch.
         """
         view = self.select(columns) if columns is not None else self
         if shuffle:
             order = np.random.default_rng(seed).permutation(len(view)) + view._start
             window = view._window_rows(batch_size)
             for lo in range(0, len(order), window):
-                table = view._gather(order[lo : lo + window])
-                yield from view._batches(table, batch_size, format)
+                batch = view._gather(order[lo : lo + window])
+                yield from view._batches(batch, batch_size, format)
             return
-        held: list[pa.Table] = []
+        held: list[pa.RecordBatch] = []
         held_rows = 0
-        for table in view._groups_in_order():
-            held.append(table)
-            held_rows += table.num_rows
-            if held_rows >= batch_size:
-                joined = pa.concat_tables(held)
-                cut = held_rows - held_rows % batch_size
-                yield from view._batches(joined.slice(0, cut), batch_size, format)
-                held, held_rows = [joined.slice(cut)], held_rows - cut
+        for batch in view._groups_in_order(view._start, view._stop):
+            while batch.num_rows:
+                take = min(batch_size - held_rows, batch.num_rows)
+                held.append(batch.slice(0, take))
+                held_rows += take
+                batch = batch.slice(take)
+                if held_rows == batch_size:
+                    yield from view._batches(_concat(held), batch_size, format)
+                    held, held_rows = [], 0
         if held_rows:
-            yield from view._batches(pa.concat_tables(held), batch_size, format)
+            yield from view._batches(_concat(held), batch_size, format)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.iter_rows()
@@ -222,21 +325,23 @@ class Dataset:
     def iter_rows(
         self, indices: Sequence[int] | np.ndarray | None = None, batch_size: int = 1024
     ) -> Iterator[dict[str, Any]]:
-        """Row dicts: all rows in order, or the rows at ``indices``, in that order (read a window
-        of ``64 * batch_size`` rows at a time, each row group once per window)."""
+        """Row dicts: all rows in order, or the rows at ``indices``, in that order (gathered a
+        window at a time, as a shuffled pass is)."""
         if indices is None:
             for batch in self.iter_batches(batch_size, format="arrow"):
-                yield from self._rows(pa.Table.from_batches([batch]))
+                yield from self._rows(batch)
             return
-        window = 64 * batch_size
-        for lo in range(0, len(indices), window):
-            yield from self._rows(self.take(indices[lo : lo + window]))
+        rows = np.asarray(indices, dtype=np.int64)
+        window = self._window_rows(batch_size)
+        for lo in range(0, len(rows), window):
+            yield from self._rows(self.take(rows[lo : lo + window]).to_batches()[0])
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _batches(self, table: pa.Table, size: int, fmt: str) -> Iterator[Any]:
-        for batch in table.combine_chunks().to_batches(max_chunksize=size):
-            yield batch if fmt == "arrow" else self._columns(batch)
+    def _batches(self, batch: pa.RecordBatch, size: int, fmt: str) -> Iterator[Any]:
+        for lo in range(0, batch.num_rows, size):
+            piece = batch.slice(lo, size)
+            yield piece if fmt == "arrow" else self._columns(piece)
 
     def _columns(self, batch: pa.RecordBatch) -> dict[str, Any]:
         out = {}
@@ -247,106 +352,104 @@ class Dataset:
             out[name] = values
         return out
 
-    def _rows(self, table: pa.Table) -> list[dict[str, Any]]:
-        columns = self._columns(table.combine_chunks().to_batches()[0]) if table.num_rows else {}
-        for name, values in columns.items():
-            if isinstance(values, np.ndarray) and values.ndim == 1:
-                columns[name] = values.tolist()  # scalars as Python values in a row dict
-        return [
-            {name: values[i] for name, values in columns.items()} for i in range(table.num_rows)
-        ]
+    def _rows(self, batch: pa.RecordBatch) -> list[dict[str, Any]]:
+        rows = row_values(batch)
+        for name, decode in self._decode.items():
+            for row in rows:
+                row[name] = decode(row[name])
+        return rows
 
     def _window_rows(self, batch_size: int) -> int:
-        """Rows gathered at once in a shuffled pass: 64 batches, but not much over 256 MB."""
-        total = sum(p["bytes"] for p in self.manifest["partitions"]) or 1
-        per_row = max(1, total // max(1, self.manifest["total_rows"]))
-        return max(
-            batch_size, min(64 * batch_size, (256 << 20) // per_row // batch_size * batch_size)
-        )
+        """Rows gathered at once by a shuffle: with Parquet, half the cache's bytes (a window
+        reads every row group it touches, so a larger one decodes less per row); with Arrow
+        IPC, where nothing is decoded, 16 MiB. Always a whole number of batches."""
+        files = self._files
+        total = sum(p["bytes"] for p in files.manifest["partitions"]) or 1
+        per_row = max(1, total // max(1, files.manifest["total_rows"]))
+        budget = (16 << 20) if files.arrow else files.cache_limit // 2
+        batches = max(1, budget // per_row // batch_size)
+        return batch_size * batches
 
-    def _groups_in_order(self) -> Iterator[pa.Table]:
-        """This view's rows, group by group; the next row groups are decoded in threads while
-        the current one is used (pyarrow releases the GIL while it decodes)."""
-        files = _index(self._files)
-        wanted = list(files.index.spans(self._start, self._stop))
-        pool = _threads(files)
-        ahead = [pool.submit(self._group, g) for g, _, _ in wanted[:READ_THREADS]]
+    def _groups_in_order(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:
+        """Global rows ``start`` to ``stop``, group by group. Parquet groups are decoded ahead
+        in threads (pyarrow releases the GIL), up to ``read_ahead_bytes``, and not cached."""
+        files = self._files.ready()
+        wanted = list(files.index.spans(start, stop))
+        if files.arrow:
+            for g, lo, hi in wanted:
+                yield files.group(g, self.schema).slice(lo, hi - lo)
+            return
+        depth = max(1, min(len(wanted), files.read_ahead_bytes // files.group_bytes()))
+        ahead = [
+            files.pool.submit(files.group, g, self.schema, False) for g, _, _ in wanted[:depth]
+        ]
         for n, (_, lo, hi) in enumerate(wanted):
-            table = ahead.pop(0).result()
-            if n + READ_THREADS < len(wanted):
-                ahead.append(pool.submit(self._group, wanted[n + READ_THREADS][0]))
-            yield table.slice(lo, hi - lo)
+            batch = ahead.pop(0).result()
+            if n + depth < len(wanted):
+                ahead.append(
+                    files.pool.submit(files.group, wanted[n + depth][0], self.schema, False)
+                )
+            yield batch.slice(lo, hi - lo)
 
     def _range(self, start: int, stop: int) -> pa.Table:
-        """Global rows ``start`` to ``stop`` (consecutive), read group by group."""
-        files = _index(self._files)
-        pieces = [self._group(g).slice(lo, hi - lo) for g, lo, hi in files.index.spans(start, stop)]
-        if not pieces:
-            return self.schema.empty_table()
-        return pa.concat_tables(pieces)
+        """Global rows ``start`` to ``stop`` (consecutive) as one table."""
+        pieces = list(self._groups_in_order(start, stop))
+        return pa.Table.from_batches(pieces, schema=self.schema)
 
-    def _gather(self, rows: np.ndarray) -> pa.Table:
-        """Global rows in the given order: each row group needed is read once."""
+    def _gather(self, rows: np.ndarray) -> pa.RecordBatch:
+        """Global rows in the given order, as one batch; each row group needed is read once.
+
+        Arrow IPC: every value is copied once, from the memory-mapped groups into place.
+        Parquet: the groups are decoded side by side in threads, each cut down to the rows
+        wanted from it as soon as it is decoded, so only those rows are held, not whole groups.
+        """
         if rows.size == 0:
-            return self.schema.empty_table()
-        files = _index(self._files)
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        files = self._files.ready()
         plan = files.index.gather(rows)
-        parts, local = plan.parts, plan.local
-        tables = list(_threads(files).map(self._group, plan.groups))  # decoded side by side
+        if files.arrow:
+            sources = [files.group(g, self.schema) for g in plan.groups]
+            local = plan.local
+        else:
+
+            def cut(n: int) -> pa.RecordBatch:
+                return files.group(plan.groups[n], self.schema).take(plan.local[plan.parts[n]])
+
+            sources = list(files.pool.map(cut, range(len(plan.groups))))
+            local = np.empty(len(rows), dtype=np.int64)
+            for part in plan.parts:
+                local[part] = np.arange(len(part))
         columns = []
         for c, column_type in enumerate(self.schema.types):
-            chunks = [t.column(c).combine_chunks() for t in tables]
+            chunks = [s.column(c) for s in sources]
             if _is_large_binary_data(column_type, chunks):
-                columns.append(_gather_binary(chunks, parts, plan.slot, local, column_type))
+                columns.append(_gather_binary(chunks, plan.parts, plan.slot, local, column_type))
                 continue
             pieces = [
-                chunk.take(pa.array(local[part])) for chunk, part in zip(chunks, parts, strict=True)
+                chunk.take(pa.array(local[part]))
+                for chunk, part in zip(chunks, plan.parts, strict=True)
             ]
             # One contiguous array first: a take across many chunks is far slower than one copy.
             columns.append(pa.concat_arrays(pieces).take(pa.array(plan.inverse)))
-        return pa.Table.from_arrays(columns, schema=self.schema)
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
-    def _group(self, g: int) -> pa.Table:
-        """Row group ``g`` with this view's columns: from the cache, or read and cached."""
-        files = self._files
-        key = (g, tuple(self.schema.names))
-        with files.lock:
-            if key in files.cache:
-                files.cache.move_to_end(key)
-                return files.cache[key]
-        group = files.groups[g]
-        handle = _handle(files, group.partition)
-        if files.manifest["format"] == "arrow":
-            batch = handle.get_batch(group.index)
-            table = pa.Table.from_batches([batch]).select(self.schema.names)
-            return table  # memory-mapped: nothing to cache
-        try:
-            table = handle.read_row_group(group.index, columns=self.schema.names)
-        except (OSError, pa.ArrowInvalid) as e:
-            entry = files.manifest["partitions"][group.partition]
-            raise OutputError(
-                f"{files.store}/{entry['file']}, row group {group.index}, is damaged: {e} "
-                "(recordmill verify tells more)"
-            ) from e
-        table = table.cast(self.schema) if table.schema != self.schema else table
-        with files.lock:  # a read-ahead thread may be decoding beside us
-            files.stats.groups_read += 1
-            files.stats.rows_read += table.num_rows
-            files.cache[key] = table
-            files.cache_bytes += table.nbytes
-            while files.cache_bytes > files.cache_limit and len(files.cache) > 1:
-                _, dropped = files.cache.popitem(last=False)
-                files.cache_bytes -= dropped.nbytes
-        return table
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def _is_large_binary_data(t: pa.DataType, chunks: list[pa.Array]) -> bool:
     """Bytes or strings of 1 KB and more a value (images, audio), with no nulls."""
     if not (pa.types.is_binary(t) or pa.types.is_string(t)) or any(c.null_count for c in chunks):
         return False
-    total = sum(len(c.buffers()[2] or b"") for c in chunks)
+    total = sum(_value_bytes(c) for c in chunks)
     values = sum(len(c) for c in chunks)
     return values > 0 and total // values >= 1024
+
+
+def _value_bytes(chunk: pa.Array) -> int:
+    offsets = np.frombuffer(chunk.buffers()[1], np.int32)
+    return int(offsets[chunk.offset + len(chunk)] - offsets[chunk.offset])
 
 
 def _gather_binary(
@@ -379,24 +482,13 @@ def _gather_binary(
     )
 
 
-def _handle(files: _Files, partition: int) -> Any:
-    # One reader per thread: a pyarrow ParquetFile must not be read from two threads at once.
-    key = (partition, threading.get_ident())
-    if key not in files.handles:
-        entry = files.manifest["partitions"][partition]
-        handle = open_partition(files.store, entry["file"], files.manifest["format"])
-        _check_rows(files, handle, entry)
-        files.handles[key] = handle
-    return files.handles[key]
-
-
 def open_partition(store: Store, name: str, fmt: str) -> Any:
     """A partition file opened for reading: Arrow IPC memory-mapped on a local disk (so a row
     costs only its bytes), Parquet with its page checksums checked."""
     if fmt == "arrow":
         return pa.ipc.open_file(store.input_file(name))
     source = store.fs.open_input_file(store.path(name))
-    return pq.ParquetFile(source, page_checksum_verification=True)
+    return pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=False)
 
 
 def group_rows(handle: Any) -> list[int]:
@@ -404,96 +496,3 @@ def group_rows(handle: Any) -> list[int]:
     if isinstance(handle, pq.ParquetFile):
         return [handle.metadata.row_group(i).num_rows for i in range(handle.num_row_groups)]
     return [handle.get_batch(i).num_rows for i in range(handle.num_record_batches)]
-
-
-def _check_rows(files: _Files, handle: Any, entry: dict[str, Any]) -> None:
-    rows = sum(group_rows(handle))
-    if rows != entry["rows"]:
-        raise OutputError(
-            f"{files.store}/{entry['file']} holds {rows} rows, the manifest says {entry['rows']}: "
-            "the dataset is damaged (recordmill verify tells more)"
-        )
-
-
-def _index(files: _Files) -> _Files:
-    """Build the global row-group map once, from the manifest and the files' footers."""
-    _threads(files)
-    if files.groups or not files.manifest["partitions"]:
-        return files
-    start = 0
-    for p in range(len(files.manifest["partitions"])):
-        for i, n in enumerate(group_rows(_handle(files, p))):
-            files.groups.append(_Group(p, i, start, n))
-            start += n
-    files.index = RowIndex([g.rows for g in files.groups])
-    return files
-
-
-def to_numpy(column: pa.Array | pa.ChunkedArray, field: pa.Field | None = None) -> Any:
-    """A column as numpy where that fits: numbers -> an array; tensors and small fixed-shape
-    arrays -> one array of shape (rows, *shape), a view of the column's memory for tensors;
-    variable-length arrays -> a list of arrays, each with the field's number of dimensions;
-    strings, bytes and arrays of them -> lists. Give the ``field`` (it holds a tensor's dtype and
-    shape) wherever the column may be a tensor; null rows are None."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    t = column.type
-    spec = tensor_spec(field) if field is not None else None
-    if spec is not None:
-        return _tensors(column, *spec)
-    shape, leaf = nested_shape(t)
-    numeric = pa.types.is_integer(leaf) or pa.types.is_floating(leaf) or pa.types.is_boolean(leaf)
-    if shape and numeric and -1 not in shape and not column.null_count:
-        # Fixed shape all the way down: one (rows, *shape) array, no per-row work.
-        flat = column
-        for _ in shape:
-            flat = flat.flatten()
-        return flat.to_numpy(zero_copy_only=False).reshape(len(column), *shape)
-    if shape and numeric:
-        return _arrays(column, shape, numpy_dtype(leaf))
-    if not shape and numeric and not column.null_count:
-        return column.to_numpy(zero_copy_only=False)
-    return column.to_pylist()
-
-
-def _tensors(column: pa.Array, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
-    """Tensor rows as one (rows, *shape) array over the column's own bytes (or, with nulls, a
-    list holding None for the null rows)."""
-    if not len(column):
-        return np.empty((0, *shape), dtype)
-    width = column.type.byte_width
-    array = np.frombuffer(
-        column.buffers()[1],
-        dtype=dtype,
-        count=len(column) * math.prod(shape),
-        offset=column.offset * width,
-    ).reshape(len(column), *shape)
-    array.flags.writeable = False  # a view of decoded (cached) or memory-mapped bytes
-    if not column.null_count:
-        return array
-    valid = column.is_valid().to_numpy(zero_copy_only=False)
-    return [array[i] if ok else None for i, ok in enumerate(valid)]
-
-
-def _arrays(column: pa.Array, shape: list[int], dtype: np.dtype) -> list[Any]:
-    """Arrays of a shape with variable dimensions (or with nulls), one per row, each with the
-    declared number of dimensions even when empty."""
-    if shape[0] == -1 and -1 not in shape[1:] and pa.types.is_list(column.type):
-        # The usual [-1] or [-1, 4]: views of one array of all values, cut at the offsets.
-        offsets = column.offsets.to_numpy()
-        values = column.values
-        for _ in shape[1:]:
-            values = values.flatten()
-        flat = values.to_numpy(zero_copy_only=False).reshape(-1, *shape[1:])
-        flat.flags.writeable = False  # views of it may share the decoded (cached) bytes
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
-        return [flat[offsets[i] : offsets[i + 1]] if ok else None for i, ok in enumerate(valid)]
-    empty = [0 if d == -1 else d for d in shape]
-    out = []
-    for value in column.to_pylist():
-        if value is None:
-            out.append(None)
-            continue
-        array = np.asarray(value, dtype=dtype)
-        out.append(array.reshape(empty) if array.ndim != len(shape) and not array.size else array)
-    return out
