@@ -24,7 +24,9 @@ from recordmill.settings import WriteSettings
 from recordmill.storage import Store
 from recordmill.writers import open_writer, row_groups
 
-ROW_GROUP_BYTES = 64 << 20
+# About 1 MiB: a row read at random decodes its whole row group (Parquet), so groups of large
+# values stay small (benchmarks/README.md, "Reading", has the measurements behind the choice).
+ROW_GROUP_BYTES = 1 << 20
 MAX_ROW_GROUP_ROWS = 1 << 17
 
 

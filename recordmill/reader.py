@@ -108,6 +108,10 @@ class _Files:
         g = bisect.bisect_right(self.starts, row) - 1
         return g, row - self.starts[g]
 
+    def fits_cache(self) -> bool:
+        """Whether every row group, decoded, fits the cache together."""
+        return sum(p["bytes"] for p in self.manifest["partitions"]) <= self.cache_limit
+
     def group_bytes(self) -> int:
         """About how many bytes a decoded row group holds."""
         total = sum(p["bytes"] for p in self.manifest["partitions"])
@@ -211,6 +215,7 @@ class Dataset:
         self._stop = stop
         self._decode = {k: v for k, v in decode.items() if k in schema.names}
         self._getters = [(f.name, row_getter(f), self._decode.get(f.name)) for f in schema]
+        self._whole: _Columns | None = None  # Arrow IPC: every group's columns, end to end
 
     # --- what it is ---------------------------------------------------------------------------
 
@@ -270,11 +275,17 @@ class Dataset:
 
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         """The given rows (negative indices count from the end), in the given order."""
+        rows = self._global(indices)
+        window = self._window_rows(1024)
+        batches = [self._gather(rows[lo : lo + window]) for lo in range(0, len(rows), window)]
+        return pa.Table.from_batches(batches, schema=self.schema)
+
+    def _global(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         rows = np.asarray(indices, dtype=np.int64)
         rows = np.where(rows < 0, rows + len(self), rows)
         if rows.size and (rows.min() < 0 or rows.max() >= len(self)):
             raise IndexError(f"indices out of range for a dataset of {len(self)} rows")
-        return pa.Table.from_batches([self._gather(rows + self._start)], schema=self.schema)
+        return rows + self._start
 
     def to_arrow(self) -> pa.Table:
         """Every row of this view as one Arrow table."""
@@ -331,10 +342,10 @@ class Dataset:
             for batch in self.iter_batches(batch_size, format="arrow"):
                 yield from self._rows(batch)
             return
-        rows = np.asarray(indices, dtype=np.int64)
+        rows = self._global(indices)
         window = self._window_rows(batch_size)
         for lo in range(0, len(rows), window):
-            yield from self._rows(self.take(rows[lo : lo + window]).to_batches()[0])
+            yield from self._rows(self._gather(rows[lo : lo + window]))
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -360,15 +371,15 @@ class Dataset:
         return rows
 
     def _window_rows(self, batch_size: int) -> int:
-        """Rows gathered at once by a shuffle: with Parquet, half the cache's bytes (a window
-        reads every row group it touches, so a larger one decodes less per row); with Arrow
-        IPC, where nothing is decoded, 16 MiB. Always a whole number of batches."""
+        """Rows gathered at once by a shuffle, a whole number of batches. Arrow IPC: about
+        16 MiB, as nothing is decoded. Parquet: about ``cache_bytes``, since each window decodes
+        every row group it touches (nearly all of them) and a larger window decodes less per
+        row; the groups are kept for the next window only when all of them fit the cache."""
         files = self._files
         total = sum(p["bytes"] for p in files.manifest["partitions"]) or 1
         per_row = max(1, total // max(1, files.manifest["total_rows"]))
-        budget = (16 << 20) if files.arrow else files.cache_limit // 2
-        batches = max(1, budget // per_row // batch_size)
-        return batch_size * batches
+        budget = (16 << 20) if files.arrow else files.cache_limit
+        return batch_size * max(1, budget // per_row // batch_size)
 
     def _groups_in_order(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:
         """Global rows ``start`` to ``stop``, group by group. Parquet groups are decoded ahead
@@ -399,87 +410,97 @@ class Dataset:
     def _gather(self, rows: np.ndarray) -> pa.RecordBatch:
         """Global rows in the given order, as one batch; each row group needed is read once.
 
-        Arrow IPC: every value is copied once, from the memory-mapped groups into place.
-        Parquet: the groups are decoded side by side in threads, each cut down to the rows
-        wanted from it as soon as it is decoded, so only those rows are held, not whole groups.
+        Arrow IPC: every value is taken straight from the memory-mapped groups, laid end to end
+        once per view (:class:`_Columns`). Parquet: the groups are decoded side by side in
+        threads, each cut down to the rows wanted from it as soon as it is decoded, so only
+        those rows are held, not whole groups; then they are put in the requested order.
         """
         if rows.size == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
         files = self._files.ready()
-        plan = files.index.gather(rows)
         if files.arrow:
-            sources = [files.group(g, self.schema) for g in plan.groups]
-            local = plan.local
-        else:
+            if self._whole is None:
+                batches = [files.group(g, self.schema) for g in range(len(files.groups))]
+                self._whole = _Columns(batches, self.schema)
+            return self._whole.take(rows)
+        plan = files.index.gather(rows)
 
-            def cut(n: int) -> pa.RecordBatch:
-                return files.group(plan.groups[n], self.schema).take(plan.local[plan.parts[n]])
+        keep = files.fits_cache()  # else a sweep over every group would only churn the cache
 
-            sources = list(files.pool.map(cut, range(len(plan.groups))))
-            local = np.empty(len(rows), dtype=np.int64)
-            for part in plan.parts:
-                local[part] = np.arange(len(part))
-        columns = []
-        for c, column_type in enumerate(self.schema.types):
-            chunks = [s.column(c) for s in sources]
-            if _is_large_binary_data(column_type, chunks):
-                columns.append(_gather_binary(chunks, plan.parts, plan.slot, local, column_type))
-                continue
-            pieces = [
-                chunk.take(pa.array(local[part]))
-                for chunk, part in zip(chunks, plan.parts, strict=True)
+        def cut(n: int) -> pa.RecordBatch:
+            group = files.group(plan.groups[n], self.schema, keep)
+            return group.take(plan.local[plan.parts[n]])
+
+        pieces = list(files.pool.map(cut, range(len(plan.groups))))
+        return _Columns(pieces, self.schema).take(plan.inverse)
+
+
+class _Columns:
+    """The columns of many record batches laid end to end, to take rows from in any order
+    with one copy of each value. Bytes and strings of 1 KB and more a value (images, audio) are
+    copied straight from their batches' buffers; Arrow's own take would first join the chunks."""
+
+    def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
+        self.schema = schema
+        self.columns: list[pa.ChunkedArray | _Values] = []
+        for c, t in enumerate(schema.types):
+            chunks = [b.column(c) for b in batches]
+            large = _Values.fits(t, chunks)
+            self.columns.append(_Values(chunks) if large else pa.chunked_array(chunks, type=t))
+
+    def take(self, index: np.ndarray) -> pa.RecordBatch:
+        arrays = []
+        for column, t in zip(self.columns, self.schema.types, strict=True):
+            if isinstance(column, _Values):
+                arrays.append(column.take(index, t))
+            else:
+                arrays.append(column.take(pa.array(index)).combine_chunks())
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+class _Values:
+    """Where each value of a bytes/string column lies: its batch, its start and end."""
+
+    def __init__(self, chunks: list[pa.Array]):
+        offsets = [
+            np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
+            for c in chunks
+        ]
+        self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
+        self.starts = np.concatenate([o[:-1] for o in offsets]).astype(np.int64)
+        self.ends = np.concatenate([o[1:] for o in offsets]).astype(np.int64)
+        self.chunk = np.repeat(np.arange(len(chunks)), [len(c) for c in chunks])
+
+    @staticmethod
+    def fits(t: pa.DataType, chunks: list[pa.Array]) -> bool:
+        """Bytes or strings of 1 KB and more a value, with no nulls."""
+        if not (pa.types.is_binary(t) or pa.types.is_string(t)):
+            return False
+        if any(c.null_count for c in chunks):
+            return False
+        values = sum(len(c) for c in chunks)
+        total = sum(len(c.buffers()[2] or b"") for c in chunks)
+        return values > 0 and total // values >= 1024
+
+    def take(self, index: np.ndarray, t: pa.DataType) -> pa.Array:
+        starts, ends = self.starts[index], self.ends[index]
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)])
+        if offsets[-1] >= 2**31:
+            raise OverflowError("more than 2 GB of values in one gather; take fewer rows at once")
+        values = np.concatenate(
+            [
+                self.data[k][a:b]
+                for k, a, b in zip(
+                    self.chunk[index].tolist(), starts.tolist(), ends.tolist(), strict=True
+                )
             ]
-            # One contiguous array first: a take across many chunks is far slower than one copy.
-            columns.append(pa.concat_arrays(pieces).take(pa.array(plan.inverse)))
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+        )
+        buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)]
+        return pa.Array.from_buffers(t, len(index), buffers)
 
 
 def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-
-
-def _is_large_binary_data(t: pa.DataType, chunks: list[pa.Array]) -> bool:
-    """Bytes or strings of 1 KB and more a value (images, audio), with no nulls."""
-    if not (pa.types.is_binary(t) or pa.types.is_string(t)) or any(c.null_count for c in chunks):
-        return False
-    total = sum(_value_bytes(c) for c in chunks)
-    values = sum(len(c) for c in chunks)
-    return values > 0 and total // values >= 1024
-
-
-def _value_bytes(chunk: pa.Array) -> int:
-    offsets = np.frombuffer(chunk.buffers()[1], np.int32)
-    return int(offsets[chunk.offset + len(chunk)] - offsets[chunk.offset])
-
-
-def _gather_binary(
-    chunks: list[pa.Array],
-    parts: list[np.ndarray],
-    slot: np.ndarray,
-    local: np.ndarray,
-    t: pa.DataType,
-) -> pa.Array:
-    """Gather large values with one copy each, straight into the output order (Arrow's take
-    would copy them into group order first and again into the final order)."""
-    offsets = [
-        np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1] for c in chunks
-    ]
-    data = [np.frombuffer(c.buffers()[2], np.uint8) for c in chunks]
-    starts = np.empty(len(slot), dtype=np.int64)
-    ends = np.empty(len(slot), dtype=np.int64)
-    for off, part in zip(offsets, parts, strict=True):
-        starts[part] = off[local[part]]
-        ends[part] = off[local[part] + 1]
-    out_offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int32)
-    values = np.concatenate(
-        [
-            data[g][a:b]
-            for g, a, b in zip(slot.tolist(), starts.tolist(), ends.tolist(), strict=True)
-        ]
-    )
-    return pa.Array.from_buffers(
-        t, len(slot), [None, pa.py_buffer(out_offsets), pa.py_buffer(values)]
-    )
 
 
 def open_partition(store: Store, name: str, fmt: str) -> Any:

@@ -225,7 +225,12 @@ def test_daft(written):
 def test_recordmill_open_gives_numpy(written):
     path, _, expected = written
     ds = recordmill.open(str(path))
-    assert [as_plain(ds[i]) for i in range(len(ds))] == expected
+    assert [as_plain(ds[i]) for i in range(len(ds))] == expected  # one row at a time
+    assert [as_plain(row) for row in ds.iter_rows(batch_size=4)] == expected  # in order
+    order = np.random.default_rng(0).permutation(len(ds))  # gathered, in any order
+    assert [as_plain(row) for row in ds.iter_rows(order, batch_size=4)] == [
+        expected[i] for i in order
+    ]
     assert ds[4]["t"].dtype == np.float32 and ds[4]["vv"].dtype == np.uint8
     assert ds[0]["vv"].shape == (0, 2) and ds[1]["vv"].shape == (1, 2)
     assert ds[1]["feat"] is None and ds[2]["nv"] is None and ds[0]["n"] is None
