@@ -38,12 +38,24 @@ def to_numpy(column: pa.Array | pa.ChunkedArray, field: pa.Field | None = None) 
         flat = column
         for _ in shape:
             flat = flat.flatten()
-        return flat.to_numpy(zero_copy_only=False).reshape(len(column), *shape)
+        return _numbers(flat).reshape(len(column), *shape)
     if shape and numeric:
         return _arrays(column, shape, numpy_dtype(leaf))
     if not shape and numeric and not column.null_count:
-        return column.to_numpy(zero_copy_only=False)
+        return _numbers(column)
     return column.to_pylist()
+
+
+def _numbers(column: pa.Array) -> np.ndarray:
+    """A column of numbers without nulls as numpy: a view of its bytes where it can be (pyarrow's
+    ``to_numpy`` would import pandas when it is installed, 0.2 s in each new process)."""
+    t = column.type
+    if pa.types.is_boolean(t) or column.null_count:
+        return column.to_numpy(zero_copy_only=False)
+    dtype = numpy_dtype(t)
+    return np.frombuffer(
+        column.buffers()[1], dtype=dtype, count=len(column), offset=column.offset * dtype.itemsize
+    )
 
 
 def row_values(batch: pa.RecordBatch) -> list[dict[str, Any]]:

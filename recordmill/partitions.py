@@ -51,6 +51,9 @@ class PartitionInfo:
     rows: int
     bytes: int
     checksum: str
+    # Row groups of ``row_group_size`` rows, the last one smaller: readers find a row's group
+    # without opening the file. None in the records of runs from before it was recorded.
+    row_groups: int | None = None
 
     def progress(self) -> tuple[int, int]:
         """(rows, bytes) done, for the progress bar."""
@@ -76,14 +79,17 @@ def write_partition(
     with writing(staging.path(name)):
         sink = staging.output(name)
         writer = open_writer(sink, job.schema, job.settings.format, job.settings.compression)
+        groups = 0
         try:
             for table in row_groups(chunks, job.row_group_size):
                 writer.write(table)
+                groups += 1
                 report((table.num_rows, table.nbytes))
         finally:
             writer.close()
             sink.close()
-        info = PartitionInfo(name, job.stop - job.start, staging.size(name), staging.sha256(name))
+        size, checksum = staging.size(name), staging.sha256(name)
+        info = PartitionInfo(name, job.stop - job.start, size, checksum, groups)
         staging.makedirs(layout.PARTS_DIR)
         staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))
     return info

@@ -76,7 +76,6 @@ class _Files:
         own (the parent's threads do not exist there and its file positions are shared)."""
         self._pid = os.getpid()
         self._handles: dict[tuple[int, int], Any] = {}
-        self._group_rows: dict[int, list[int]] = {}
         self._batches: dict[tuple[int, tuple[str, ...]], pa.RecordBatch] = {}
         self._cache: OrderedDict[tuple[int, tuple[str, ...]], pa.RecordBatch] = OrderedDict()
         self._cache_bytes = 0
@@ -84,18 +83,33 @@ class _Files:
         self._pool: ThreadPoolExecutor | None = None
 
     def ready(self) -> _Files:
-        """Build the global row-group map once, from the manifest and the files' footers."""
+        """Build the global row-group map once: from the manifest, where it records each
+        partition's row groups (all of ``row_group_size`` rows but the last), else from every
+        file's footer."""
         if self._pid != os.getpid():
             self._fresh()
         if self.groups or not self.manifest["partitions"]:
             return self
         for p in range(len(self.manifest["partitions"])):
-            self.handle(p)
-            for i, n in enumerate(self._group_rows[p]):
+            for i, n in enumerate(self._expected_rows(p) or group_rows(self.handle(p))):
                 self.groups.append(_Group(p, i, n))
                 self.starts.append(self.starts[-1] + n)
         self.index = RowIndex([g.rows for g in self.groups])
         return self
+
+    def _expected_rows(self, partition: int) -> list[int] | None:
+        """The row count of each row group of a partition, as the manifest says."""
+        entry = self.manifest["partitions"][partition]
+        size = (self.manifest.get("settings") or {}).get("row_group_size")
+        if entry.get("row_groups") is None or not size:
+            return None
+        rows, count = entry["rows"], entry["row_groups"]
+        if count != -(-rows // size):
+            raise OutputError(
+                f"the manifest of {self.store} is damaged: {entry['file']} has {rows} rows in "
+                f"{count} row groups of {size} (recordmill verify tells more)"
+            )
+        return [min(size, rows - i * size) for i in range(count)]
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -123,15 +137,27 @@ class _Files:
         if key not in self._handles:
             entry = self.manifest["partitions"][partition]
             handle = open_partition(self.store, entry["file"], self.manifest["format"])
-            self._group_rows[partition] = group_rows(handle)
-            rows = sum(self._group_rows[partition])
-            if rows != entry["rows"]:
-                raise OutputError(
-                    f"{self.store}/{entry['file']} holds {rows} rows, the manifest says "
-                    f"{entry['rows']}: the dataset is damaged (recordmill verify tells more)"
-                )
+            self._check(partition, handle)
             self._handles[key] = handle
         return self._handles[key]
+
+    def _check(self, partition: int, handle: Any) -> None:
+        """Refuse a file whose row groups are not those the manifest says (for Arrow IPC, the
+        count here; each batch's rows when it is first read, which costs nothing then)."""
+        entry = self.manifest["partitions"][partition]
+        expected = self._expected_rows(partition)
+        if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
+            found, wanted = handle.num_record_batches, f"{len(expected)} record batches"
+            ok = found == len(expected)
+        else:
+            rows = group_rows(handle)
+            found, wanted = sum(rows), f"{entry['rows']} rows"
+            ok = rows == expected if expected is not None else found == entry["rows"]
+        if not ok:
+            raise OutputError(
+                f"{self.store}/{entry['file']} does not match the manifest ({found} found, "
+                f"{wanted} expected): the dataset is damaged (recordmill verify tells more)"
+            )
 
     def group(self, g: int, schema: pa.Schema, keep: bool = True) -> pa.RecordBatch:
         """Row group ``g`` with ``schema``'s columns. Arrow: a memory-mapped batch, nothing
@@ -141,7 +167,15 @@ class _Files:
             batch = self._batches.get(key)
             if batch is None:
                 group = self.groups[g]
-                batch = self.handle(group.partition).get_batch(group.index).select(schema.names)
+                batch = self.handle(group.partition).get_batch(group.index)
+                if batch.num_rows != group.rows:
+                    entry = self.manifest["partitions"][group.partition]
+                    raise OutputError(
+                        f"{self.store}/{entry['file']}, record batch {group.index}, holds "
+                        f"{batch.num_rows} rows, the manifest says {group.rows}: the dataset is "
+                        "damaged (recordmill verify tells more)"
+                    )
+                batch = batch.select(schema.names)
                 self._batches[key] = batch
             return batch
         with self._lock:
@@ -193,6 +227,12 @@ def open(
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     manifest = manifest_file.load(store)
+    listed = sum(p["rows"] for p in manifest["partitions"])
+    if manifest["total_rows"] != listed:
+        raise OutputError(
+            f"the manifest of {store} is damaged: total_rows is {manifest['total_rows']}, its "
+            f"partitions hold {listed} (recordmill verify tells more)"
+        )
     files = _Files(store, manifest, cache_bytes, read_ahead_bytes)
     schema = arrow_schema(manifest)
     return Dataset(files, schema, 0, manifest["total_rows"], dict(decode or {}))
@@ -216,6 +256,7 @@ class Dataset:
         self._decode = {k: v for k, v in decode.items() if k in schema.names}
         self._getters = [(f.name, row_getter(f), self._decode.get(f.name)) for f in schema]
         self._whole: _Columns | None = None  # Arrow IPC: every group's columns, end to end
+        self._last: tuple[int, list[pa.Array]] = (-1, [])
 
     # --- what it is ---------------------------------------------------------------------------
 
@@ -266,9 +307,10 @@ class Dataset:
             raise IndexError(f"row {key} is out of range for a dataset of {len(self)} rows")
         files = self._files.ready()
         g, local = files.locate(self._start + index)
-        batch = files.group(g, self.schema)
+        if self._last[0] != g:  # the arrays of the group read last, kept: wrapping them costs
+            self._last = (g, files.group(g, self.schema).columns)
         row = {}
-        for column, (name, get, decode) in zip(batch.columns, self._getters, strict=True):
+        for column, (name, get, decode) in zip(self._last[1], self._getters, strict=True):
             value = get(column, local)
             row[name] = decode(value) if decode is not None else value
         return row
@@ -279,6 +321,11 @@ class Dataset:
         window = self._window_rows(1024)
         batches = [self._gather(rows[lo : lo + window]) for lo in range(0, len(rows), window)]
         return pa.Table.from_batches(batches, schema=self.schema)
+
+    def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
+        """The row dicts ``ds[i]`` gives, for many rows at once (gathered together: a
+        DataLoader batch at a time)."""
+        return self._rows(self._gather(self._global(indices), keep=True))
 
     def _global(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         rows = np.asarray(indices, dtype=np.int64)
@@ -407,13 +454,15 @@ class Dataset:
         pieces = list(self._groups_in_order(start, stop))
         return pa.Table.from_batches(pieces, schema=self.schema)
 
-    def _gather(self, rows: np.ndarray) -> pa.RecordBatch:
+    def _gather(self, rows: np.ndarray, keep: bool | None = None) -> pa.RecordBatch:
         """Global rows in the given order, as one batch; each row group needed is read once.
 
         Arrow IPC: every value is taken straight from the memory-mapped groups, laid end to end
         once per view (:class:`_Columns`). Parquet: the groups are decoded side by side in
         threads, each cut down to the rows wanted from it as soon as it is decoded, so only
-        those rows are held, not whole groups; then they are put in the requested order.
+        those rows are held, not whole groups; then they are put in the requested order. The
+        groups are cached when ``keep``; by default only when all of them fit the cache (else a
+        sweep over every group would only churn it).
         """
         if rows.size == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
@@ -425,7 +474,7 @@ class Dataset:
             return self._whole.take(rows)
         plan = files.index.gather(rows)
 
-        keep = files.fits_cache()  # else a sweep over every group would only churn the cache
+        keep = files.fits_cache() if keep is None else keep
 
         def cut(n: int) -> pa.RecordBatch:
             group = files.group(plan.groups[n], self.schema, keep)

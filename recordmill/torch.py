@@ -155,6 +155,11 @@ class MapDataset(torch_data.Dataset):
         row = _own(self.source.dataset()[index])
         return self.transform(row) if self.transform else row
 
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """A DataLoader batch's rows, gathered together (torch calls this when it exists)."""
+        rows = [_own(row) for row in self.source.dataset().rows(indices)]
+        return [self.transform(row) for row in rows] if self.transform else rows
+
 
 class Sampler(_Position, torch_data.Sampler):
     """The indices of an epoch for a ``MapDataset``: a permutation drawn from ``seed + epoch``

@@ -34,6 +34,15 @@ def row_groups(chunks: Iterator[Any], size: int) -> Iterator[pa.Table]:
         yield _table(held)
 
 
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    batches = table.to_batches()
+    if len(batches) == 1:
+        return batches[0]
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=table.schema)
+    return pa.concat_batches(batches)
+
+
 def _table(parts: list[Any]) -> pa.Table:
     tables = [p if isinstance(p, pa.Table) else pa.Table.from_batches([p]) for p in parts]
     return pa.concat_tables(tables)
@@ -46,7 +55,8 @@ class ArrowWriter:
         self._writer = pa.ipc.new_file(sink, schema, options=options)
 
     def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table, max_chunksize=table.num_rows or None)
+        # One record batch per row group, as Parquet has, so that readers can count on it.
+        self._writer.write_batch(_one_batch(table))
 
     def close(self) -> None:
         self._writer.close()

@@ -37,9 +37,10 @@ def test_file_names_sort_in_partition_order():
     assert names == sorted(names) and names[0] == "part-000000-of-123456.parquet"
 
 
-def test_row_groups_aim_at_64_mb():
-    assert default_row_group_size(20_000, 600_000_000) == 2236  # 30 KB rows
-    assert default_row_group_size(10**9, 10**11) == 131072  # small rows: capped
+def test_row_groups_aim_at_1_mb():
+    assert default_row_group_size(20_000, 600_000_000) == 34  # 30 KB rows
+    assert default_row_group_size(10**6, 10**8) == 10485  # 100-byte rows
+    assert default_row_group_size(10**9, 10**9) == 131072  # 1-byte rows: capped
     assert default_row_group_size(10, 10**10) == 1  # rows bigger than the target
 
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 import recordmill
 import recordmill.decode
-from tests.conftest import make_plugin
+from tests.conftest import edit_manifest, make_plugin
 
 PLUGIN = """
     import io
@@ -164,6 +164,30 @@ def test_a_truncated_partition_is_a_clear_error(dataset, tmp_path):
     ds = recordmill.open(str(copy))
     with pytest.raises((recordmill.RecordmillError, OSError, pa.ArrowInvalid)):
         ds[len(ds) // 2]
+
+
+def test_row_groups_come_from_the_manifest_and_are_checked_against_the_files(dataset, tmp_path):
+    import shutil
+
+    manifest = recordmill.read_manifest(dataset)
+    assert [p["row_groups"] for p in manifest["partitions"]] == [
+        -(-p["rows"] // 16) for p in manifest["partitions"]
+    ]  # one row group (Parquet) or record batch (Arrow IPC) of 16 rows at a time, the last smaller
+    copy = tmp_path / "copy"
+    shutil.copytree(dataset, copy)
+
+    def other_groups(m):  # groups of 8 rows: twice as many as the files hold
+        m["settings"]["row_group_size"] = 8
+        for p in m["partitions"]:
+            p["row_groups"] = -(-p["rows"] // 8)
+
+    edit_manifest(copy, other_groups)
+    ds = recordmill.open(str(copy))
+    with pytest.raises(recordmill.OutputError, match="does not match the manifest"):
+        ds[len(ds) - 1]
+    edit_manifest(copy, lambda m: m["partitions"][1].update(row_groups=1))
+    with pytest.raises(recordmill.OutputError, match="part-00001-of-00003.* has 123 rows in 1 row groups of 8"):
+        recordmill.open(str(copy))[0]
 
 
 def test_not_a_dataset(tmp_path):

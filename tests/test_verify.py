@@ -88,7 +88,15 @@ def test_a_wrong_manifest(copy):
 
 def test_the_reader_refuses_a_partition_whose_rows_disagree(copy):
     edit_manifest(copy, lambda manifest: manifest["partitions"][0].update(rows=5))
-    with pytest.raises(recordmill.OutputError, match="holds 22 rows, the manifest says 5"):
+    with pytest.raises(recordmill.OutputError, match="total_rows is 65, its partitions hold 48"):
+        recordmill.open(str(copy))
+
+    def fewer_rows(manifest):
+        manifest["partitions"][0]["rows"] = 5
+        manifest["total_rows"] = 48
+
+    edit_manifest(copy, fewer_rows)
+    with pytest.raises(recordmill.OutputError, match=r"\(22 found, 5 rows expected\)"):
         recordmill.open(str(copy))[0]
 
 
