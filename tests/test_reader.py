@@ -186,7 +186,9 @@ def test_row_groups_come_from_the_manifest_and_are_checked_against_the_files(dat
     with pytest.raises(recordmill.OutputError, match="does not match the manifest"):
         ds[len(ds) - 1]
     edit_manifest(copy, lambda m: m["partitions"][1].update(row_groups=1))
-    with pytest.raises(recordmill.OutputError, match="part-00001-of-00003.* has 123 rows in 1 row groups of 8"):
+    with pytest.raises(
+        recordmill.OutputError, match=r"part-00001-of-00003.* has 123 rows in 1 row groups of 8"
+    ):
         recordmill.open(str(copy))[0]
 
 
