@@ -486,16 +486,18 @@ class Dataset:
 
 class _Columns:
     """The columns of many record batches laid end to end, to take rows from in any order
-    with one copy of each value. Bytes and strings of 1 KB and more a value (images, audio) are
-    copied straight from their batches' buffers; Arrow's own take would first join the chunks."""
+    with one copy of each value. Values of 1 KB and more (images, audio, tensors) are copied
+    straight from their batches' buffers; Arrow's own take would first join the chunks."""
 
     def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
         self.schema = schema
-        self.columns: list[pa.ChunkedArray | _Values] = []
+        self.columns: list[pa.Array | _Values] = []
         for c, t in enumerate(schema.types):
             chunks = [b.column(c) for b in batches]
+            # Small values are joined into one array (a take across many chunks costs per
+            # chunk, every time); large ones stay where they are.
             large = _Values.fits(t, chunks)
-            self.columns.append(_Values(chunks) if large else pa.chunked_array(chunks, type=t))
+            self.columns.append(_Values(chunks) if large else pa.concat_arrays(chunks))
 
     def take(self, index: np.ndarray) -> pa.RecordBatch:
         arrays = []
@@ -503,29 +505,38 @@ class _Columns:
             if isinstance(column, _Values):
                 arrays.append(column.take(index, t))
             else:
-                arrays.append(column.take(pa.array(index)).combine_chunks())
+                arrays.append(column.take(pa.array(index)))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
 class _Values:
-    """Where each value of a bytes/string column lies: its batch, its start and end."""
+    """Where each value of a bytes, string or tensor (fixed-size binary) column lies: its
+    batch, its start and its end."""
 
     def __init__(self, chunks: list[pa.Array]):
-        offsets = [
-            np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
-            for c in chunks
-        ]
-        self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
+        t = chunks[0].type
+        if pa.types.is_fixed_size_binary(t):
+            width = t.byte_width
+            offsets = [np.arange(c.offset, c.offset + len(c) + 1) * width for c in chunks]
+            self.data = [np.frombuffer(c.buffers()[1] or b"", np.uint8) for c in chunks]
+        else:
+            offsets = [
+                np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
+                for c in chunks
+            ]
+            self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
         self.starts = np.concatenate([o[:-1] for o in offsets]).astype(np.int64)
         self.ends = np.concatenate([o[1:] for o in offsets]).astype(np.int64)
         self.chunk = np.repeat(np.arange(len(chunks)), [len(c) for c in chunks])
 
     @staticmethod
     def fits(t: pa.DataType, chunks: list[pa.Array]) -> bool:
-        """Bytes or strings of 1 KB and more a value, with no nulls."""
-        if not (pa.types.is_binary(t) or pa.types.is_string(t)):
+        """Values of 1 KB and more (images, audio, tensors), with no nulls."""
+        if any(c.null_count for c in chunks) or not chunks:
             return False
-        if any(c.null_count for c in chunks):
+        if pa.types.is_fixed_size_binary(t):
+            return t.byte_width >= 1024
+        if not (pa.types.is_binary(t) or pa.types.is_string(t)):
             return False
         values = sum(len(c) for c in chunks)
         total = sum(len(c.buffers()[2] or b"") for c in chunks)
@@ -544,6 +555,8 @@ class _Values:
                 )
             ]
         )
+        if pa.types.is_fixed_size_binary(t):
+            return pa.Array.from_buffers(t, len(index), [None, pa.py_buffer(values)])
         buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)]
         return pa.Array.from_buffers(t, len(index), buffers)
 
