@@ -42,7 +42,7 @@ Measures, for every reader (``--measures``):
   num_workers=2)`` with a seeded generator (``recordmill.torch.MapDataset``, the HF dataset (numpy
   format for tensors), MDS ``LocalDataset``, the floor's tiny map-style datasets);
 - ``iter``: one epoch of ``DataLoader(iterable dataset, batch_size=64, num_workers=2)``:
-  ``recordmill.torch.IterableDataset(shuffle=True, seed=0)``; the floor reads its worker's share of
+  ``recordmill.torch.IterableDataset(shuffle=True, seed=0, batch_size=64)``; the floor reads its worker's share of
   the permutation; HF ``to_iterable_dataset(num_shards=4).shuffle(seed=0, buffer_size=1000)`` and MDS
   ``StreamingDataset(shuffle=True, shuffle_seed=0)`` are marked with a dagger: their shuffles are
   shard-and-buffer shuffles, not a permutation of all rows (the goals compare recordmill's
@@ -435,7 +435,7 @@ class Recordmill(Reader):
 
     def iterable_dataset(self) -> Any:
         return self.recordmill.torch.IterableDataset(
-            self.path, columns=self.columns, shuffle=True, seed=SEED
+            self.path, columns=self.columns, shuffle=True, seed=SEED, batch_size=LOADER_BATCH
         )
 
 
