@@ -274,6 +274,14 @@ class Dataset:
     def __repr__(self) -> str:
         return f"<recordmill.Dataset {self._files.store}: {len(self):,} rows, columns {self.schema.names}>"
 
+    def warm(self) -> Dataset:
+        """Load now what reading needs: the row-group map, and pyarrow's own lazy imports
+        (with pandas installed, pyarrow imports it on first use: 0.2 s), so that processes
+        forked afterwards, such as DataLoader workers, do not each pay for them."""
+        self._files.ready()
+        pa.array([0])
+        return self
+
     # --- views --------------------------------------------------------------------------------
 
     def select(self, columns: Sequence[str]) -> Dataset:

@@ -39,7 +39,9 @@ __all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler"]
 
 
 class _Source:
-    """Opens the dataset lazily in each process: file handles do not travel to workers."""
+    """The dataset, opened when the torch dataset is made (so a wrong path fails there, and
+    DataLoader workers forked later inherit what it loaded) and again in each process that
+    receives it pickled: file handles do not travel."""
 
     def __init__(
         self,
@@ -57,7 +59,7 @@ class _Source:
     def dataset(self) -> Dataset:
         if self._dataset is None:
             extra = {} if self.cache_bytes is None else {"cache_bytes": self.cache_bytes}
-            ds = open_dataset(self.path, decode=self.decode, **extra)
+            ds = open_dataset(self.path, decode=self.decode, **extra).warm()
             self._dataset = ds.select(self.columns) if self.columns is not None else ds
         return self._dataset
 
@@ -146,6 +148,7 @@ class MapDataset(torch_data.Dataset):
         cache_bytes: int | None = None,
     ):
         self.source = _Source(path, columns, decode, cache_bytes)
+        self.source.dataset()
         self.transform = transform
 
     def __len__(self) -> int:
@@ -218,6 +221,7 @@ class IterableDataset(_Position, torch_data.IterableDataset):
     ):
         _Position.__init__(self, shuffle, seed)
         self.source = _Source(path, columns, decode, cache_bytes)
+        self.source.dataset()
         self.transform = transform
         self.rank = rank
         self.world_size = world_size
