@@ -32,8 +32,15 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
     ) from e
 
+import pyarrow as pa
+
 from recordmill.reader import Dataset
 from recordmill.reader import open as open_dataset
+
+# With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
+# happen with this module's imports, as it does for Hugging Face datasets, so that DataLoader
+# workers forked later inherit it instead of each importing it again.
+pa.array([0])
 
 __all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler"]
 

@@ -214,3 +214,9 @@ def test_a_state_from_other_settings_is_refused(dataset):
         loader.load_state_dict({**state, "seed": 6})
     with pytest.raises(ValueError, match="persistent_workers"):
         rtorch.DataLoader(data, batch_size=7, num_workers=1, persistent_workers=True)
+
+
+def test_a_wrong_path_fails_when_the_dataset_is_made(tmp_path):
+    for make in (rtorch.MapDataset, rtorch.IterableDataset):
+        with pytest.raises(recordmill.OutputError, match="not a recordmill dataset"):
+            make(tmp_path)
