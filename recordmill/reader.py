@@ -29,7 +29,7 @@ from recordmill import manifest as manifest_file
 from recordmill.columns import row_getter, row_values, to_numpy
 from recordmill.errors import OutputError
 from recordmill.manifest import arrow_schema
-from recordmill.rows import RowIndex, bounds
+from recordmill.rows import RowIndex, bounds, recut
 from recordmill.storage import Store
 
 __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]
@@ -371,19 +371,9 @@ class Dataset:
                 batch = view._gather(order[lo : lo + window])
                 yield from view._batches(batch, batch_size, format)
             return
-        held: list[pa.RecordBatch] = []
-        held_rows = 0
-        for batch in view._groups_in_order(view._start, view._stop):
-            while batch.num_rows:
-                take = min(batch_size - held_rows, batch.num_rows)
-                held.append(batch.slice(0, take))
-                held_rows += take
-                batch = batch.slice(take)
-                if held_rows == batch_size:
-                    yield from view._batches(_concat(held), batch_size, format)
-                    held, held_rows = [], 0
-        if held_rows:
-            yield from view._batches(_concat(held), batch_size, format)
+        for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
+            batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+            yield from view._batches(batch, batch_size, format)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.iter_rows()
@@ -567,10 +557,6 @@ class _Values:
             return pa.Array.from_buffers(t, len(index), [None, pa.py_buffer(values)])
         buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)]
         return pa.Array.from_buffers(t, len(index), buffers)
-
-
-def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def open_partition(store: Store, name: str, fmt: str) -> Any:

@@ -3,8 +3,9 @@ groups, or a run's staged batches), used by the reader and the partition writers
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,24 @@ def bounds(total: int, count: int) -> list[tuple[int, int]]:
         out.append((start, stop))
         start = stop
     return out
+
+
+def recut(chunks: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Re-cut a stream of Arrow batches or tables into runs of exactly ``size`` rows (the last
+    one smaller): each run is the list of slices that make it up, for the caller to join."""
+    held: list[Any] = []
+    held_rows = 0
+    for chunk in chunks:
+        while chunk.num_rows:
+            take = min(size - held_rows, chunk.num_rows)
+            held.append(chunk.slice(0, take))
+            held_rows += take
+            chunk = chunk.slice(take)
+            if held_rows == size:
+                yield held
+                held, held_rows = [], 0
+    if held_rows:
+        yield held
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recordmill.rows import recut
+
 
 def open_writer(sink: Any, schema: pa.Schema, fmt: str, compression: str) -> Any:
     """A writer of ``fmt`` into ``sink``: ``.write(table)`` one row group, ``.close()``."""
@@ -19,19 +21,8 @@ def open_writer(sink: Any, schema: pa.Schema, fmt: str, compression: str) -> Any
 
 def row_groups(chunks: Iterator[Any], size: int) -> Iterator[pa.Table]:
     """Re-cut a stream of batches or tables into tables of exactly ``size`` rows (the last smaller)."""
-    held: list[Any] = []
-    held_rows = 0
-    for chunk in chunks:
-        while chunk.num_rows:
-            take = min(size - held_rows, chunk.num_rows)
-            held.append(chunk.slice(0, take))
-            held_rows += take
-            chunk = chunk.slice(take)
-            if held_rows == size:
-                yield _table(held)
-                held, held_rows = [], 0
-    if held_rows:
-        yield _table(held)
+    for parts in recut(chunks, size):
+        yield _table(parts)
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:

@@ -41,3 +41,14 @@ def test_bounds_are_balanced_and_consecutive():
     parts = bounds(10, 4)
     assert parts == [(0, 3), (3, 6), (6, 8), (8, 10)]
     assert bounds(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]
+
+
+def test_recut_makes_runs_of_exactly_the_size_asked():
+    import pyarrow as pa
+
+    from recordmill.rows import recut
+
+    batches = [pa.record_batch({"x": list(range(a, b))}) for a, b in [(0, 3), (3, 3), (3, 10)]]
+    runs = list(recut(batches, 4))
+    assert [sum(p.num_rows for p in parts) for parts in runs] == [4, 4, 2]
+    assert [x for parts in runs for p in parts for x in p["x"].to_pylist()] == list(range(10))
