@@ -21,7 +21,7 @@ from recordmill import layout
 from recordmill.errors import writing
 from recordmill.fragments import Fragments
 from recordmill.settings import WriteSettings
-from recordmill.storage import Store
+from recordmill.storage import HashingSink, Store
 from recordmill.writers import open_writer, row_groups
 
 # About 1 MiB: a row read at random decodes its whole row group (Parquet), so groups of large
@@ -77,7 +77,7 @@ def write_partition(
     else:
         chunks = source.shuffled(job.order, job.row_group_size)
     with writing(staging.path(name)):
-        sink = staging.output(name)
+        sink = HashingSink(staging.output(name))
         writer = open_writer(sink, job.schema, job.settings.format, job.settings.compression)
         groups = 0
         try:
@@ -88,8 +88,7 @@ def write_partition(
         finally:
             writer.close()
             sink.close()
-        size, checksum = staging.size(name), staging.sha256(name)
-        info = PartitionInfo(name, job.stop - job.start, size, checksum, groups)
+        info = PartitionInfo(name, job.stop - job.start, sink.size, sink.checksum, groups)
         staging.makedirs(layout.PARTS_DIR)
         staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))
     return info

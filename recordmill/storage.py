@@ -16,6 +16,47 @@ import pyarrow.fs as pafs
 from recordmill.errors import ConfigError
 
 
+class HashingSink:
+    """A file to write that passes every byte on to ``out`` and computes its SHA-256 on the
+    way, so that a written file's checksum never needs the file read back."""
+
+    def __init__(self, out: Any):
+        self._out = out
+        self._digest = hashlib.sha256()
+        self._size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self._digest.update(view)
+        self._out.write(view)
+        self._size += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self._size
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        if not self.closed:
+            self._out.close()
+            self.closed = True
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def checksum(self) -> str:
+        """``sha256:`` and the hex digest of what was written."""
+        return "sha256:" + self._digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class Store:
     """A filesystem and a base path on it; small and picklable, so workers can use it."""

@@ -140,3 +140,17 @@ def test_verify_info_and_rejects_on_s3(s3, tmp_path):
         f.write(data[:-100])  # truncated
     problems = verify(uri)
     assert any(p.startswith(f"{name}: {len(data) - 100} bytes") for p in problems)
+
+
+def test_a_hashing_sink_gives_the_checksum_of_what_it_wrote(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from recordmill.storage import HashingSink, Store
+
+    store = Store.at(str(tmp_path))
+    sink = HashingSink(store.output("t.parquet"))
+    pq.write_table(pa.table({"x": list(range(1000)), "b": [b"y" * 100] * 1000}), sink)
+    sink.close()
+    assert sink.checksum == store.sha256("t.parquet") and sink.size == store.size("t.parquet")
+    assert pq.read_table(tmp_path / "t.parquet")["x"].to_pylist() == list(range(1000))
