@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from recordmill import executors, layout, rejects
+from recordmill import direct, executors, layout, rejects
 from recordmill import manifest as manifest_file
 from recordmill.errors import (
     OutputError,
@@ -108,8 +108,14 @@ def write(
             options=executor_options,
         ) as runner:
             runner.check(run.plugin, out.staging)
-            results, tasks_seconds = run_tasks(run, out, runner)
-            written, partitions_seconds = write_partitions(run, out, runner, results)
+            counts = announced_rows(run)
+            if counts is None:
+                results, tasks_seconds = run_tasks(run, out, runner)
+                written, partitions_seconds = write_partitions(run, out, runner, results)
+                phases = {"tasks": tasks_seconds, "partitions": partitions_seconds}
+            else:
+                results, written, seconds = write_direct(run, out, runner, counts)
+                phases = {"rows straight to partitions": seconds}
         manifest = publish(run, out, results, written)
     return Summary(
         str(out.final),
@@ -118,7 +124,7 @@ def write(
         sum(p.bytes for p in written.infos),
         time.perf_counter() - started,
         manifest,
-        phases={"tasks": tasks_seconds, "partitions": partitions_seconds},
+        phases=phases,
     )
 
 
@@ -204,6 +210,69 @@ def run_tasks(
             + (f" ({rejected} inputs rejected)" if rejected else "")
         )
     return results, time.perf_counter() - started
+
+
+def announced_rows(run: Run) -> list[int] | None:
+    """Every task's row count, when the run can write each byte once (see recordmill.direct):
+    all tasks announce theirs, the schema is declared, no shuffle, and bad input fails the run."""
+    settings = run.settings
+    if settings.shuffle or run.declared is None or settings.on_bad_input != "fail":
+        return None
+    counts = []
+    for task_id in range(run.tasks):
+        n = run.plugin.task_rows(task_id, run.options)
+        if n is None:
+            return None
+        counts.append(n)
+    return counts or None
+
+
+def write_direct(
+    run: Run, out: OutputDir, runner: executors.Executor, counts: list[int]
+) -> tuple[list[TaskResult], Written, float]:
+    """Phases 2 and 3 in one: each partition made straight from the plugin's rows."""
+    started = time.perf_counter()
+    if not sum(counts):
+        raise PluginError(
+            f"plugin {run.plugin.name} announced no rows in any of its {run.tasks} tasks"
+        )
+    schema = run.declared
+    rg_size = run.settings.row_group_size or direct.default_group_size(
+        run.plugin.ref, run.options, schema, out.staging, run.settings, counts
+    )
+    jobs = [
+        direct.DirectJob(
+            index,
+            run.settings.partitions,
+            lo,
+            hi,
+            segments,
+            run.plugin.ref,
+            run.options,
+            schema,
+            out.staging,
+            run.settings,
+            rg_size,
+        )
+        for index, (lo, hi, segments) in enumerate(direct.plan(counts, run.settings.partitions))
+    ]
+    finished = {
+        job.index: info
+        for job in jobs
+        if out.resumed and (info := finished_partition(out.staging, job)) is not None
+    }
+    todo = [job for job in jobs if job.index not in finished]
+    written_now = runner.run(
+        direct.write_direct_partition,
+        todo,
+        f"{run.plugin.name}: partitions",
+        "partition",
+        run.settings.progress,
+    )
+    finished.update((job.index, info) for job, info in zip(todo, written_now, strict=True))
+    results = [TaskResult(t, rows=n) for t, n in enumerate(counts)]
+    written = Written([finished[job.index] for job in jobs], schema, rg_size)
+    return results, written, time.perf_counter() - started
 
 
 def write_partitions(

@@ -6,7 +6,8 @@ use: ``def task_number(): return 4`` is fine. ``options`` is a :class:`recordmil
 the values of the plugin's own command-line options, with attribute access (``--image-dir`` arrives
 as ``options.image_dir``).
 
-Required: ``task_number`` and ``dict_data``. Optional: ``schema`` and ``add_options``.
+Required: ``task_number`` and ``dict_data``. Optional: ``schema``, ``task_rows`` and
+``add_options``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,19 @@ def schema(options: Any) -> Mapping[str, Any] | Any | None:
     lists; ``"layout": "list"`` or ``"tensor"`` picks for a field. Add ``"nullable": true`` to a
     field to allow None values. Field names are letters, digits and ``_``, not starting with a
     digit.
+    """
+
+
+@hookspec(firstresult=True)
+def task_rows(task_id: int, options: Any) -> int | None:
+    """Return how many rows task ``task_id`` will yield, if the plugin can tell cheaply (the
+    number of files of a class folder, of lines of a list), or None.
+
+    Called in the main process for every task before any row is made. When every task tells,
+    and the schema is declared, the run has no ``--shuffle`` and bad input fails it, each
+    partition is written straight from the rows, each byte once (no staged copy). A count that
+    turns out wrong fails the run, naming the task. An input rejected under ``--on-bad-input
+    skip`` would leave a row out, so that policy takes the staged path.
     """
 
 

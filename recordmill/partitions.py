@@ -69,13 +69,20 @@ def write_partition(
     job: PartitionJob, report: Callable[[Any], None] = lambda _: None
 ) -> PartitionInfo:
     """Write one partition file from the staged fragments, then the record that marks it done."""
-    name = layout.partition_file(job.index, job.count, job.settings.format)
-    staging = job.staging
     source = Fragments(job.staging, job.fragments, job.schema)
     if job.order is None:
         chunks: Iterator[Any] = source.sequential(job.start, job.stop)
     else:
         chunks = source.shuffled(job.order, job.row_group_size)
+    return write_file(job, chunks, report)
+
+
+def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -> PartitionInfo:
+    """Write partition ``job.index`` of ``job.count`` from ``chunks`` (Arrow batches or tables
+    holding its rows in order) in row groups of ``job.row_group_size``, its checksum computed
+    on the way; then the record that marks it done."""
+    name = layout.partition_file(job.index, job.count, job.settings.format)
+    staging = job.staging
     with writing(staging.path(name)):
         sink = HashingSink(staging.output(name))
         writer = open_writer(sink, job.schema, job.settings.format, job.settings.compression)

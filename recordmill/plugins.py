@@ -292,6 +292,23 @@ class DatasetPlugin:
     def dict_data(self, task_id: int, options: Any) -> Any:
         return self.pm.hook.dict_data(task_id=task_id, options=options)
 
+    def task_rows(self, task_id: int, options: Any) -> int | None:
+        """The rows task ``task_id`` announces, or None (also when it has no ``task_rows``)."""
+        try:
+            n = self.pm.hook.task_rows(task_id=task_id, options=options)
+        except Exception as e:
+            raise PluginError(
+                f"plugin {self.name}: task_rows({task_id}) raised {type(e).__name__}: {e}"
+            ) from e
+        if n is None:
+            return None
+        if isinstance(n, bool) or not hasattr(n, "__index__") or int(n) < 0:
+            raise PluginError(
+                f"plugin {self.name}: task_rows({task_id}) must return a whole number >= 0 or "
+                f"None, got {n!r}"
+            )
+        return int(n)
+
 
 def load_plugin(plugin: str | os.PathLike[str] | PluginRef | ModuleType) -> DatasetPlugin:
     """A :class:`DatasetPlugin` from a ``--script`` value or path, a reference, or a module."""

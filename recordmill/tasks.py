@@ -10,7 +10,7 @@ import base64
 import contextlib
 import json
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any
@@ -99,8 +99,9 @@ def _plugin(ref: PluginRef) -> DatasetPlugin:
     return _plugins[ref]
 
 
-def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> TaskResult:
-    """Produce, check and stage the rows of one task; ``report`` receives ``(rows, bytes)``."""
+def task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
+    """The rows of one task as checked Arrow batches. Rejected inputs go to ``result.rejects``;
+    with no schema declared, ``result.schema`` is the one inferred from the first row."""
     task_id = job.task_id
     try:
         # The bad-input policy reaches the plugin as an option (see README: images), also under
@@ -116,53 +117,58 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
         raise
     except Exception as e:
         raise _plugin_failed(task_id, e) from e
-
-    result = TaskResult(task_id, rows=0, schema=job.schema)
-    staging = job.staging
-    fragment = layout.fragment_file(task_id)
-    sink = None
     converter = RowConverter(job.schema) if job.schema is not None else None
-    writer = None
     limit = FIRST_BATCH_ROWS
     position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
-    try:
-        while True:
-            chunk: list[Any] = []
-            try:
-                # extend() keeps the rows taken before a plugin error, so its position is exact.
-                chunk.extend(islice(rows, limit))
-            except Exception as e:
-                raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
+    while True:
+        chunk: list[Any] = []
+        try:
+            # extend() keeps the rows taken before a plugin error, so its position is exact.
+            chunk.extend(islice(rows, limit))
+        except Exception as e:
+            raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
+        if not chunk:
+            return
+        if Reject in set(map(type, chunk)):
+            result.rejects += [r for r in chunk if type(r) is Reject]
+            chunk = [r for r in chunk if type(r) is not Reject]
             if not chunk:
-                break
-            if Reject in set(map(type, chunk)):
-                result.rejects += [r for r in chunk if type(r) is Reject]
-                chunk = [r for r in chunk if type(r) is not Reject]
-                if not chunk:
-                    continue
-            if converter is None:
-                try:
-                    converter = RowConverter(infer_schema(chunk[0]))
-                except RowError as e:
-                    raise e.located(task_id, position) from None
-                result.schema = converter.schema
-            batch = _convert(converter, chunk, position, job, result)
-            position += len(chunk)
-            if batch is None:
                 continue
+        if converter is None:
+            try:
+                converter = RowConverter(infer_schema(chunk[0]))
+            except RowError as e:
+                raise e.located(task_id, position) from None
+            result.schema = converter.schema
+        batch = _convert(converter, chunk, position, job, result)
+        position += len(chunk)
+        if batch is None:
+            continue
+        if limit == FIRST_BATCH_ROWS:  # the first batch measured the rows' size
+            per_row = max(1, batch.nbytes // batch.num_rows)
+            limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
+        yield batch
+
+
+def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> TaskResult:
+    """Produce, check and stage the rows of one task; ``report`` receives ``(rows, bytes)``."""
+    result = TaskResult(job.task_id, rows=0, schema=job.schema)
+    staging = job.staging
+    fragment = layout.fragment_file(job.task_id)
+    sink = None
+    writer = None
+    try:
+        for batch in task_batches(job, result):
             with writing(staging.path(fragment)):
                 if writer is None:
                     staging.makedirs(layout.TASKS_DIR)
                     sink = staging.output(fragment)
-                    writer = pa.ipc.new_file(sink, converter.schema)
+                    writer = pa.ipc.new_file(sink, batch.schema)
                 writer.write_batch(batch)
             result.rows += batch.num_rows
             result.batch_rows.append(batch.num_rows)
             result.nbytes += batch.nbytes
             report((batch.num_rows, batch.nbytes))
-            if len(result.batch_rows) == 1:
-                per_row = max(1, batch.nbytes // batch.num_rows)
-                limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
         with writing(staging.path(fragment)):
             if writer is not None:
                 writer.close()

@@ -165,3 +165,21 @@ def test_num_images_is_a_seeded_subset(image_folder, tmp_path):
     assert len(chosen[0]) == 5 and set(chosen[0]) <= set(made)
     assert chosen[0] == chosen[1] and chosen[0] != chosen[2]
     assert chosen[0] == sorted(chosen[0])  # still in class, then file order
+
+
+@pytest.mark.parametrize("encode", ["passthrough", "tensor"])
+def test_rows_go_straight_to_partitions_the_same_as_through_fragments(
+    image_folder, tmp_path, encode
+):
+    root, _ = image_folder
+    options = {"image_dir": str(root), "encode": encode, "size": 8}
+    common = {"partitions": 3, "workers": 2, "row_group_size": 2, "progress": False}
+    direct = recordmill.write("imagenet", tmp_path / "direct", options=options, **common)
+    # --on-bad-input skip could leave rows out, so it takes the staged path
+    staged = recordmill.write(
+        "imagenet", tmp_path / "staged", options=options, on_bad_input="skip", **common
+    )
+    assert "rows straight to partitions" in direct.phases and "tasks" in staged.phases
+    checksums = [[p["checksum"] for p in s.manifest["partitions"]] for s in (direct, staged)]
+    assert checksums[0] == checksums[1]
+    assert [t["rows"] for t in direct.manifest["tasks"]] == [4, 4, 4]

@@ -98,6 +98,17 @@ def task_number(options):
     return len(_class_dirs(options.image_dir))
 
 
+def task_rows(task_id, options):
+    # Known from the listing alone, so recordmill writes each partition straight from the rows.
+    synset = _class_dirs(options.image_dir)[task_id]
+    if options.num_images >= 0:
+        subset = _subset(
+            options.image_dir, options.extensions, options.num_images, options.subset_seed
+        )
+        return len(subset.get(synset, []))
+    return len(_files(os.path.join(options.image_dir, synset), options.extensions))
+
+
 def schema(options):
     fields = {
         "label": {"type": "int32"},
