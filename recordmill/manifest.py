@@ -101,6 +101,16 @@ def find(store: Store) -> str | None:
     return None
 
 
+def group_sizes(manifest: dict[str, Any], entry: dict[str, Any]) -> list[int] | None:
+    """The rows of each row group of a partition as its entry and ``row_group_size`` say (all
+    of that size but the last); None when the manifest does not record them."""
+    size = (manifest.get("settings") or {}).get("row_group_size")
+    if entry.get("row_groups") is None or not size:
+        return None
+    rows = entry["rows"]
+    return [min(size, rows - i * size) for i in range(-(-rows // size))]
+
+
 def load(store: Store) -> dict[str, Any]:
     """The manifest of the dataset in ``store``; a clear error for anything else."""
     name = find(store)

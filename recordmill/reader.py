@@ -36,6 +36,8 @@ __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_n
 
 CACHE_BYTES = 256 << 20
 READ_AHEAD_BYTES = 64 << 20
+# A column of small values (labels, names) up to this size is joined into one array for gathers.
+JOIN_BYTES = 16 << 20
 # Parquet row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
 READ_THREADS = max(1, min(4, os.cpu_count() or 1))
 
@@ -62,6 +64,8 @@ class _Files:
         self.store = store
         self.manifest = manifest
         self.arrow = manifest["format"] == "arrow"
+        # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.
+        self.mapped = self.arrow and store.local
         self.cache_limit = cache_limit
         self.read_ahead_bytes = ahead
         self.stats = ReadStats()
@@ -80,6 +84,7 @@ class _Files:
         self._cache: OrderedDict[tuple[int, tuple[str, ...]], pa.RecordBatch] = OrderedDict()
         self._cache_bytes = 0
         self._lock = threading.Lock()
+        self._build = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
     def ready(self) -> _Files:
@@ -88,28 +93,31 @@ class _Files:
         file's footer."""
         if self._pid != os.getpid():
             self._fresh()
-        if self.groups or not self.manifest["partitions"]:
+        if self.index.total or not self.manifest["total_rows"]:
             return self
-        for p in range(len(self.manifest["partitions"])):
-            for i, n in enumerate(self._expected_rows(p) or group_rows(self.handle(p))):
-                self.groups.append(_Group(p, i, n))
-                self.starts.append(self.starts[-1] + n)
-        self.index = RowIndex([g.rows for g in self.groups])
+        with self._build:  # threads of one process share the map: build it once, whole
+            if self.index.total:
+                return self
+            groups, starts = [], [0]
+            for p in range(len(self.manifest["partitions"])):
+                for i, n in enumerate(self.expected_rows(p) or group_rows(self.handle(p))):
+                    groups.append(_Group(p, i, n))
+                    starts.append(starts[-1] + n)
+            self.groups, self.starts = groups, starts
+            self.index = RowIndex([g.rows for g in groups])
         return self
 
-    def _expected_rows(self, partition: int) -> list[int] | None:
+    def expected_rows(self, partition: int) -> list[int] | None:
         """The row count of each row group of a partition, as the manifest says."""
         entry = self.manifest["partitions"][partition]
-        size = (self.manifest.get("settings") or {}).get("row_group_size")
-        if entry.get("row_groups") is None or not size:
-            return None
-        rows, count = entry["rows"], entry["row_groups"]
-        if count != -(-rows // size):
+        sizes = manifest_file.group_sizes(self.manifest, entry)
+        if sizes is not None and len(sizes) != entry["row_groups"]:
+            size = self.manifest["settings"]["row_group_size"]
             raise OutputError(
-                f"the manifest of {self.store} is damaged: {entry['file']} has {rows} rows in "
-                f"{count} row groups of {size} (recordmill verify tells more)"
+                f"the manifest of {self.store} is damaged: {entry['file']} has {entry['rows']} "
+                f"rows in {entry['row_groups']} row groups of {size} (recordmill verify tells more)"
             )
-        return [min(size, rows - i * size) for i in range(count)]
+        return sizes
 
     @property
     def pool(self) -> ThreadPoolExecutor:
@@ -121,15 +129,6 @@ class _Files:
         """The group holding global ``row``, and the row's number within it."""
         g = bisect.bisect_right(self.starts, row) - 1
         return g, row - self.starts[g]
-
-    def fits_cache(self) -> bool:
-        """Whether every row group, decoded, fits the cache together."""
-        return sum(p["bytes"] for p in self.manifest["partitions"]) <= self.cache_limit
-
-    def group_bytes(self) -> int:
-        """About how many bytes a decoded row group holds."""
-        total = sum(p["bytes"] for p in self.manifest["partitions"])
-        return max(1, total // max(1, len(self.groups)))
 
     def handle(self, partition: int) -> Any:
         # One reader per thread: a pyarrow ParquetFile must not be read from two threads at once.
@@ -145,14 +144,14 @@ class _Files:
         """Refuse a file whose row groups are not those the manifest says (for Arrow IPC, the
         count here; each batch's rows when it is first read, which costs nothing then)."""
         entry = self.manifest["partitions"][partition]
-        expected = self._expected_rows(partition)
+        expected = self.expected_rows(partition)
         if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
             found, wanted = handle.num_record_batches, f"{len(expected)} record batches"
             ok = found == len(expected)
         else:
             rows = group_rows(handle)
-            found, wanted = sum(rows), f"{entry['rows']} rows"
-            ok = rows == expected if expected is not None else found == entry["rows"]
+            found, wanted = _groups_text(rows), _groups_text(expected or [entry["rows"]])
+            ok = rows == expected if expected is not None else sum(rows) == entry["rows"]
         if not ok:
             raise OutputError(
                 f"{self.store}/{entry['file']} does not match the manifest ({found} found, "
@@ -163,19 +162,10 @@ class _Files:
         """Row group ``g`` with ``schema``'s columns. Arrow: a memory-mapped batch, nothing
         decoded. Parquet: from the cache, or decoded (and cached when ``keep``)."""
         key = (g, tuple(schema.names))
-        if self.arrow:
+        if self.mapped:
             batch = self._batches.get(key)
             if batch is None:
-                group = self.groups[g]
-                batch = self.handle(group.partition).get_batch(group.index)
-                if batch.num_rows != group.rows:
-                    entry = self.manifest["partitions"][group.partition]
-                    raise OutputError(
-                        f"{self.store}/{entry['file']}, record batch {group.index}, holds "
-                        f"{batch.num_rows} rows, the manifest says {group.rows}: the dataset is "
-                        "damaged (recordmill verify tells more)"
-                    )
-                batch = batch.select(schema.names)
+                batch = self._decode(g, schema)
                 self._batches[key] = batch
             return batch
         with self._lock:
@@ -196,6 +186,16 @@ class _Files:
 
     def _decode(self, g: int, schema: pa.Schema) -> pa.RecordBatch:
         group = self.groups[g]
+        if self.arrow:
+            batch = self.handle(group.partition).get_batch(group.index)
+            if batch.num_rows != group.rows:
+                entry = self.manifest["partitions"][group.partition]
+                raise OutputError(
+                    f"{self.store}/{entry['file']}, record batch {group.index}, holds "
+                    f"{batch.num_rows} rows, the manifest says {group.rows}: the dataset is "
+                    "damaged (recordmill verify tells more)"
+                )
+            return batch.select(schema.names)
         try:
             table = self.handle(group.partition).read_row_group(
                 group.index, columns=schema.names, use_threads=False
@@ -257,6 +257,7 @@ class Dataset:
         self._getters = [(f.name, row_getter(f), self._decode.get(f.name)) for f in schema]
         self._whole: _Columns | None = None  # Arrow IPC: every group's columns, end to end
         self._last: tuple[int, list[pa.Array]] = (-1, [])
+        self._per_row: int | None = None
 
     # --- what it is ---------------------------------------------------------------------------
 
@@ -390,7 +391,9 @@ class Dataset:
         rows = self._global(indices)
         window = self._window_rows(batch_size)
         for lo in range(0, len(rows), window):
-            yield from self._rows(self._gather(rows[lo : lo + window]))
+            gathered = self._gather(rows[lo : lo + window])
+            for start in range(0, gathered.num_rows, batch_size):
+                yield from self._rows(gathered.slice(start, batch_size))
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -420,11 +423,16 @@ class Dataset:
         16 MiB, as nothing is decoded. Parquet: about ``cache_bytes``, since each window decodes
         every row group it touches (nearly all of them) and a larger window decodes less per
         row; the groups are kept for the next window only when all of them fit the cache."""
-        files = self._files
-        total = sum(p["bytes"] for p in files.manifest["partitions"]) or 1
-        per_row = max(1, total // max(1, files.manifest["total_rows"]))
-        budget = (16 << 20) if files.arrow else files.cache_limit
-        return batch_size * max(1, budget // per_row // batch_size)
+        budget = (16 << 20) if self._files.mapped else self._files.cache_limit
+        return batch_size * max(1, budget // self._row_bytes() // batch_size)
+
+    def _row_bytes(self) -> int:
+        """The bytes a row of this view takes decoded, as its first row group holds them."""
+        if self._per_row is None:
+            files = self._files.ready()
+            first = files.group(0, self.schema) if files.groups else None
+            self._per_row = max(1, first.nbytes // first.num_rows) if first else 1
+        return self._per_row
 
     def _groups_in_order(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:
         """Global rows ``start`` to ``stop``, group by group. Parquet groups are decoded ahead
@@ -435,7 +443,8 @@ class Dataset:
             for g, lo, hi in wanted:
                 yield files.group(g, self.schema).slice(lo, hi - lo)
             return
-        depth = max(1, min(len(wanted), files.read_ahead_bytes // files.group_bytes()))
+        group_bytes = self._row_bytes() * max(1, files.index.total // max(1, len(files.groups)))
+        depth = max(1, min(len(wanted), files.read_ahead_bytes // group_bytes))
         ahead = [
             files.pool.submit(files.group, g, self.schema, False) for g, _, _ in wanted[:depth]
         ]
@@ -472,7 +481,8 @@ class Dataset:
             return self._whole.take(rows)
         plan = files.index.gather(rows)
 
-        keep = files.fits_cache() if keep is None else keep
+        if keep is None:  # else a sweep over more groups than the cache holds only churns it
+            keep = self._row_bytes() * files.index.total <= files.cache_limit
 
         def cut(n: int) -> pa.RecordBatch:
             group = files.group(plan.groups[n], self.schema, keep)
@@ -489,13 +499,16 @@ class _Columns:
 
     def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
         self.schema = schema
-        self.columns: list[pa.Array | _Values] = []
+        self.columns: list[pa.Array | pa.ChunkedArray | _Values] = []
         for c, t in enumerate(schema.types):
             chunks = [b.column(c) for b in batches]
-            # Small values are joined into one array (a take across many chunks costs per
-            # chunk, every time); large ones stay where they are.
-            large = _Values.fits(t, chunks)
-            self.columns.append(_Values(chunks) if large else pa.concat_arrays(chunks))
+            if _Values.fits(t, chunks):  # large values: copied from where they lie
+                self.columns.append(_Values(chunks))
+            elif sum(c.nbytes for c in chunks) <= JOIN_BYTES:
+                # One array: a take across many chunks costs per chunk, every time.
+                self.columns.append(pa.concat_arrays(chunks))
+            else:  # a big column of small values stays where it is (no copy of it all)
+                self.columns.append(pa.chunked_array(chunks, type=t))
 
     def take(self, index: np.ndarray) -> pa.RecordBatch:
         arrays = []
@@ -503,7 +516,10 @@ class _Columns:
             if isinstance(column, _Values):
                 arrays.append(column.take(index, t))
             else:
-                arrays.append(column.take(pa.array(index)))
+                taken = column.take(pa.array(index))
+                arrays.append(
+                    taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+                )
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
@@ -557,6 +573,11 @@ class _Values:
             return pa.Array.from_buffers(t, len(index), [None, pa.py_buffer(values)])
         buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)]
         return pa.Array.from_buffers(t, len(index), buffers)
+
+
+def _groups_text(rows: list[int]) -> str:
+    shown = ", ".join(map(str, rows[:4])) + (", ..." if len(rows) > 4 else "")
+    return f"{sum(rows)} rows in {len(rows)} row groups ({shown})"
 
 
 def open_partition(store: Store, name: str, fmt: str) -> Any:

@@ -11,7 +11,7 @@ Resuming mid-epoch: ``recordmill.torch.DataLoader`` (a ``torch.utils.data.DataLo
 the batches it has handed out; its ``state_dict()`` saved after batch k and given to
 ``load_state_dict()`` in a new job makes the next batch k+1, with exactly the rows not yet seen, in
 the same order, whatever ``num_workers`` is. The order of an epoch is one seeded permutation cut
-into batches (``Sampler`` for a ``MapDataset``; for an ``IterableDataset`` batch b goes to
+into batches (``Sampler`` for a ``MapDataset``; for an ``IterableDataset`` with one rank batch b goes to
 worker ``b % num_workers``, and the DataLoader hands batches out in that order), so it does not
 depend on the number of workers.
 """
@@ -115,7 +115,13 @@ class _Position:
                     f"cannot resume: the saved state has {key}={state[key]!r}, this one "
                     f"{mine[key]!r}; resume with the dataset and settings the state was saved with"
                 )
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if epoch < 0 or not 0 <= position <= mine["rows"]:
+            raise ValueError(
+                f"cannot resume: the saved state has epoch {epoch} and position {position}; "
+                f"a position is 0 to {mine['rows']} (the rows of an epoch)"
+            )
+        self.epoch, self.position = epoch, position
 
     def _order(self) -> np.ndarray:
         """This epoch's rows not yet handed out, in order."""
@@ -286,7 +292,9 @@ class DataLoader(torch_data.DataLoader):
             self.position: _Position = dataset
             super().__init__(dataset, batch_size=batch_size, **kwargs)
         else:
-            sampler = kwargs.pop("sampler", None) or Sampler(dataset, shuffle=shuffle, seed=seed)
+            sampler = kwargs.pop("sampler", None)
+            if sampler is None:
+                sampler = Sampler(dataset, shuffle=shuffle, seed=seed)
             if not isinstance(sampler, Sampler):
                 raise TypeError("give a recordmill.torch.Sampler as sampler, or none")
             self.position = sampler

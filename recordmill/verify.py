@@ -29,7 +29,8 @@ def verify(path: str | os.PathLike[str]) -> list[str]:
             problems.append(f"{extra}: a partition file the manifest does not list")
     total = 0
     for entry in manifest["partitions"]:
-        problems += _check_partition(store, entry, manifest["format"], expected_schema)
+        sizes = manifest_file.group_sizes(manifest, entry)
+        problems += _check_partition(store, entry, manifest["format"], expected_schema, sizes)
         total += entry["rows"]
     if total != manifest["total_rows"]:
         problems.append(
@@ -52,7 +53,9 @@ def verify(path: str | os.PathLike[str]) -> list[str]:
     return problems
 
 
-def _check_partition(store: Store, entry: dict, fmt: str, schema: pa.Schema) -> list[str]:
+def _check_partition(
+    store: Store, entry: dict, fmt: str, schema: pa.Schema, expected: list[int] | None
+) -> list[str]:
     name = entry["file"]
     if not store.is_file(name):
         return [f"{name}: missing"]
@@ -70,11 +73,17 @@ def _check_partition(store: Store, entry: dict, fmt: str, schema: pa.Schema) -> 
     try:
         handle = open_partition(store, name, fmt)
         found = handle.schema if fmt == "arrow" else handle.schema_arrow
-        rows = sum(group_rows(handle))
+        groups = group_rows(handle)
     except (pa.ArrowInvalid, OSError) as e:
         return [*problems, f"{name}: cannot be read: {e}"]
+    rows = sum(groups)
     if rows != entry["rows"]:
         problems.append(f"{name}: {rows} rows, the manifest says {entry['rows']}")
+    elif expected is not None and groups != expected:
+        problems.append(
+            f"{name}: {len(groups)} row groups, the manifest says {entry['row_groups']} of "
+            f"{expected[0]} rows (the last smaller)"
+        )
     if not found.equals(schema):
         problems.append(f"{name}: its schema differs from the manifest's")
     return problems

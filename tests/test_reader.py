@@ -230,3 +230,13 @@ def test_shuffled_large_values_arrive_whole_and_in_order(tmp_path, fmt):
             seen.append(int(n))
     assert sorted(seen) == list(range(120)) and seen != sorted(seen)
     assert ds.take([119, 0, 64])["blob"].to_pylist()[0] == bytes([119]) * 1143
+
+
+def test_big_columns_of_small_values_are_gathered_where_they_lie(dataset, monkeypatch):
+    import recordmill.reader
+
+    monkeypatch.setattr(recordmill.reader, "JOIN_BYTES", 0)  # no column is joined
+    ds = recordmill.open(str(dataset))
+    order = np.random.default_rng(3).permutation(len(ds))
+    assert [r["name"] for r in ds.rows(order)] == [f"row {i}" for i in order]
+    assert [r["id"] for r in ds.iter_rows(order[:50], batch_size=7)] == order[:50].tolist()

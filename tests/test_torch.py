@@ -220,3 +220,13 @@ def test_a_wrong_path_fails_when_the_dataset_is_made(tmp_path):
     for make in (rtorch.MapDataset, rtorch.IterableDataset):
         with pytest.raises(recordmill.OutputError, match="not a recordmill dataset"):
             make(tmp_path)
+
+
+def test_a_given_sampler_is_kept_and_a_position_must_be_in_the_epoch(dataset):
+    data = rtorch.MapDataset(dataset, columns=["id"])
+    second_rank = rtorch.Sampler(data, shuffle=False, rank=1, world_size=2)
+    loader = rtorch.DataLoader(data, batch_size=10, sampler=second_rank)
+    ids = [i for batch in loader for i in batch["id"].tolist()]
+    assert ids == all_ids(dataset)[1::2]
+    with pytest.raises(ValueError, match="position -20"):
+        loader.load_state_dict({**loader.state_dict(), "position": -20})

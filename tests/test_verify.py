@@ -96,7 +96,10 @@ def test_the_reader_refuses_a_partition_whose_rows_disagree(copy):
         manifest["total_rows"] = 48
 
     edit_manifest(copy, fewer_rows)
-    with pytest.raises(recordmill.OutputError, match=r"\(22 found, 5 rows expected\)"):
+    with pytest.raises(
+        recordmill.OutputError,
+        match=r"\(22 rows in 1 row groups \(22\) found, 5 rows in 1 row groups \(5\) expected\)",
+    ):
         recordmill.open(str(copy))[0]
 
 
@@ -128,3 +131,14 @@ def test_the_reader_reports_a_flipped_byte_instead_of_wrong_data(copy):
     ):
         ds.to_arrow()
     assert any("checksum" in p for p in verify(copy))
+
+
+def test_row_groups_other_than_the_manifest_says(copy):
+    def other_groups(manifest):
+        manifest["settings"]["row_group_size"] = 2
+        for p in manifest["partitions"]:
+            p["row_groups"] = -(-p["rows"] // 2)
+
+    edit_manifest(copy, other_groups)
+    problems = verify(copy)
+    assert problems and all("row groups, the manifest says" in p for p in problems)
