@@ -65,24 +65,30 @@ def ensure_data() -> None:
                 f.read_bytes()
 
 
-def measure(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak summed RSS (MB) of the command's process tree."""
+def measure(command: list[str]) -> tuple[float, float, float, float]:
+    """Wall seconds, peak summed RSS (MB), bytes written (MB: what the processes passed to
+    write(), the last value sampled for each) and the size of what is left on disk (MB) of the
+    command's process tree."""
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     start = time.perf_counter()
     process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=WORK)
     peak = 0
+    written: dict[int, int] = {}
     while process.poll() is None:
         try:
             tree = [process, *process.children(recursive=True)]
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            for p in tree:
+                written[p.pid] = p.io_counters().write_chars
         except psutil.Error:
             pass
         time.sleep(0.02)
     seconds = time.perf_counter() - start
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(map(str, command))} failed:\n{process.stderr.read().decode()}")
-    return seconds, peak / 1e6
+    left = sum(f.stat().st_size for f in WORK.rglob("*") if f.is_file())
+    return seconds, peak / 1e6, sum(written.values()) / 1e6, left / 1e6
 
 
 def writer(*args: object) -> list[str]:
@@ -100,6 +106,9 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
             ),
             "images: recordmill --workers 2": writer(
                 *imagenet, "--image-dir", IMAGES, "--workers", 2
+            ),
+            "images: recordmill --workers 2, staged (--on-bad-input skip)": writer(
+                *imagenet, "--image-dir", IMAGES, "--workers", 2, "--on-bad-input", "skip"
             ),
             "images: plain pyarrow loop": [
                 sys.executable,
@@ -237,7 +246,7 @@ def main() -> None:
     ensure_data()
     commands = workloads(set(args.workloads.split(",")))
     cluster = start_dask() if "dask" in args.workloads.split(",") else []
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in commands}
     try:
         for _ in range(args.runs):  # interleaved, so that a noisy moment hits every command alike
             for name, command in commands.items():
@@ -245,15 +254,21 @@ def main() -> None:
     finally:
         for process in cluster:
             process.kill()
-    print("| workload | median wall s | min | max | peak RSS MB (all processes) |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(
+        "| workload | median wall s | min | max | peak RSS MB (all processes) "
+        "| MB written | MB left | written / left |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     medians = {}
     for name, runs in results.items():
-        walls = [w for w, _ in runs]
+        walls = [w for w, _, _, _ in runs]
         medians[name] = statistics.median(walls)
+        written = statistics.median(r[2] for r in runs)
+        left = statistics.median(r[3] for r in runs)
+        ratio = f"{written / left:.2f}" if left else "-"
         print(
             f"| {name} | {medians[name]:.2f} | {min(walls):.2f} | {max(walls):.2f} "
-            f"| {max(m for _, m in runs):.0f} |"
+            f"| {max(r[1] for r in runs):.0f} | {written:.0f} | {left:.0f} | {ratio} |"
         )
     print()
     ratios = [
@@ -290,8 +305,8 @@ def main() -> None:
         )
     x2 = "images x2: recordmill --workers 2"
     if x2 in results:
-        one = max(m for _, m in results["images: recordmill --workers 2"])
-        two = max(m for _, m in results[x2])
+        one = max(r[1] for r in results["images: recordmill --workers 2"])
+        two = max(r[1] for r in results[x2])
         print(f"- peak RSS, doubled folder / folder: {two / one:.2f} (goal: no growth, about 1.0)")
 
 
