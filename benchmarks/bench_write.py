@@ -75,12 +75,14 @@ def measure(command: list[str]) -> tuple[float, float, float, float]:
     process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=WORK)
     peak = 0
     written: dict[int, int] = {}
+    parents: set[int] = set()
     while process.poll() is None:
         try:
             tree = [process, *process.children(recursive=True)]
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
             for p in tree:
                 written[p.pid] = p.io_counters().write_chars
+                parents.add(p.ppid())
         except psutil.Error:
             pass
         time.sleep(0.02)
@@ -88,7 +90,10 @@ def measure(command: list[str]) -> tuple[float, float, float, float]:
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(map(str, command))} failed:\n{process.stderr.read().decode()}")
     left = sum(f.stat().st_size for f in WORK.rglob("*") if f.is_file())
-    return seconds, peak / 1e6, sum(written.values()) / 1e6, left / 1e6
+    # Linux adds a reaped child's counts to its parent's, so a process that made others (the
+    # fork server, which makes and reaps the workers) would count their writes a second time.
+    own = sum(n for pid, n in written.items() if pid not in parents or pid == process.pid)
+    return seconds, peak / 1e6, own / 1e6, left / 1e6
 
 
 def writer(*args: object) -> list[str]:
