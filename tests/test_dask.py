@@ -93,13 +93,26 @@ def checksums(out):
     return [p["checksum"] for p in recordmill.read_manifest(out)["partitions"]]
 
 
-def test_dask_gives_the_same_files_as_a_local_run(cluster, tmp_path):
+# The same rows, with their counts announced: partitions written straight from the rows.
+COUNTED = (
+    PLUGIN
+    + """
+    def task_rows(task_id):
+        return 30
+
+    def schema():
+        return {"task": "int64", "i": "int64", "pid": "int64", "blob": "bytes"}
+"""
+)
+
+
+@pytest.mark.parametrize("source", [PLUGIN, COUNTED], ids=["staged", "direct"])
+def test_dask_gives_the_same_files_as_a_local_run(cluster, tmp_path, source):
     address, _ = cluster
-    plugin = make_plugin(tmp_path / "xyz", PLUGIN)
-    local = run_writer(
-        "--script", plugin, "--output", tmp_path / "local", "--partitions", "3", "--quiet"
-    )
+    plugin = make_plugin(tmp_path / "xyz", source)
+    local = run_writer("--script", plugin, "--output", tmp_path / "local", "--partitions", "3")
     assert local.returncode == 0, local.stderr
+    assert ("rows straight to partitions" in local.stderr + local.stdout) == (source is COUNTED)
     remote = run_writer(
         "--script",
         plugin,
