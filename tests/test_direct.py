@@ -3,13 +3,20 @@ made straight from their rows, the same files as through staged fragments."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
 import recordmill
+from recordmill import layout
 from recordmill.direct import plan
 from recordmill.verify import verify
-from tests.conftest import make_plugin
+from tests.conftest import REPO, make_plugin, run_writer
 
 PLUGIN = """
     import numpy as np
@@ -106,3 +113,97 @@ def test_a_shuffle_or_a_skip_policy_takes_the_staged_path(plugin, tmp_path):
     shuffled = write(plugin, tmp_path / "shuffled", shuffle=True, seed=1)
     skipping = write(plugin, tmp_path / "skipping", on_bad_input="skip")
     assert "tasks" in shuffled.phases and "tasks" in skipping.phases
+
+
+SLOW = """
+    import os, time
+
+    def add_options(parser):
+        parser.add_argument("--marks", required=True)
+        parser.add_argument("--sleep", type=float, default=0.3)
+        parser.add_argument("--die-once", type=int, default=-1)
+
+    def task_number():
+        return 12
+
+    def task_rows(task_id):
+        return 50
+
+    def schema():
+        return {"task": "int64", "i": "int64", "blob": "bytes"}
+
+    def dict_data(task_id, options):
+        mark = os.path.join(options.marks, f"{task_id}-{os.getpid()}-{time.time_ns()}")
+        open(mark, "w").close()
+        if task_id == options.die_once and len(os.listdir(options.marks)) and not os.path.exists(
+            os.path.join(options.marks, "died")
+        ):
+            open(os.path.join(options.marks, "died"), "w").close()
+            os._exit(3)  # the worker dies while writing its partition
+        time.sleep(options.sleep)
+        for i in range(50):
+            yield {"task": task_id, "i": i, "blob": bytes([task_id]) * 100}
+"""
+
+
+@pytest.fixture
+def slow(tmp_path):
+    (tmp_path / "marks").mkdir()
+    return make_plugin(tmp_path / "slow", SLOW), tmp_path / "marks"
+
+
+def writer_args(plugin, marks, out, *extra):
+    return [
+        *("--script", plugin, "--output", out, "--partitions", "6", "--workers", "2"),
+        *("--marks", marks, "--quiet", *extra),
+    ]
+
+
+def reference_checksums(plugin, marks, tmp_path):
+    result = run_writer(*writer_args(plugin, marks, tmp_path / "ref", "--sleep", "0"))
+    assert result.returncode == 0, result.stderr
+    for mark in marks.iterdir():
+        mark.unlink()
+    return [p["checksum"] for p in recordmill.read_manifest(tmp_path / "ref")["partitions"]]
+
+
+def test_a_killed_run_resumes_its_unwritten_partitions_to_the_same_files(slow, tmp_path):
+    plugin, marks = slow
+    reference = reference_checksums(plugin, marks, tmp_path)
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "writer.py"), *map(str, writer_args(plugin, marks, out))],
+        start_new_session=True,
+    )
+    parts = tmp_path / layout.staging_folder("out") / layout.PARTS_DIR
+    deadline = time.monotonic() + 60
+    while not (parts.is_dir() and len(list(parts.glob("*.json"))) >= 2):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the power cut: the run and its workers
+    process.wait(timeout=30)
+    assert not out.exists()
+    written = sorted(int(p.name.split("-")[1]) for p in parts.glob("*.json"))
+    for mark in marks.iterdir():
+        mark.unlink()
+    resumed = run_writer(*writer_args(plugin, marks, out, "--resume"))
+    assert resumed.returncode == 0, resumed.stderr
+    ran_again = [int(m.name.split("-")[0]) for m in marks.iterdir()]
+    # Finished partitions are not written again; task 0's first rows are made once more in the
+    # main process, which sizes the row groups from them.
+    assert ran_again.count(0) == 1 + (0 not in written)
+    assert not set(ran_again) & {t for p in written for t in (2 * p, 2 * p + 1)} - {0}
+    assert [p["checksum"] for p in recordmill.read_manifest(out)["partitions"]] == reference
+
+
+def test_a_worker_that_dies_writing_a_partition_is_replaced(slow, tmp_path):
+    plugin, marks = slow
+    reference = reference_checksums(plugin, marks, tmp_path)
+    result = run_writer(
+        *writer_args(plugin, marks, tmp_path / "out", "--sleep", "0", "--die-once", "5")
+    )
+    assert result.returncode == 0, result.stderr
+    assert (marks / "died").exists()
+    assert [p["checksum"] for p in recordmill.read_manifest(tmp_path / "out")["partitions"]] == (
+        reference
+    )
