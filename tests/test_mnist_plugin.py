@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import recordmill
 from recordmill.formats.idx import read_idx, write_idx
 from recordmill.reader import to_numpy
 from tests.conftest import read_dataset, run_writer
@@ -96,3 +97,19 @@ def test_missing_and_broken_files_are_named(mnist_dir, tmp_path):
     )
     assert result.returncode == 1
     assert "t10k-labels-idx1-ubyte: header says (9,) (17 bytes), file has 13" in result.stderr
+
+
+@pytest.mark.parametrize("image_format", ["tensor", "png"])
+def test_rows_go_straight_to_partitions_the_same_as_through_fragments(
+    mnist_dir, tmp_path, image_format
+):
+    folder, _, _ = mnist_dir
+    options = {"data_dir": str(folder), "tasks": 5, "image_format": image_format}
+    common = {"partitions": 3, "workers": 2, "row_group_size": 10, "progress": False}
+    direct = recordmill.write("mnist", tmp_path / "direct", options=options, **common)
+    staged = recordmill.write(
+        "mnist", tmp_path / "staged", options=options, on_bad_input="skip", **common
+    )
+    assert "rows straight to partitions" in direct.phases and "tasks" in staged.phases
+    checksums = [[p["checksum"] for p in s.manifest["partitions"]] for s in (direct, staged)]
+    assert checksums[0] == checksums[1]

@@ -57,6 +57,13 @@ def task_number(options):
     return len(_ranges(options)) - 1
 
 
+def task_rows(task_id, options):
+    # Every line but a blank one is a row (a bad line fails the run when its task makes rows).
+    bounds = _ranges(options)
+    lines = _lines(options.list)[bounds[task_id] : bounds[task_id + 1]]
+    return sum(1 for line in lines if line.strip())
+
+
 def schema(options):
     label = {"type": options.label_type}
     if options.label_width > 1:

@@ -66,6 +66,12 @@ def task_number(options):
     return len(_bounds(options, len(pixels))) - 1
 
 
+def task_rows(task_id, options):
+    pixels, _ = _data(options)
+    bounds = _bounds(options, len(pixels))
+    return bounds[task_id + 1] - bounds[task_id]
+
+
 def schema(options):
     pixels, _ = _data(options)
     if options.image_format == "png":
