@@ -76,26 +76,38 @@ def s3():
     server.wait()
 
 
-def test_write_to_s3_and_read_back(s3, tmp_path):
-    plugin = make_plugin(tmp_path / "xyz", PLUGIN)
-    local = run_writer(
-        "--script", plugin, "--output", tmp_path / "local", "--partitions", "3", "--quiet"
-    )
+# The same rows with their counts announced: partitions written straight from the rows.
+COUNTED = (
+    PLUGIN
+    + """
+    def task_rows(task_id):
+        return 17 * task_id
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "fmt"),
+    [(PLUGIN, "parquet"), (COUNTED, "parquet"), (COUNTED, "arrow")],
+    ids=["staged", "direct", "direct-arrow"],
+)
+def test_write_to_s3_and_read_back(s3, tmp_path, source, fmt):
+    plugin = make_plugin(tmp_path / "xyz", source)
+    common = ["--script", plugin, "--partitions", "3", "--format", fmt, "--quiet"]
+    local = run_writer(*common, "--output", tmp_path / "local")
     assert local.returncode == 0, local.stderr
-    uri = s3("runs/xyz")
-    remote = run_writer(
-        "--script", plugin, "--output", uri, "--partitions", "3", "--workers", "2", "--quiet"
-    )
+    uri = s3(f"runs/xyz-{fmt}-{source is COUNTED}")
+    remote = run_writer(*common, "--output", uri, "--workers", "2")
     assert remote.returncode == 0, remote.stderr
     assert "s3://data/runs/xyz" in remote.stdout
     store = Store.at(uri)
     assert store.listdir() == [
-        "_manifest.parquet",
-        "part-00000-of-00003.parquet",
-        "part-00001-of-00003.parquet",
-        "part-00002-of-00003.parquet",
+        f"_manifest.{fmt}",
+        f"part-00000-of-00003.{fmt}",
+        f"part-00001-of-00003.{fmt}",
+        f"part-00002-of-00003.{fmt}",
     ]
-    assert not store.sibling(".xyz.recordmill-partial").exists()
+    assert not store.sibling(f".{store.name}.recordmill-partial").exists()
     ours = recordmill.open(uri)
     theirs = recordmill.open(str(tmp_path / "local"))
     assert ours.to_arrow().equals(theirs.to_arrow())
