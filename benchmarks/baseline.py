@@ -35,10 +35,16 @@ def image_rows(root: Path):
             }
 
 
-def small_rows():
+def small_rows_module():
+    """The smallrows benchmark plugin, imported from its file."""
     spec = importlib.util.spec_from_file_location("smallrows", HERE / "smallrows" / "plugin.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def small_rows():
+    module = small_rows_module()
     options = argparse.Namespace(rows=2_000_000, tasks=32)
     for task_id in range(options.tasks):
         yield from module.rows(task_id, options)

@@ -122,6 +122,13 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
                 str(IMAGES),
                 str(WORK / "plain.parquet"),
             ],
+            "images: Hugging Face datasets (num_proc=2, 4 shards)": [
+                sys.executable,
+                str(HERE / "hf_write.py"),
+                "images",
+                str(IMAGES),
+                str(WORK / "hf"),
+            ],
             "images: tar -cf (floor)": [
                 "tar",
                 "-cf",
@@ -163,6 +170,13 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
                 commands[f"{name}: recordmill --encode tensor --size 128 --workers {workers}"] = (
                     writer(*tensors, "--image-dir", folder, "--workers", workers)
                 )
+            commands[f"{name}: Hugging Face datasets, plain PIL (num_proc=2)"] = [
+                sys.executable,
+                str(HERE / "hf_write.py"),
+                "tensors",
+                str(folder),
+                str(WORK / "hf"),
+            ]
             commands[f"{name}: plain PIL loop, no draft mode"] = [
                 sys.executable,
                 str(HERE / "baseline.py"),
@@ -191,6 +205,12 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
         small = ["--script", HERE / "smallrows", "--output", out, "--partitions", 4]
         commands |= {
             "2M small rows: recordmill --workers 2": writer(*small, "--workers", 2),
+            "2M small rows: Hugging Face datasets (num_proc=2, 4 shards)": [
+                sys.executable,
+                str(HERE / "hf_write.py"),
+                "smallrows",
+                str(WORK / "hf"),
+            ],
             "2M small rows: plain pyarrow loop": [
                 sys.executable,
                 str(HERE / "baseline.py"),

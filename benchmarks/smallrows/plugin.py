@@ -12,6 +12,10 @@ def task_number(options):
     return options.tasks
 
 
+def task_rows(task_id, options):
+    return options.rows // options.tasks
+
+
 def schema():
     return {
         "id": {"type": "int64"},
