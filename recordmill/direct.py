@@ -5,8 +5,9 @@ known before any row is made: partition p holds global rows ``bounds(total, P)[p
 run of whole tasks plus, at its ends, part of a task it shares with its neighbour. A worker then
 writes partition p itself, running those tasks in order and keeping only its rows, with no
 staged fragment in between: each payload byte is written once, and the checksum is computed on
-the way. A shared task is run by both partitions (each keeps its part), which costs making the
-rows of at most two tasks again per partition, never writing them twice.
+the way. A shared task is run by both partitions (each keeps its part): its rows are made again,
+never written twice; when that would make more than 1.5 rows per row written (tasks much larger
+than partitions), the run takes the staged path instead.
 
 Every count is checked as the rows come: a task that yields more or fewer rows than it announced
 fails the run, naming the task, the count announced and the count yielded.
@@ -27,6 +28,9 @@ from recordmill.rows import bounds
 from recordmill.settings import WriteSettings
 from recordmill.storage import Store
 from recordmill.tasks import TaskJob, TaskResult, task_batches
+
+# At most this many rows made for each row written, else the staged path is taken.
+MAX_REMADE = 1.5
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,15 @@ def plan(counts: Sequence[int], partitions: int) -> list[tuple[int, int, tuple[S
         )
         out.append((lo, hi, segments))
     return out
+
+
+def pays(counts: Sequence[int], partitions: int) -> bool:
+    """Whether writing straight from the rows costs little extra making of rows: a partition
+    that starts inside a task makes that task's rows from its first one, so tasks much larger
+    than partitions would be made several times over (then the staged path is cheaper)."""
+    total = sum(counts)
+    made = sum(s.end for _, _, segments in plan(counts, partitions) for s in segments)
+    return made <= total * MAX_REMADE
 
 
 def default_group_size(

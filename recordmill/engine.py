@@ -214,7 +214,8 @@ def run_tasks(
 
 def announced_rows(run: Run) -> list[int] | None:
     """Every task's row count, when the run can write each byte once (see recordmill.direct):
-    all tasks announce theirs, the schema is declared, no shuffle, and bad input fails the run."""
+    all tasks announce theirs, the schema is declared, no shuffle, bad input fails the run, and
+    the tasks are not much larger than the partitions."""
     settings = run.settings
     if settings.shuffle or run.declared is None or settings.on_bad_input != "fail":
         return None
@@ -224,7 +225,9 @@ def announced_rows(run: Run) -> list[int] | None:
         if n is None:
             return None
         counts.append(n)
-    return counts or None
+    if not counts or not direct.pays(counts, settings.partitions):
+        return None
+    return counts
 
 
 def write_direct(

@@ -21,7 +21,7 @@ from tests.conftest import REPO, make_plugin, run_writer
 PLUGIN = """
     import numpy as np
 
-    SIZES = [5, 0, 12, 3, 9]
+    SIZES = [5, 0, 4, 3, 9, 2, 6]
 
     def add_options(parser):
         parser.add_argument("--announce", default="yes")  # yes, no, or "wrong"
@@ -104,7 +104,7 @@ def test_more_partitions_than_rows(plugin, tmp_path):
 def test_a_wrong_count_fails_naming_the_task_and_writes_nothing(plugin, tmp_path):
     with pytest.raises(recordmill.RecordmillError) as e:
         write(plugin, tmp_path / "wrong", announce="wrong", partitions=2)
-    assert "task 2 failed: task_rows() announced 13 rows, dict_data() yielded 12" in str(e.value)
+    assert "task 2 failed: task_rows() announced 5 rows, dict_data() yielded 4" in str(e.value)
     assert not (tmp_path / "wrong").exists()
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith("-lock")] == []
 
@@ -207,3 +207,12 @@ def test_a_worker_that_dies_writing_a_partition_is_replaced(slow, tmp_path):
     assert [p["checksum"] for p in recordmill.read_manifest(tmp_path / "out")["partitions"]] == (
         reference
     )
+
+
+def test_tasks_much_larger_than_partitions_take_the_staged_path():
+    from recordmill.direct import pays
+
+    assert pays([5, 0, 4, 3, 9, 2, 6], 4)  # 36 rows made for 29 written
+    assert not pays([5, 0, 12, 3, 9], 4)  # 44 made for 29: task 2 is in three partitions
+    assert not pays([100], 4)  # one task in 4 partitions: 250 rows made for 100
+    assert pays([100] * 40, 4)

@@ -37,10 +37,11 @@ def test_file_names_sort_in_partition_order():
     assert names == sorted(names) and names[0] == "part-000000-of-123456.parquet"
 
 
-def test_row_groups_aim_at_1_mb():
-    assert default_row_group_size(20_000, 600_000_000) == 34  # 30 KB rows
-    assert default_row_group_size(10**6, 10**8) == 10485  # 100-byte rows
-    assert default_row_group_size(10**9, 10**9) == 131072  # 1-byte rows: capped
+def test_row_groups_aim_at_1_mb_for_large_rows_and_64_mb_for_small_ones():
+    assert default_row_group_size(20_000, 600_000_000) == 34  # 30 KB rows: about 1 MB
+    assert default_row_group_size(4_000, 4_000 * 49_152) == 21  # 128x128x3 uint8 tensors
+    assert default_row_group_size(10**6, 10**8) == 131072  # 100-byte rows: capped
+    assert default_row_group_size(10**6, 10**9) == 67108  # 1,000-byte rows: about 64 MB
     assert default_row_group_size(10, 10**10) == 1  # rows bigger than the target
 
 
