@@ -19,12 +19,25 @@ PLUGIN = """
 """
 
 
-def test_ray_writes_the_same_files_as_a_local_run(tmp_path):
-    plugin = make_plugin(tmp_path / "xyz", PLUGIN)
-    local = run_writer(
-        "--script", plugin, "--output", tmp_path / "local", "--partitions", "2", "--quiet"
-    )
+# The same rows with their counts announced: partitions written straight from the rows.
+COUNTED = (
+    PLUGIN
+    + """
+    def task_rows(task_id):
+        return 20
+
+    def schema():
+        return {"task": "int64", "i": "int64"}
+"""
+)
+
+
+@pytest.mark.parametrize("source", [PLUGIN, COUNTED], ids=["staged", "direct"])
+def test_ray_writes_the_same_files_as_a_local_run(tmp_path, source):
+    plugin = make_plugin(tmp_path / "xyz", source)
+    local = run_writer("--script", plugin, "--output", tmp_path / "local", "--partitions", "2")
     assert local.returncode == 0, local.stderr
+    assert ("rows straight to partitions" in local.stdout + local.stderr) == (source is COUNTED)
     remote = run_writer(
         "--script",
         plugin,
