@@ -23,6 +23,9 @@ from recordmill.errors import RecordmillError, TaskError
 
 # Modules the fork server imports once, so every worker starts with pyarrow already loaded.
 PRELOAD = ["recordmill.tasks", "recordmill.partitions"]
+# Workers found dead between jobs that one run replaces before it gives up (a machine killing
+# every new process would otherwise be tried forever).
+IDLE_DEATHS = 16
 
 
 class WorkerLost(RecordmillError):
@@ -133,12 +136,23 @@ class WorkerPool:
         pending = deque((key, args, 1) for key, args in jobs)
         idle = list(self._workers)
         busy: dict[Connection, _Worker] = {}
+        idle_deaths = 0
         while pending or busy:
             while pending and idle:
                 worker = idle.pop()
-                worker.key, args, worker.attempt = pending.popleft()
-                worker.args = args
-                worker.conn.send((fn, args))
+                key, args, attempt = pending.popleft()
+                try:
+                    if not worker.process.is_alive():
+                        raise BrokenPipeError
+                    worker.conn.send((fn, args))
+                except OSError:  # it died while idle (killed, OOM): no job is lost, replace it
+                    idle_deaths += 1
+                    if idle_deaths > IDLE_DEATHS:
+                        raise WorkerLost("no job (idle)", worker.process.exitcode) from None
+                    pending.appendleft((key, args, attempt))
+                    idle.append(self._renew(worker))
+                    continue
+                worker.key, worker.args, worker.attempt = key, args, attempt
                 busy[worker.conn] = worker
             ready = wait(list(busy) + [w.process.sentinel for w in busy.values()])
             for conn in [r for r in ready if r in busy]:
@@ -176,6 +190,11 @@ class WorkerPool:
         if dead.attempt > retries:
             raise WorkerLost(dead.key, dead.process.exitcode, dead.attempt)
         pending.appendleft((dead.key, dead.args, dead.attempt + 1))
+        return self._renew(dead)
+
+    def _renew(self, dead: _Worker) -> _Worker:
+        """A fresh worker in the dead one's place."""
+        dead.process.join(1)
         dead.conn.close()
         fresh = self._start()
         self._workers[self._workers.index(dead)] = fresh

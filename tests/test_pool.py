@@ -56,3 +56,15 @@ def test_workers_are_gone_after_the_pool_closes():
         processes = [w.process for w in pool._workers]
         list(pool.imap_unordered(sleepy, [(1, (0.01,))]))
     assert not any(p.is_alive() for p in processes)
+
+
+def test_a_worker_that_dies_while_idle_is_replaced_and_costs_no_job():
+    import signal
+
+    with WorkerPool(2) as pool:
+        first = {pid for _, pid in pool.imap_unordered(sleepy, [(i, (0.01,)) for i in range(4)])}
+        for worker in pool._workers:  # both idle now, as between the tasks and the partitions
+            os.kill(worker.process.pid, signal.SIGKILL)
+            worker.process.join(5)
+        again = dict(pool.imap_unordered(sleepy, [(i, (0.01,)) for i in range(6)]))
+    assert sorted(again) == list(range(6)) and not set(again.values()) & first

@@ -387,3 +387,46 @@ def test_bad_rows_fail_by_default_and_are_listed_with_skip(tmp_path):
     )
     assert result.returncode == 1 and "more than --max-rejects 2" in result.stderr
     assert not (tmp_path / "o2").exists()
+
+
+IDLE = """
+    import os, time
+
+    def add_options(parser):
+        parser.add_argument("--marks", required=True)
+
+    def task_number():
+        return 2
+
+    def dict_data(task_id, options):
+        if task_id == 0:
+            time.sleep(2)  # the other worker finishes task 1 and waits, idle
+        else:
+            open(os.path.join(options.marks, str(os.getpid())), "w").close()
+        for i in range(10):
+            yield {"task": task_id, "i": i}
+"""
+
+
+def test_a_worker_killed_while_idle_is_replaced_and_no_task_is_lost(tmp_path):
+    plugin = make_plugin(tmp_path / "idle", IDLE)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    process = subprocess.Popen(
+        [
+            *(sys.executable, REPO / "writer.py", "--script", plugin, "--output", tmp_path / "out"),
+            *("--workers", "2", "--partitions", "2", "--marks", marks, "--quiet"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list(marks.iterdir()):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.2)  # task 1's rows are staged; its worker waits for the next job
+    os.kill(int(next(marks.iterdir()).name), signal.SIGKILL)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert recordmill.read_manifest(tmp_path / "out")["total_rows"] == 20
