@@ -103,30 +103,19 @@ class Executor:
 
 
 class ProcessExecutor(Executor):
-    """recordmill's process pool, or this process alone when there is one worker."""
+    """recordmill's process pool (one worker process too: a plugin that crashes its process,
+    a segfault in a C extension, is then reported and retried, never the run's own death)."""
 
     def __init__(self, workers: int, settings: WriteSettings, options: Mapping[str, Any]):
         super().__init__(workers, settings, options)
-        self.pool = WorkerPool(workers) if workers > 1 else None
+        self.pool = WorkerPool(workers)
 
     def __exit__(self, *exc: Any) -> None:
-        if self.pool is not None:
-            self.pool.__exit__(*exc)
+        self.pool.__exit__(*exc)
 
     def execute(
         self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
     ) -> Iterator[tuple[int, Any]]:
-        if self.pool is None:
-            for i, job in enumerate(jobs):
-                for attempt in range(self.retries + 1):
-                    try:
-                        result = fn(job, report=report)
-                        break
-                    except TaskError:
-                        if not self.retries_on_error or attempt == self.retries:
-                            raise
-                yield i, result
-            return
         keyed = [(i, (job,)) for i, job in enumerate(jobs)]
         retry_errors = (TaskError,) if self.retries_on_error else ()
         try:

@@ -210,8 +210,8 @@ DYING = """
 """
 
 
-@pytest.mark.parametrize("how", ["exit", "segfault"])
-def test_a_dead_worker_is_retried_on_a_fresh_one(tmp_path, how):
+@pytest.mark.parametrize(("how", "workers"), [("exit", 2), ("segfault", 2), ("segfault", 1)])
+def test_a_dead_worker_is_retried_on_a_fresh_one(tmp_path, how, workers):
     plugin = make_plugin(tmp_path / "dying", DYING)
     (tmp_path / "marks").mkdir()
     result = run_writer(
@@ -220,7 +220,7 @@ def test_a_dead_worker_is_retried_on_a_fresh_one(tmp_path, how):
         "--output",
         tmp_path / "out",
         "--workers",
-        "2",
+        workers,
         "--marks",
         tmp_path / "marks",
         "--how",
@@ -253,6 +253,19 @@ def test_retries_run_out_and_the_task_is_named(tmp_path):
     )
     assert result.returncode == 1
     assert "the worker running task 4 died (exit code 3, 2 times)" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_worker_reports_a_fatal_signal_as_the_pool_does(tmp_path):
+    plugin = make_plugin(tmp_path / "dying", DYING)
+    (tmp_path / "marks").mkdir()
+    result = run_writer(
+        *("--script", plugin, "--output", tmp_path / "out", "--workers", "1"),
+        *("--marks", tmp_path / "marks", "--how", "segfault", "--times", "9", "--quiet"),
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "the worker running task 4 died (exit code -11: killed by SIGSEGV, " in result.stderr
     assert not (tmp_path / "out").exists()
 
 
