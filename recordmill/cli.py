@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -66,9 +67,18 @@ def _load_config(path: str) -> dict[str, Any]:
     return config
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a job scheduler stopping the run): stopped as Ctrl-C stops it."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def write_main(argv: Sequence[str] | None = None) -> int:
     """``python writer.py ...`` and ``recordmill write ...``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         return _write(argv)
     except RecordmillError as e:
@@ -79,13 +89,15 @@ def write_main(argv: Sequence[str] | None = None) -> int:
         elif e.__cause__ is not None and not isinstance(e.__cause__, RecordmillError):
             traceback.print_exception(e.__cause__, file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print(
-            "recordmill: interrupted; the finished tasks are kept: run the same command with "
-            "--resume to do only the rest",
+            f"recordmill: {'terminated' if isinstance(e, Terminated) else 'interrupted'}; the "
+            "finished work is kept: run the same command with --resume to do only the rest",
             file=sys.stderr,
         )
-        return 130
+        return 143 if isinstance(e, Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _write(argv: list[str]) -> int:
