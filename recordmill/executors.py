@@ -25,7 +25,7 @@ from typing import Any
 
 from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.plugins import DatasetPlugin
-from recordmill.pool import WorkerLost, WorkerPool
+from recordmill.pool import TaskTimeout, WorkerLost, WorkerPool
 from recordmill.progress import Progress
 from recordmill.settings import WriteSettings
 from recordmill.storage import Store
@@ -47,6 +47,7 @@ class Executor:
         self.workers = workers
         self.retries = settings.retries
         self.retries_on_error = settings.retries_on_error
+        self.task_timeout = settings.task_timeout
         self.options = dict(options)
 
     @classmethod
@@ -119,7 +120,11 @@ class ProcessExecutor(Executor):
         keyed = [(i, (job,)) for i, job in enumerate(jobs)]
         retry_errors = (TaskError,) if self.retries_on_error else ()
         try:
-            yield from self.pool.imap_unordered(fn, keyed, report, self.retries, retry_errors)
+            yield from self.pool.imap_unordered(
+                fn, keyed, report, self.retries, retry_errors, self.task_timeout
+            )
+        except TaskTimeout as e:
+            raise TaskTimeout(f"{unit} {e.key}", e.attempts) from None
         except WorkerLost as e:
             raise WorkerLost(f"{unit} {e.key}", e.exitcode, e.attempts) from None
 

@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -39,6 +40,19 @@ class WorkerLost(RecordmillError):
         self.key = key
         self.exitcode = exitcode
         self.attempts = attempts
+
+
+class TaskTimeout(WorkerLost):
+    """A job ran longer than the timeout (as often as it was tried)."""
+
+    def __init__(self, key: Any, attempts: int = 1):
+        RecordmillError.__init__(
+            self,
+            f"{key} ran longer than --task-timeout"
+            + (f" ({attempts} times)" if attempts > 1 else "")
+            + "; it was stopped",
+        )
+        self.key, self.exitcode, self.attempts = key, None, attempts
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -93,6 +107,14 @@ class _Worker:
     key: Any = None
     args: tuple[Any, ...] = ()
     attempt: int = 1
+    started: float = 0.0
+    timed_out: bool = False
+
+
+def _left(busy: Iterable[_Worker], timeout: float) -> float:
+    """Seconds until the first busy job runs out of time."""
+    now = time.monotonic()
+    return max(0.0, min((w.started + timeout - now for w in busy), default=timeout))
 
 
 class WorkerPool:
@@ -125,13 +147,15 @@ class WorkerPool:
         on_progress: Callable[[Any], None] | None = None,
         retries: int = 0,
         retry_errors: tuple[type[BaseException], ...] = (),
+        timeout: float | None = None,
     ) -> Iterator[tuple[Any, Any]]:
         """Run ``fn(*args, report=...)`` for each ``(key, args)``; yield ``(key, result)`` as done.
 
         A job whose worker dies runs again on a fresh worker, up to ``retries`` more times, and
         so does a job that raised one of ``retry_errors``; after that, the death raises
         :class:`WorkerLost` and the error re-raises here (an unexpected error gets the worker's
-        traceback as a note).
+        traceback as a note). A job running longer than ``timeout`` seconds has its worker
+        killed, and counts as a death.
         """
         pending = deque((key, args, 1) for key, args in jobs)
         idle = list(self._workers)
@@ -153,8 +177,17 @@ class WorkerPool:
                     idle.append(self._renew(worker))
                     continue
                 worker.key, worker.args, worker.attempt = key, args, attempt
+                worker.started = time.monotonic()
                 busy[worker.conn] = worker
-            ready = wait(list(busy) + [w.process.sentinel for w in busy.values()])
+            ready = wait(
+                list(busy) + [w.process.sentinel for w in busy.values()],
+                timeout=None if timeout is None else _left(busy.values(), timeout),
+            )
+            if timeout is not None:
+                for worker in busy.values():
+                    if time.monotonic() - worker.started > timeout and worker.process.is_alive():
+                        worker.timed_out = True
+                        worker.process.kill()  # its death is handled below, as any other
             for conn in [r for r in ready if r in busy]:
                 worker = busy[conn]
                 try:
@@ -188,6 +221,8 @@ class WorkerPool:
         tried too often, the death is raised."""
         dead.process.join(1)
         if dead.attempt > retries:
+            if dead.timed_out:
+                raise TaskTimeout(dead.key, dead.attempt)
             raise WorkerLost(dead.key, dead.process.exitcode, dead.attempt)
         pending.appendleft((dead.key, dead.args, dead.attempt + 1))
         return self._renew(dead)

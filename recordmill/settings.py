@@ -111,6 +111,17 @@ class WriteSettings:
             help="run a task again this many times when its worker process dies",
         ),
     )
+    task_timeout: float | None = field(
+        default=None,
+        metadata=_flag(
+            "--task-timeout",
+            type=float,
+            metavar="SECONDS",
+            help="stop a task (or partition) running longer than this and run it again on a "
+            "fresh worker, as when its worker dies (default: no limit; recordmill's own process "
+            "pool only)",
+        ),
+    )
     retries_on_error: bool = field(
         default=False,
         metadata=_flag(
@@ -167,6 +178,10 @@ class WriteSettings:
             raise ConfigError(f"--on-bad-input must be fail or skip, got {self.on_bad_input!r}")
         if self.retries < 0:
             raise ConfigError(f"--retries must be at least 0, got {self.retries}")
+        if self.task_timeout is not None and self.task_timeout <= 0:
+            raise ConfigError(
+                f"--task-timeout must be more than 0 seconds, got {self.task_timeout}"
+            )
         if self.row_group_size is not None and self.row_group_size < 1:
             raise ConfigError(f"--row-group-size must be at least 1, got {self.row_group_size}")
         if self.max_rejects is not None and self.max_rejects < 0:
