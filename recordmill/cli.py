@@ -25,7 +25,7 @@ from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.formats.demo import make_demo_data
 from recordmill.formats.filelists import make_list
 from recordmill.formats.images import EXTENSIONS
-from recordmill.mindrecord import argument_pickle
+from recordmill.mindrecord import MR_ARGUMENTS, argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
 from recordmill.plugins import TEMPLATE_DIR, PluginRef, available_plugins, load_plugin, resolve
 from recordmill.progress import human_size
@@ -118,8 +118,9 @@ def _write(argv: list[str]) -> int:
     ref = resolve(str(script)) if script is not None else None
     if ref is not None and ref.source == "mindrecord":
         # An unmodified mr_api.py reads the flags recordmill does not know at import time.
+        # They are the plugin's options too: recorded in the manifest, compared on --resume.
         with argument_pickle(rest):
-            return _run(argv, config, first.config, ref, executor)
+            return _run(argv, config, first.config, ref, executor, {MR_ARGUMENTS: rest})
     return _run(argv, config, first.config, ref, executor)
 
 
@@ -136,6 +137,7 @@ def _run(
     config_path: str | None,
     ref: PluginRef | None,
     executor: str,
+    extra_options: dict[str, Any] | None = None,
 ) -> int:
     parser = _write_parser()
     # The executor's own flags, like the plugin's: known once the first pass found its name.
@@ -178,7 +180,9 @@ def _run(
     summary = write(
         plugin,
         args.output,
-        options=Options({dest: getattr(args, dest) for dest in plugin_dests}),
+        options=Options(
+            {**(extra_options or {}), **{dest: getattr(args, dest) for dest in plugin_dests}}
+        ),
         settings=settings.from_args(
             args,
             executor_options={dest: getattr(args, dest) for dest in executor_dests},

@@ -178,10 +178,12 @@ def rewrite_command(manifest: dict[str, Any], output: str) -> str:
     # The settings recorded are those that make the output what it is; they and the plugin's
     # options are named as their flags.
     names = {"on_bad_row": "on_bad_input"}  # format 1's name for the policy
-    for key, value in [*settings.items(), *(plugin.get("options") or {}).items()]:
+    options = dict(plugin.get("options") or {})
+    script_flags = options.pop("mindrecord_arguments", None) or []  # given as they were
+    for key, value in [*settings.items(), *options.items()]:
         flag = "--" + names.get(key, key).replace("_", "-")
         if value is True:
             words.append(flag)
         elif value is not None and value is not False:
             words += [flag, *map(str, value if isinstance(value, list) else [value])]
-    return shlex.join(words)
+    return shlex.join(words + [str(w) for w in script_flags])

@@ -22,6 +22,9 @@ from recordmill.errors import PluginError
 
 LEGACY_MODULE = "mr_api.py"
 ARGUMENT_PICKLE = "mr_argument.pickle"
+# The option that holds the script's own flags, as given: they make the run what it is, so the
+# manifest records them and --resume compares them, like any plugin's options.
+MR_ARGUMENTS = "mindrecord_arguments"
 
 
 class MindRecordPlugin:

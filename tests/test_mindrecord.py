@@ -97,3 +97,47 @@ def test_a_mr_api_without_the_functions_is_named(tmp_path):
     result = run_writer("--script", "half", "--output", "out", cwd=tmp_path)
     assert result.returncode == 1
     assert "MindRecord plugin half: mr_api.py has no mindrecord_task_number()" in result.stderr
+
+
+def test_the_scripts_own_flags_are_recorded_and_a_resume_with_others_is_refused(legacy):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    slow = MR_API.replace(
+        "    for i in range(args.its_own_flag):",
+        "    import time\n    time.sleep(3)\n    for i in range(args.its_own_flag):",
+    )
+    (legacy / "legacy" / "mr_api.py").write_text(slow)
+    command = [sys.executable, str(REPO / "writer.py"), "--script", "legacy", "--output", "out"]
+    process = subprocess.Popen(
+        [*command, "--workers", "2", "--its_own_flag", "5", "--quiet"],
+        cwd=legacy,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    staging = legacy / ".out.recordmill-partial"
+    deadline = time.monotonic() + 60
+    while not (staging / "run.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    process.communicate(timeout=30)
+    assert process.returncode == 130
+    refused = run_writer(
+        "--script", "legacy", "--output", "out", "--resume", "--its_own_flag", "6", cwd=legacy
+    )
+    assert refused.returncode == 1 and "mindrecord_arguments" in refused.stderr
+    (legacy / "legacy" / "mr_api.py").write_text(MR_API)
+    resumed = run_writer(
+        "--script", "legacy", "--output", "out", "--resume", "--its_own_flag", "5", cwd=legacy
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    manifest = recordmill.read_manifest(legacy / "out")
+    assert manifest["plugin"]["options"] == {"mindrecord_arguments": ["--its_own_flag", "5"]}
+    assert manifest["total_rows"] == 20
