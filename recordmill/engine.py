@@ -259,12 +259,7 @@ def write_direct(
         )
         for index, (lo, hi, segments) in enumerate(direct.plan(counts, run.settings.partitions))
     ]
-    finished = {
-        job.index: info
-        for job in jobs
-        if out.resumed and (info := finished_partition(out.staging, job)) is not None
-    }
-    todo = [job for job in jobs if job.index not in finished]
+    finished, todo = _unfinished(out, jobs)
     written_now = runner.run(
         direct.write_direct_partition,
         todo,
@@ -276,6 +271,16 @@ def write_direct(
     results = [TaskResult(t, rows=n) for t, n in enumerate(counts)]
     written = Written([finished[job.index] for job in jobs], schema, rg_size)
     return results, written, time.perf_counter() - started
+
+
+def _unfinished(out: OutputDir, jobs: list[Any]) -> tuple[dict[int, PartitionInfo], list[Any]]:
+    """The partitions an interrupted run already wrote (by index), and the jobs left to do."""
+    finished = {
+        job.index: info
+        for job in jobs
+        if out.resumed and (info := finished_partition(out.staging, job)) is not None
+    }
+    return finished, [job for job in jobs if job.index not in finished]
 
 
 def write_partitions(
@@ -290,12 +295,7 @@ def write_partitions(
         total, sum(r.nbytes for r in results)
     )
     jobs = _partition_jobs(results, out.staging, schema, run.settings, rg_size)
-    finished = {
-        job.index: info
-        for job in jobs
-        if out.resumed and (info := finished_partition(out.staging, job)) is not None
-    }
-    todo = [job for job in jobs if job.index not in finished]
+    finished, todo = _unfinished(out, jobs)
     cleaner = _fragment_cleaner(jobs, out.staging, set(finished))
     written_now = runner.run(
         write_partition,
