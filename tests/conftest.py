@@ -143,3 +143,19 @@ def installed_package(tmp_path_factory) -> Path:
         thirdparty = "rm_thirdparty.plugin"
         """,
     )
+
+
+def write_both_ways(plugin: str, tmp_path: Path, options: dict, **settings):
+    """Write ``plugin`` straight to partitions and through staged fragments (a skip policy
+    could leave rows out, so it takes the staged path); check that each took its path and that
+    both wrote the same files. Returns the direct run's summary."""
+    import recordmill
+
+    direct = recordmill.write(plugin, tmp_path / "direct", options=options, **settings)
+    staged = recordmill.write(
+        plugin, tmp_path / "staged", options=options, on_bad_input="skip", **settings
+    )
+    assert "rows straight to partitions" in direct.phases and "tasks" in staged.phases
+    checksums = [[p["checksum"] for p in s.manifest["partitions"]] for s in (direct, staged)]
+    assert checksums[0] == checksums[1]
+    return direct

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import recordmill
 from recordmill.formats.idx import read_idx, write_idx
 from recordmill.reader import to_numpy
-from tests.conftest import read_dataset, run_writer
+from tests.conftest import read_dataset, run_writer, write_both_ways
 
 
 @pytest.fixture
@@ -105,11 +104,6 @@ def test_rows_go_straight_to_partitions_the_same_as_through_fragments(
 ):
     folder, _, _ = mnist_dir
     options = {"data_dir": str(folder), "tasks": 5, "image_format": image_format}
-    common = {"partitions": 3, "workers": 2, "row_group_size": 10, "progress": False}
-    direct = recordmill.write("mnist", tmp_path / "direct", options=options, **common)
-    staged = recordmill.write(
-        "mnist", tmp_path / "staged", options=options, on_bad_input="skip", **common
+    write_both_ways(
+        "mnist", tmp_path, options, partitions=3, workers=2, row_group_size=10, progress=False
     )
-    assert "rows straight to partitions" in direct.phases and "tasks" in staged.phases
-    checksums = [[p["checksum"] for p in s.manifest["partitions"]] for s in (direct, staged)]
-    assert checksums[0] == checksums[1]
