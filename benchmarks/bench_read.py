@@ -297,14 +297,21 @@ class Reader:
         if measure in ("map", "iter"):
             import torch.utils.data  # noqa: F401
 
-    def sequential(self) -> Tally:
+    def open(self) -> Any:
+        """A map-style dataset (``len``, ``[i]``) for the row-by-row measures below."""
         raise NotImplementedError
+
+    def sequential(self) -> Tally:
+        ds = self.open()
+        return self.rows_by_index(ds.__getitem__, range(len(ds)))
 
     def shuffled(self) -> Tally:
-        raise NotImplementedError
+        ds = self.open()
+        return self.rows_by_index(ds.__getitem__, permutation(len(ds)))
 
     def random(self) -> Tally:
-        raise NotImplementedError
+        ds = self.open()
+        return self.rows_by_index(ds.__getitem__, random_indices(len(ds)))
 
     def map_dataset(self) -> Any:
         raise NotImplementedError
@@ -384,18 +391,12 @@ class Floor(Reader):
     def sequential(self) -> Tally:
         if self.kind == "tensors":
             return self._tensor_batches(shuffle=False)
-        ds = self.open()
-        return self.rows_by_index(ds.__getitem__, range(len(ds)))
+        return super().sequential()
 
     def shuffled(self) -> Tally:
         if self.kind == "tensors":
             return self._tensor_batches(shuffle=True)
-        ds = self.open()
-        return self.rows_by_index(ds.__getitem__, permutation(len(ds)))
-
-    def random(self) -> Tally:
-        ds = self.open()
-        return self.rows_by_index(ds.__getitem__, random_indices(len(ds)))
+        return super().shuffled()
 
     def map_dataset(self) -> Any:
         return self.open()
@@ -485,18 +486,6 @@ class Mosaic(Reader):
 
     def open(self) -> Any:
         return self.streaming.LocalDataset(local=str(self.path))
-
-    def sequential(self) -> Tally:
-        ds = self.open()
-        return self.rows_by_index(ds.__getitem__, range(len(ds)))
-
-    def shuffled(self) -> Tally:
-        ds = self.open()
-        return self.rows_by_index(ds.__getitem__, permutation(len(ds)))
-
-    def random(self) -> Tally:
-        ds = self.open()
-        return self.rows_by_index(ds.__getitem__, random_indices(len(ds)))
 
     def map_dataset(self) -> Any:
         return self.open()
