@@ -30,7 +30,7 @@ from recordmill.errors import (
     writing,
 )
 from recordmill.options import Options, option_dests, plugin_options
-from recordmill.output import OutputDir
+from recordmill.output import OutputDir, describe_changes, step
 from recordmill.partitions import (
     PartitionInfo,
     PartitionJob,
@@ -100,6 +100,8 @@ def write(
     # Checked before the output is touched: a mistake there must not cost an interrupted run.
     executor_options = executors.options_of(run.settings)
     with OutputDir(run.settings, output) as out:
+        if out.finished is not None:
+            return _already_written(run, out, started)
         _check_run(out.staging, run, out.resumed)
         out.start_writing()  # from here on, a failure removes the staging folder
         with executors.create(
@@ -111,6 +113,7 @@ def write(
             counts = announced_rows(run)
             if counts is None:
                 results, tasks_seconds = run_tasks(run, out, runner)
+                step("tasks-done")
                 written, partitions_seconds = write_partitions(run, out, runner, results)
                 phases = {"tasks": tasks_seconds, "partitions": partitions_seconds}
             else:
@@ -333,11 +336,27 @@ def publish(
     with writing(out.staging):
         if rejected:
             rejects.write(out.staging, rejected, written.schema, fmt)
-        for scratch in layout.SCRATCH_DIRS:
-            out.staging.delete_tree(scratch)
-        out.staging.delete(layout.RUN_FILE)
         out.commit(layout.manifest_file(fmt), manifest_file.to_bytes(manifest, written.schema))
     return manifest
+
+
+def _already_written(run: Run, out: OutputDir, started: float) -> Summary:
+    """``--resume`` of a run that had written everything: publish it if it was not yet."""
+    assert out.finished is not None
+    out.check_finished(_run_record(run))
+    if out.staged:
+        with writing(out.staging):
+            out.publish()
+    manifest = out.finished
+    return Summary(
+        str(out.final),
+        manifest["total_rows"],
+        len(manifest["partitions"]),
+        sum(p["bytes"] for p in manifest["partitions"]),
+        time.perf_counter() - started,
+        manifest,
+        phases={"published what was written" if out.staged else "already written": 0.0},
+    )
 
 
 def _reject_counter(
@@ -361,30 +380,31 @@ def _reject_counter(
 
 def _check_run(staging: Store, run: Run, resumed: bool) -> None:
     """Record what this run is; when resuming, refuse a run that is not the same one."""
-    record = {
-        "plugin": run.plugin.name,
-        "options": run.options.to_dict(),
-        "task_number": run.tasks,
-        "settings": run.settings.identity(),
-    }
+    record = _run_record(run)
     if resumed and staging.is_file(layout.RUN_FILE):
         before = json.loads(staging.read_text(layout.RUN_FILE))
         old = before.get("settings") or {}
         if "on_bad_row" in old:  # recorded before the policy had one name
             old["on_bad_input"] = old.pop("on_bad_row")
-        changed = [
-            f"{key}: {before.get(key)!r} then, {value!r} now"
-            for key, value in record.items()
-            if before.get(key) != value
-        ]
+        changed = describe_changes(before, json.loads(json.dumps(record)))
         if changed:
             raise OutputError(
-                "cannot --resume: this run differs from the interrupted one ("
-                + "; ".join(changed)
-                + "). Run it as before, or pass --overwrite to start over"
+                f"cannot --resume: this run differs from the interrupted one ({changed}). Run "
+                "it as before, or pass --overwrite to start over"
             )
         return
     staging.write_text(layout.RUN_FILE, json.dumps(record))
+    step("recorded")
+
+
+def _run_record(run: Run) -> dict[str, Any]:
+    """What this run is, as run.json and the manifest record it (see output.run_record)."""
+    return {
+        "plugin": run.plugin.name,
+        "options": run.options.to_dict(),
+        "task_number": run.tasks,
+        "settings": run.settings.identity(),
+    }
 
 
 def _finished_tasks(staging: Store, n_tasks: int) -> dict[int, TaskResult]:

@@ -12,7 +12,9 @@
       _tasks/task-000007.json           the record that marks task 7 done
       _parts/part-...parquet.json       the record that marks a partition done
     out/.xyz.recordmill-lock            held by the run writing xyz (local disks)
+    s3://b/out/.xyz.recordmill-lease    held by the run writing xyz (S3; see lease.py)
     out/.xyz.recordmill-old             an older dataset while --overwrite replaces it
+      .recordmill-replaced              marks it as the older one (also in xyz/, for a moment)
 
 Formats are named by their file extension: ``parquet`` or ``arrow``.
 """
@@ -26,6 +28,7 @@ MANIFEST_STEM = "_manifest"
 REJECTS_STEM = "_rejects"
 OLD_MANIFEST = "manifest.json"  # format version 1
 RUN_FILE = "run.json"
+REPLACED_MARK = ".recordmill-replaced"  # in an older dataset while a commit replaces it
 TASKS_DIR = "_tasks"
 PARTS_DIR = "_parts"
 SCRATCH_DIRS = (TASKS_DIR, PARTS_DIR)
@@ -63,6 +66,10 @@ def staging_folder(name: str) -> str:
 
 def lock_file(name: str) -> str:
     return f".{name}.recordmill-lock"
+
+
+def lease_file(name: str) -> str:
+    return f".{name}.recordmill-lease"
 
 
 def old_folder(name: str) -> str:

@@ -150,9 +150,12 @@ class Store:
                 digest.update(block)
         return "sha256:" + digest.hexdigest()
 
-    def read_text(self, *names: str) -> str:
+    def read_bytes(self, *names: str) -> bytes:
         with self.fs.open_input_stream(self.path(*names)) as f:
-            return f.read().decode()
+            return f.read()
+
+    def read_text(self, *names: str) -> str:
+        return self.read_bytes(*names).decode()
 
     def delete(self, *names: str) -> None:
         with contextlib.suppress(FileNotFoundError):

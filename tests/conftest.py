@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +16,52 @@ import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """An S3 server (moto) on 127.0.0.1 with a bucket ``data``; gives ``path -> s3://data/path?...``."""
+    if shutil.which("moto_server") is None:
+        pytest.skip("moto_server is not installed (pip install 'moto[server]<5.2')")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        ["moto_server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "moto_server did not start"
+            time.sleep(0.1)
+    query = f"endpoint_override=127.0.0.1:{port}&scheme=http&region=us-east-1"
+    import pyarrow.fs as pafs
+
+    pafs.S3FileSystem(
+        endpoint_override=f"127.0.0.1:{port}",
+        scheme="http",
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    ).create_dir("data")
+    saved = {k: os.environ.get(k) for k in CREDENTIALS}
+    os.environ.update(CREDENTIALS)  # S3 credentials come from the environment, as usual
+    yield lambda path: f"s3://data/{path}?{query}"
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    server.kill()
+    server.wait()
 
 
 def make_plugin(folder: Path, source: str) -> Path:

@@ -171,7 +171,8 @@ def test_resume_with_other_options_is_refused(slow, tmp_path):
         "--script", plugin, "--output", out, "--marks", marks, "--partitions", "4", "--resume"
     )
     assert result.returncode == 1
-    assert "cannot --resume" in result.stderr and "'partitions': 3" in result.stderr
+    assert "cannot --resume" in result.stderr and "--partitions: 3 then, 4 now" in result.stderr
+    assert "'format'" not in result.stderr  # only what changed, not the whole settings
 
 
 def test_a_second_run_on_the_same_output_is_refused(slow, tmp_path):

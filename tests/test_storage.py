@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -13,9 +12,7 @@ import pytest
 import recordmill
 from recordmill.storage import Store
 from recordmill.verify import verify
-from tests.conftest import make_plugin, run_writer
-
-pafs = pytest.importorskip("pyarrow.fs")
+from tests.conftest import REPO, make_plugin, run_writer
 
 PLUGIN = """
     import numpy as np
@@ -30,50 +27,6 @@ PLUGIN = """
         for i in range(17 * task_id):
             yield {"task": task_id, "i": i, "v": np.full(3, i, dtype=np.float32)}
 """
-
-
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-
-
-@pytest.fixture(scope="module")
-def s3():
-    if shutil.which("moto_server") is None:
-        pytest.skip("moto_server is not installed (pip install 'moto[server]<5.2')")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen(
-        ["moto_server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "moto_server did not start"
-            time.sleep(0.1)
-    query = f"endpoint_override=127.0.0.1:{port}&scheme=http&region=us-east-1"
-    pafs.S3FileSystem(
-        endpoint_override=f"127.0.0.1:{port}",
-        scheme="http",
-        access_key="test",
-        secret_key="test",
-        region="us-east-1",
-        allow_bucket_creation=True,
-    ).create_dir("data")
-    saved = {k: os.environ.get(k) for k in CREDENTIALS}
-    os.environ.update(CREDENTIALS)  # S3 credentials come from the environment, as usual
-    yield lambda path: f"s3://data/{path}?{query}"
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    server.kill()
-    server.wait()
 
 
 # The same rows with their counts announced: partitions written straight from the rows.
@@ -166,3 +119,44 @@ def test_a_hashing_sink_gives_the_checksum_of_what_it_wrote(tmp_path):
     sink.close()
     assert sink.checksum == store.sha256("t.parquet") and sink.size == store.size("t.parquet")
     assert pq.read_table(tmp_path / "t.parquet")["x"].to_pylist() == list(range(1000))
+
+
+SLOW = """
+    import time
+
+    def task_number():
+        return 4
+
+    def dict_data(task_id):
+        time.sleep(1.5)
+        yield {"task": task_id}
+"""
+
+
+def test_two_runs_on_one_s3_output_cannot_both_write(s3, tmp_path):
+    """The lease (a conditional write): the second run is refused whatever its flags, and the
+    first one finishes; its advice (wait) is all there is to follow."""
+    plugin = make_plugin(tmp_path / "slow", SLOW)
+    uri = s3("runs/leased")
+    args = ["--script", plugin, "--output", uri, "--quiet", "--workers", "1"]
+    first = subprocess.Popen(
+        [sys.executable, str(REPO / "writer.py"), *map(str, args)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store = Store.at(uri)
+    lease = store.sibling(".leased.recordmill-lease")
+    deadline = time.monotonic() + 30
+    while not lease.exists():
+        assert time.monotonic() < deadline and first.poll() is None, "no lease was taken"
+        time.sleep(0.1)
+    for flags in ([], ["--overwrite"], ["--resume"]):
+        second = run_writer(*args, *flags)
+        assert second.returncode == 1
+        assert "another recordmill run is writing" in second.stderr, second.stderr
+        assert "wait for it to finish" in second.stderr
+    assert first.wait(timeout=60) == 0, first.stderr.read()
+    assert recordmill.open(uri).manifest["total_rows"] == 4
+    assert not lease.exists()  # released
+    after = run_writer(*args, "--overwrite")
+    assert after.returncode == 0, after.stderr

@@ -1,0 +1,153 @@
+"""The commit is safe to die in at every step: the run is killed (SIGKILL) at each named step of
+output.py's protocol, locally and on S3, and must then finish with the reference checksums, never
+publish a stale file, and never refuse or lose a complete dataset."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from recordmill import layout
+from recordmill import manifest as manifest_file
+from recordmill.output import KILL_AT
+from recordmill.storage import Store
+from recordmill.verify import verify
+from tests.conftest import make_plugin, run_writer
+
+PLUGIN = """
+    def add_options(parser):
+        parser.add_argument("--scale", type=int, default=1)
+
+    def task_number(options):
+        return 6
+
+    def schema(options):
+        return {"task": {"type": "int32"}, "value": {"type": "int64"}, "blob": {"type": "bytes"}}
+
+    def dict_data(task_id, options):
+        for i in range(10 + task_id):
+            yield {"task": task_id, "value": i * options.scale, "blob": bytes([i]) * 300}
+"""
+
+FRESH_STEPS = ["recorded", "tasks-done", "staged", "cleaned", "published"]
+LOCAL_OVERWRITE_STEPS = ["staged", "cleaned", "marked", "exchanged"]
+S3_OVERWRITE_STEPS = ["staged", "cleaned", "unpublished", "cleared", "moved", "published"]
+
+
+def checksums(location: str) -> list[str]:
+    return [p["checksum"] for p in manifest_file.read(location)["partitions"]]
+
+
+def write(plugin, output, *extra, kill_at=None):
+    # --on-bad-input skip: rows go through the tasks phase (so its step exists) as well
+    args = ["--script", plugin, "--output", output, "--partitions", "3", "--workers", "2"]
+    env = {KILL_AT: kill_at} if kill_at else None
+    return run_writer(*args, "--quiet", "--on-bad-input", "skip", *extra, env=env)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The plugin, and the checksums of its partitions with --scale 1 and --scale 2."""
+    root = tmp_path_factory.mktemp("reference")
+    plugin = make_plugin(root / "xyz", PLUGIN)
+    sums = {}
+    for scale in (1, 2):
+        result = write(plugin, root / f"scale{scale}", "--scale", str(scale))
+        assert result.returncode == 0, result.stderr
+        sums[scale] = checksums(str(root / f"scale{scale}"))
+    assert sums[1] != sums[2]
+    return plugin, sums
+
+
+def leftovers(final: Store) -> list[str]:
+    """What a finished run must not leave beside its output."""
+    names = (layout.staging_folder(final.name), layout.old_folder(final.name))
+    return [n for n in names if final.sibling(n).exists()]
+
+
+def published_state(location: str, sums: dict[int, list[str]]) -> str:
+    """What a reader finds at the output: nothing, the older dataset or the new one, whole.
+    Anything else (a stale or partial dataset) fails the test."""
+    store = Store.at(location)
+    if not store.exists() or manifest_file.find(store) is None:
+        return "none"
+    assert verify(location) == [], f"a damaged dataset was published: {verify(location)}"
+    found = checksums(location)
+    assert found in (sums[1], sums[2]), "a dataset with stale partitions was published"
+    return "new" if found == sums[2] else "old"
+
+
+def kill_then_resume(plugin, sums, location, step, overwrite, allowed=("old", "new")):
+    """Kill a run writing --scale 2 at ``step``; check that what is published is ``allowed``;
+    then a resume with other settings is refused, and the same run resumed finishes with the
+    reference checksums."""
+    flags = ["--scale", "2"] + (["--overwrite"] if overwrite else [])
+    killed = write(plugin, location, *flags, kill_at=step)
+    assert killed.returncode == -9, f"the run did not reach step {step}: {killed.stderr}"
+    state = published_state(location, sums)
+    assert state in allowed
+
+    other = write(plugin, location, *flags, "--resume", "--partitions", "2")
+    assert other.returncode == 1 and "--partitions: 3 then, 2 now" in other.stderr, other.stderr
+    assert published_state(location, sums) == state  # the refusal changed nothing
+
+    resumed = write(plugin, location, *flags, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert checksums(location) == sums[2]
+    assert verify(location) == []
+    assert leftovers(Store.at(location)) == []
+    again = write(plugin, location, *flags, "--resume")  # a complete dataset: nothing to do
+    assert again.returncode == 0, again.stderr
+    assert checksums(location) == sums[2]
+
+
+@pytest.mark.parametrize("step", FRESH_STEPS)
+def test_a_new_output_survives_a_kill_at_each_step(reference, tmp_path, step):
+    plugin, sums = reference
+    kill_then_resume(plugin, sums, str(tmp_path / "out"), step, False, ("none", "new"))
+
+
+@pytest.mark.parametrize("step", LOCAL_OVERWRITE_STEPS)
+def test_an_overwrite_survives_a_kill_at_each_step(reference, tmp_path, step):
+    plugin, sums = reference
+    out = str(tmp_path / "out")
+    assert write(plugin, out).returncode == 0
+    kill_then_resume(plugin, sums, out, step, overwrite=True)
+
+
+def test_the_older_dataset_comes_back_when_the_new_one_is_dropped(reference, tmp_path):
+    """Where folders cannot be exchanged atomically, a run killed between its two renames
+    leaves the older dataset aside: the next run of any kind puts it back."""
+    plugin, sums = reference
+    out = tmp_path / "out"
+    assert write(plugin, out).returncode == 0
+    assert write(plugin, out, "--scale", "2", "--overwrite", kill_at="cleaned").returncode == -9
+    os.replace(out, tmp_path / ".out.recordmill-old")  # what the fallback's first rename does
+    plain = write(plugin, out, "--scale", "2")
+    assert plain.returncode == 1 and "--resume" in plain.stderr
+    assert published_state(str(out), sums) == "old"
+    resumed = write(plugin, out, "--scale", "2", "--overwrite", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert published_state(str(out), sums) == "new" and leftovers(Store.at(str(out))) == []
+
+
+@pytest.mark.parametrize("step", S3_OVERWRITE_STEPS)
+def test_an_s3_overwrite_survives_a_kill_at_each_step(s3, reference, step):
+    plugin, sums = reference
+    uri = s3(f"commit/{step}")
+    assert write(plugin, uri).returncode == 0
+    # Object stores cannot swap a folder: from the old manifest's deletion to the new one's
+    # writing, the output is no dataset (never a mix, never stale files under a manifest).
+    allowed = ("none", "new") if step in ("unpublished", "cleared", "moved") else ("old", "new")
+    kill_then_resume(plugin, sums, uri, step, True, allowed)
+
+
+def test_a_complete_output_is_not_taken_for_another_run(reference, tmp_path):
+    plugin, sums = reference
+    out = tmp_path / "out"
+    assert write(plugin, out, "--scale", "2").returncode == 0
+    other = write(plugin, out, "--scale", "3", "--resume")
+    assert other.returncode == 1
+    assert "complete output of another run (--scale: 2 then, 3 now)" in other.stderr
+    assert checksums(str(out)) == sums[2]
