@@ -59,6 +59,8 @@ class PartitionInfo:
     # Row groups of ``row_group_size`` rows, the last one smaller: readers find a row's group
     # without opening the file. None in the records of runs from before it was recorded.
     row_groups: int | None = None
+    # Arrow IPC: the CRC-32 of each column of each record batch (see checksum.py).
+    batch_crc32: list[list[int]] | None = None
 
     def progress(self) -> tuple[int, int]:
         """(rows, bytes) done, for the progress bar."""
@@ -101,7 +103,9 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
         finally:
             writer.close()
             sink.close()
-        info = PartitionInfo(name, job.stop - job.start, sink.size, sink.checksum, groups)
+        info = PartitionInfo(
+            name, job.stop - job.start, sink.size, sink.checksum, groups, writer.batch_crc32
+        )
         staging.makedirs(layout.PARTS_DIR)
         staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))
     return info

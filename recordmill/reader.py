@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from recordmill import manifest as manifest_file
+from recordmill.checksum import column_crc32
 from recordmill.columns import row_getter, row_values, to_numpy
 from recordmill.errors import OutputError
 from recordmill.manifest import arrow_schema
@@ -72,6 +73,17 @@ class _Files:
         self.groups: list[_Group] = []
         self.starts: list[int] = [0]  # first global row of each group, then the total
         self.index = RowIndex([])
+        # Local partitions are opened now, all of them: a run that replaces the dataset
+        # (--overwrite) then cannot change what this reader reads (the files stay readable
+        # while they are open, wherever their folder goes).
+        self._pinned = (
+            {p: self._open_raw(p) for p in range(len(manifest["partitions"]))}
+            if (store.local)
+            else {}
+        )
+        self.schema = arrow_schema(manifest).remove_metadata()
+        self.names = self.schema.names
+        self._verified: set[tuple[int, str]] = set()  # (group, column) whose checksum matched
         self._pid = -1
         self._fresh()
 
@@ -130,15 +142,52 @@ class _Files:
         g = bisect.bisect_right(self.starts, row) - 1
         return g, row - self.starts[g]
 
+    def _open_raw(self, partition: int) -> Any:
+        """A partition file, opened for random access, of the size the manifest says."""
+        entry = self.manifest["partitions"][partition]
+        try:
+            raw = _open_file(self.store, entry["file"], self.manifest["format"])
+        except FileNotFoundError:
+            raise OutputError(
+                f"{self.store}/{entry['file']} is missing: the dataset was replaced (a run with "
+                "--overwrite) or damaged while it was read; open it again"
+            ) from None
+        if raw.size() != entry["bytes"]:
+            raise OutputError(
+                f"{self.store}/{entry['file']} holds {raw.size()} bytes, the manifest says "
+                f"{entry['bytes']}: the dataset was replaced while it was read (open it again), "
+                "or it is damaged (recordmill verify tells more)"
+            )
+        return raw
+
     def handle(self, partition: int) -> Any:
         # One reader per thread: a pyarrow ParquetFile must not be read from two threads at once.
         key = (partition, threading.get_ident())
         if key not in self._handles:
-            entry = self.manifest["partitions"][partition]
-            handle = open_partition(self.store, entry["file"], self.manifest["format"])
+            raw = self._pinned.get(partition) or self._open_raw(partition)
+            handle = _reader(raw, self.manifest["format"])
             self._check(partition, handle)
             self._handles[key] = handle
         return self._handles[key]
+
+    def verify(self, g: int, batch: pa.RecordBatch, again: bool = False) -> None:
+        """Check a mapped Arrow group's columns against the checksums its partition records,
+        once per process: what sequential and shuffled reads do (``ds[i]`` does not)."""
+        group = self.groups[g]
+        entry = self.manifest["partitions"][group.partition]
+        sums = entry.get("batch_crc32")
+        if not sums:
+            return
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            if (g, name) in self._verified and not again:
+                continue
+            if column_crc32(column) != sums[group.index][self.names.index(name)]:
+                raise OutputError(
+                    f"{self.store}/{entry['file']}, record batch {group.index}, column "
+                    f"{name!r}: its checksum does not match the manifest: the file is damaged, or "
+                    "was replaced while it was read (recordmill verify tells more)"
+                )
+            self._verified.add((g, name))
 
     def _check(self, partition: int, handle: Any) -> None:
         """Refuse a file whose row groups are not those the manifest says (for Arrow IPC, the
@@ -148,6 +197,8 @@ class _Files:
         if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
             found, wanted = handle.num_record_batches, f"{len(expected)} record batches"
             ok = found == len(expected)
+            if not handle.schema.remove_metadata().equals(self.schema):
+                found, wanted, ok = "another schema", "the manifest's", False
         else:
             rows = group_rows(handle)
             found, wanted = _groups_text(rows), _groups_text(expected or [entry["rows"]])
@@ -158,21 +209,28 @@ class _Files:
                 f"{wanted} expected): the dataset is damaged (recordmill verify tells more)"
             )
 
-    def group(self, g: int, schema: pa.Schema, keep: bool = True) -> pa.RecordBatch:
+    def group(
+        self, g: int, schema: pa.Schema, keep: bool = True, check: bool = False
+    ) -> pa.RecordBatch:
         """Row group ``g`` with ``schema``'s columns. Arrow: a memory-mapped batch, nothing
-        decoded. Parquet: from the cache, or decoded (and cached when ``keep``)."""
+        decoded (its checksums checked when ``check``). Parquet: from the cache, or decoded
+        (and cached when ``keep``); its pages' checksums are checked as they are decoded."""
         key = (g, tuple(schema.names))
         if self.mapped:
             batch = self._batches.get(key)
             if batch is None:
                 batch = self._decode(g, schema)
                 self._batches[key] = batch
+            if check:
+                self.verify(g, batch)
             return batch
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
         batch = self._decode(g, schema)
+        if self.arrow:  # read from object storage: checked each time it is read
+            self.verify(g, batch, again=True)
         with self._lock:  # a read-ahead thread may be decoding beside us
             self.stats.groups_read += 1
             self.stats.rows_read += batch.num_rows
@@ -226,16 +284,33 @@ def open(
     needs none); ``read_ahead_bytes`` bounds what a sequential pass decodes ahead (64 MiB).
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
+    files = _open_files(store, cache_bytes, read_ahead_bytes)
+    schema = arrow_schema(files.manifest)
+    return Dataset(files, schema, 0, files.manifest["total_rows"], dict(decode or {}))
+
+
+def _open_files(store: Store, cache_bytes: int, read_ahead_bytes: int, tries: int = 5) -> _Files:
+    """The dataset's manifest and (on a local disk) all its files, of one version: were they
+    replaced in between (a run with --overwrite committed), it is tried again."""
     manifest = manifest_file.load(store)
-    listed = sum(p["rows"] for p in manifest["partitions"])
-    if manifest["total_rows"] != listed:
-        raise OutputError(
-            f"the manifest of {store} is damaged: total_rows is {manifest['total_rows']}, its "
-            f"partitions hold {listed} (recordmill verify tells more)"
-        )
-    files = _Files(store, manifest, cache_bytes, read_ahead_bytes)
-    schema = arrow_schema(manifest)
-    return Dataset(files, schema, 0, manifest["total_rows"], dict(decode or {}))
+    for _ in range(tries):
+        listed = sum(p["rows"] for p in manifest["partitions"])
+        if manifest["total_rows"] != listed:
+            raise OutputError(
+                f"the manifest of {store} is damaged: total_rows is {manifest['total_rows']}, "
+                f"its partitions hold {listed} (recordmill verify tells more)"
+            )
+        try:
+            files = _Files(store, manifest, cache_bytes, read_ahead_bytes)
+        except OutputError:
+            files = None
+        now = manifest_file.load(store) if store.local else manifest
+        if now == manifest:
+            if files is None:  # the same version: the files are damaged; say how
+                _Files(store, manifest, cache_bytes, read_ahead_bytes)
+            return files
+        manifest = now
+    raise OutputError(f"{store} was replaced {tries} times while it was opened; open it again")
 
 
 class Dataset:
@@ -369,7 +444,7 @@ class Dataset:
             order = np.random.default_rng(seed).permutation(len(view)) + view._start
             window = view._window_rows(batch_size)
             for lo in range(0, len(order), window):
-                batch = view._gather(order[lo : lo + window])
+                batch = view._gather(order[lo : lo + window], check=True)
                 yield from view._batches(batch, batch_size, format)
             return
         for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
@@ -441,7 +516,7 @@ class Dataset:
         wanted = list(files.index.spans(start, stop))
         if files.arrow:
             for g, lo, hi in wanted:
-                yield files.group(g, self.schema).slice(lo, hi - lo)
+                yield files.group(g, self.schema, check=True).slice(lo, hi - lo)
             return
         group_bytes = self._row_bytes() * max(1, files.index.total // max(1, len(files.groups)))
         depth = max(1, min(len(wanted), files.read_ahead_bytes // group_bytes))
@@ -461,7 +536,9 @@ class Dataset:
         pieces = list(self._groups_in_order(start, stop))
         return pa.Table.from_batches(pieces, schema=self.schema)
 
-    def _gather(self, rows: np.ndarray, keep: bool | None = None) -> pa.RecordBatch:
+    def _gather(
+        self, rows: np.ndarray, keep: bool | None = None, check: bool = False
+    ) -> pa.RecordBatch:
         """Global rows in the given order, as one batch; each row group needed is read once.
 
         Arrow IPC: every value is taken straight from the memory-mapped groups, laid end to end
@@ -469,7 +546,8 @@ class Dataset:
         threads, each cut down to the rows wanted from it as soon as it is decoded, so only
         those rows are held, not whole groups; then they are put in the requested order. The
         groups are cached when ``keep``; by default only when all of them fit the cache (else a
-        sweep over every group would only churn it).
+        sweep over every group would only churn it). ``check``: Arrow IPC groups are checked
+        against their checksums first (Parquet checks its pages always).
         """
         if rows.size == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
@@ -478,6 +556,10 @@ class Dataset:
             if self._whole is None:
                 batches = [files.group(g, self.schema) for g in range(len(files.groups))]
                 self._whole = _Columns(batches, self.schema)
+            if check and not self._whole.checked:
+                for g in range(len(files.groups)):
+                    files.group(g, self.schema, check=True)
+                self._whole.checked = True
             return self._whole.take(rows)
         plan = files.index.gather(rows)
 
@@ -499,6 +581,7 @@ class _Columns:
 
     def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
         self.schema = schema
+        self.checked = False  # its batches' checksums matched
         self.columns: list[pa.Array | pa.ChunkedArray | _Values] = []
         for c, t in enumerate(schema.types):
             chunks = [b.column(c) for b in batches]
@@ -583,10 +666,21 @@ def _groups_text(rows: list[int]) -> str:
 def open_partition(store: Store, name: str, fmt: str) -> Any:
     """A partition file opened for reading: Arrow IPC memory-mapped on a local disk (so a row
     costs only its bytes), Parquet with its page checksums checked."""
+    return _reader(_open_file(store, name, fmt), fmt)
+
+
+def _open_file(store: Store, name: str, fmt: str) -> Any:
     if fmt == "arrow":
-        return pa.ipc.open_file(store.input_file(name))
-    source = store.fs.open_input_file(store.path(name))
-    return pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=False)
+        return store.input_file(name)
+    if store.local:  # reads with pread: one open file serves every thread
+        return pa.OSFile(store.path(name))
+    return store.fs.open_input_file(store.path(name))
+
+
+def _reader(raw: Any, fmt: str) -> Any:
+    if fmt == "arrow":
+        return pa.ipc.open_file(raw)
+    return pq.ParquetFile(raw, page_checksum_verification=True, pre_buffer=False)
 
 
 def group_rows(handle: Any) -> list[int]:

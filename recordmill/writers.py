@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recordmill.checksum import batch_crc32
 from recordmill.rows import recut
 
 
@@ -44,10 +45,13 @@ class ArrowWriter:
         codec = None if compression in ("auto", "none") else compression
         options = pa.ipc.IpcWriteOptions(compression=codec)
         self._writer = pa.ipc.new_file(sink, schema, options=options)
+        self.batch_crc32: list[list[int]] = []  # per batch, per column: for the manifest
 
     def write(self, table: pa.Table) -> None:
         # One record batch per row group, as Parquet has, so that readers can count on it.
-        self._writer.write_batch(_one_batch(table))
+        batch = _one_batch(table)
+        self.batch_crc32.append(batch_crc32(batch))
+        self._writer.write_batch(batch)
 
     def close(self) -> None:
         self._writer.close()
@@ -96,6 +100,7 @@ class ParquetWriter:
             # A CRC per page lets readers catch a flipped byte instead of returning wrong data.
             write_page_checksum=True,
         )
+        self.batch_crc32 = None  # the pages carry their own
 
     def write(self, table: pa.Table) -> None:
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))

@@ -160,3 +160,26 @@ def test_two_runs_on_one_s3_output_cannot_both_write(s3, tmp_path):
     assert not lease.exists()  # released
     after = run_writer(*args, "--overwrite")
     assert after.returncode == 0, after.stderr
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_an_s3_reader_sees_one_version_or_a_clear_error(s3, tmp_path, fmt):
+    """Object stores replace files in place: a reader that opened the first version reads it to
+    the end or fails clearly; it never returns rows of the second."""
+    first = make_plugin(tmp_path / "first", PLUGIN)
+    second = make_plugin(tmp_path / "second", PLUGIN.replace("np.full(3, i,", "np.full(3, -i,"))
+    uri = s3(f"runs/replaced-{fmt}")
+    settings = ["--partitions", "3", "--format", fmt, "--quiet", "--row-group-size", "8"]
+    assert run_writer("--script", first, "--output", uri, *settings).returncode == 0
+    ds = recordmill.open(uri)
+    batches = ds.iter_batches(8, format="arrow")
+    seen = [next(batches)]
+    again = run_writer("--script", second, "--output", uri, *settings, "--overwrite")
+    assert again.returncode == 0, again.stderr
+    try:
+        seen += list(batches)
+    except recordmill.RecordmillError as e:
+        assert "replaced" in str(e) or "damaged" in str(e)
+    values = [v[0] for b in seen for v in b.column("v").to_pylist()]
+    assert all(v >= 0 for v in values), "rows of the second version were returned"
+    assert recordmill.open(uri)[40]["v"][0] <= 0
