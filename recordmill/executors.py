@@ -49,6 +49,8 @@ class Executor:
         self.retries_on_error = settings.retries_on_error
         self.task_timeout = settings.task_timeout
         self.options = dict(options)
+        # Told which jobs reported no progress for a while: (job index, seconds) pairs.
+        self.on_stall: Callable[[list[tuple[int, float]]], None] | None = None
 
     @classmethod
     def add_options(cls, group: argparse._ArgumentGroup) -> None:
@@ -94,6 +96,9 @@ class Executor:
         bar = Progress(len(jobs), desc, unit, enabled=show)
         results: list[Any] = [None] * len(jobs)
         try:
+            self.on_stall = lambda stalled: bar.stalled(
+                [(f"{unit} {_job_id(jobs[i], i)}", seconds) for i, seconds in stalled]
+            )
             for i, result in self.execute(fn, jobs, unit, lambda message: bar.add(*message)):
                 results[i] = result
                 on_result(i, result)
@@ -101,6 +106,11 @@ class Executor:
         finally:
             bar.close()
         return results
+
+
+def _job_id(job: Any, index: int) -> int:
+    """A job's own number: its task id, or its partition's index."""
+    return getattr(job, "task_id", getattr(job, "index", index))
 
 
 class ProcessExecutor(Executor):
@@ -121,12 +131,13 @@ class ProcessExecutor(Executor):
         retry_errors = (TaskError,) if self.retries_on_error else ()
         try:
             yield from self.pool.imap_unordered(
-                fn, keyed, report, self.retries, retry_errors, self.task_timeout
+                fn, keyed, report, self.retries, retry_errors, self.task_timeout, self.on_stall
             )
         except TaskTimeout as e:
-            raise TaskTimeout(f"{unit} {e.key}", e.attempts) from None
+            raise TaskTimeout(f"{unit} {_job_id(jobs[e.key], e.key)}", e.attempts) from None
         except WorkerLost as e:
-            raise WorkerLost(f"{unit} {e.key}", e.exitcode, e.attempts) from None
+            name = f"{unit} {_job_id(jobs[e.key], e.key)}" if isinstance(e.key, int) else e.key
+            raise WorkerLost(name, e.exitcode, e.attempts) from None
 
 
 class DaskExecutor(Executor):

@@ -27,6 +27,8 @@ PRELOAD = ["recordmill.tasks", "recordmill.partitions"]
 # Workers found dead between jobs that one run replaces before it gives up (a machine killing
 # every new process would otherwise be tried forever).
 IDLE_DEATHS = 16
+# A job that reports no progress for this long is shown in the progress bar, by its name.
+STALL_SECONDS = float(os.environ.get("RECORDMILL_STALL_SECONDS", 30))
 
 
 class WorkerLost(RecordmillError):
@@ -108,13 +110,20 @@ class _Worker:
     args: tuple[Any, ...] = ()
     attempt: int = 1
     started: float = 0.0
+    heard: float = 0.0  # when it last reported progress (or started its job)
     timed_out: bool = False
 
 
-def _left(busy: Iterable[_Worker], timeout: float) -> float:
-    """Seconds until the first busy job runs out of time."""
+def _wait_seconds(busy: Iterable[_Worker], timeout: float | None, watch: bool) -> float | None:
+    """How long to wait for workers: until the first busy job runs out of time, and at most a
+    second while stalled jobs are watched."""
     now = time.monotonic()
-    return max(0.0, min((w.started + timeout - now for w in busy), default=timeout))
+    left = None
+    if timeout is not None:
+        left = max(0.0, min((w.started + timeout - now for w in busy), default=timeout))
+    if watch:
+        left = 1.0 if left is None else min(left, 1.0)
+    return left
 
 
 class WorkerPool:
@@ -148,6 +157,7 @@ class WorkerPool:
         retries: int = 0,
         retry_errors: tuple[type[BaseException], ...] = (),
         timeout: float | None = None,
+        on_stall: Callable[[list[tuple[Any, float]]], None] | None = None,
     ) -> Iterator[tuple[Any, Any]]:
         """Run ``fn(*args, report=...)`` for each ``(key, args)``; yield ``(key, result)`` as done.
 
@@ -155,7 +165,8 @@ class WorkerPool:
         so does a job that raised one of ``retry_errors``; after that, the death raises
         :class:`WorkerLost` and the error re-raises here (an unexpected error gets the worker's
         traceback as a note). A job running longer than ``timeout`` seconds has its worker
-        killed, and counts as a death.
+        killed, and counts as a death. ``on_stall`` is told, about once a second, which jobs
+        have reported no progress for ``STALL_SECONDS`` and for how long.
         """
         pending = deque((key, args, 1) for key, args in jobs)
         idle = list(self._workers)
@@ -177,12 +188,17 @@ class WorkerPool:
                     idle.append(self._renew(worker))
                     continue
                 worker.key, worker.args, worker.attempt = key, args, attempt
-                worker.started = time.monotonic()
+                worker.started = worker.heard = time.monotonic()
                 busy[worker.conn] = worker
             ready = wait(
                 list(busy) + [w.process.sentinel for w in busy.values()],
-                timeout=None if timeout is None else _left(busy.values(), timeout),
+                timeout=_wait_seconds(busy.values(), timeout, on_stall is not None),
             )
+            if on_stall is not None:
+                now = time.monotonic()
+                on_stall(
+                    [(w.key, now - w.heard) for w in busy.values() if now - w.heard > STALL_SECONDS]
+                )
             if timeout is not None:
                 for worker in busy.values():
                     if time.monotonic() - worker.started > timeout and worker.process.is_alive():
@@ -197,6 +213,7 @@ class WorkerPool:
                     idle.append(self._replace(worker, pending, retries))
                     continue
                 if kind == "progress":
+                    worker.heard = time.monotonic()
                     if on_progress is not None:
                         on_progress(payload[0])
                     continue

@@ -35,6 +35,16 @@ class Progress:
             f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB, {rate:,.0f} rows/s"
         )
 
+    def stalled(self, jobs: list[tuple[str, float]]) -> None:
+        """Name the jobs that have reported no progress for a while (a hung task shows)."""
+        if not jobs:
+            return
+        names = ", ".join(f"{name} ({seconds:.0f} s)" for name, seconds in jobs[:3])
+        more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
+        self._bar.set_postfix_str(
+            f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB; no progress from {names}{more}"
+        )
+
     def step(self) -> None:
         self._bar.update(1)
 

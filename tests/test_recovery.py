@@ -472,3 +472,17 @@ def test_a_task_over_the_timeout_is_stopped_and_run_again(tmp_path, times):
         assert result.returncode == 1
         assert "task 4 ran longer than --task-timeout (2 times); it was stopped" in result.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_a_task_without_progress_is_named_in_the_progress_bar(tmp_path):
+    plugin = make_plugin(tmp_path / "dying", DYING)
+    (tmp_path / "marks").mkdir()
+    result = run_writer(
+        *("--script", plugin, "--output", tmp_path / "out", "--workers", "2"),
+        *("--task-timeout", "4", "--marks", tmp_path / "marks", "--how", "hang"),
+        env={"RECORDMILL_STALL_SECONDS": "1"},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no progress from task 4 (" in result.stderr
+    assert "no progress from task 3" not in result.stderr
