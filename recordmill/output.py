@@ -319,6 +319,12 @@ def _exchange(a: str, b: str) -> bool:
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
+def _flag(key: str) -> str:
+    if key == "mindrecord_arguments":  # an unmodified MindRecord script's own command line
+        return "the script's flags"
+    return "--" + key.replace("_", "-")
+
+
 def describe_changes(before: dict[str, Any], now: dict[str, Any]) -> str:
     """What differs between two run records, named as the flags that set it: ``--partitions: 5
     then, 3 now``."""
@@ -327,7 +333,7 @@ def describe_changes(before: dict[str, Any], now: dict[str, Any]) -> str:
         old, new = before.get(key), now.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
             changed += [
-                f"--{k.replace('_', '-')}: {old.get(k)!r} then, {new.get(k)!r} now"
+                f"{_flag(k)}: {old.get(k)!r} then, {new.get(k)!r} now"
                 for k in sorted(set(old) | set(new))
                 if old.get(k) != new.get(k)
             ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import resource
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -76,11 +77,7 @@ class _Files:
         # Local partitions are opened now, all of them: a run that replaces the dataset
         # (--overwrite) then cannot change what this reader reads (the files stay readable
         # while they are open, wherever their folder goes).
-        self._pinned = (
-            {p: self._open_raw(p) for p in range(len(manifest["partitions"]))}
-            if (store.local)
-            else {}
-        )
+        self._pinned = self._pin() if store.local else {}
         self.schema = arrow_schema(manifest).remove_metadata()
         self.names = self.schema.names
         self._verified: set[tuple[int, str]] = set()  # (group, column) whose checksum matched
@@ -141,6 +138,13 @@ class _Files:
         """The group holding global ``row``, and the row's number within it."""
         g = bisect.bisect_right(self.starts, row) - 1
         return g, row - self.starts[g]
+
+    def _pin(self) -> dict[int, Any]:
+        """Every partition file, opened; as many as the process may open when that is fewer."""
+        count = len(self.manifest["partitions"])
+        # Half the process's open files at most: the rest are for everything else.
+        budget = _allow_open_files(2 * count + 256) // 2
+        return {p: self._open_raw(p) for p in range(min(count, budget))}
 
     def _open_raw(self, partition: int) -> Any:
         """A partition file, opened for random access, of the size the manifest says."""
@@ -667,6 +671,17 @@ def open_partition(store: Store, name: str, fmt: str) -> Any:
     """A partition file opened for reading: Arrow IPC memory-mapped on a local disk (so a row
     costs only its bytes), Parquet with its page checksums checked."""
     return _reader(_open_file(store, name, fmt), fmt)
+
+
+def _allow_open_files(count: int) -> int:
+    """Raise this process's limit of open files (the soft one, up to the hard one) to ``count``;
+    the limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= count:
+        return count if soft == resource.RLIM_INFINITY else soft
+    limit = count if hard == resource.RLIM_INFINITY else min(count, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    return limit
 
 
 def _open_file(store: Store, name: str, fmt: str) -> Any:

@@ -82,7 +82,7 @@ def test_a_resume_with_other_settings_is_refused_naming_them(tmp_path):
     )
     result = run_writer("--script", plugin, "--output", tmp_path / "out", "--resume")
     assert result.returncode == 1 and "cannot --resume" in result.stderr
-    assert "settings: {'partitions': 2} then" in result.stderr
+    assert "--partitions: 2 then, 1 now" in result.stderr
 
 
 OWN_FLAG = """
