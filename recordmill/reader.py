@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,7 @@ class _Files:
         # (--overwrite) then cannot change what this reader reads (the files stay readable
         # while they are open, wherever their folder goes).
         self._pinned = self._pin() if store.local else {}
+        self.checksums = True  # Arrow IPC batches' CRC-32 checked on sequential/shuffled reads
         self.schema = arrow_schema(manifest).remove_metadata()
         self.names = self.schema.names
         self._verified: set[tuple[int, str]] = set()  # (group, column) whose checksum matched
@@ -180,7 +182,7 @@ class _Files:
         group = self.groups[g]
         entry = self.manifest["partitions"][group.partition]
         sums = entry.get("batch_crc32")
-        if not sums:
+        if not sums or not self.checksums:
             return
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
             if (g, name) in self._verified and not again:
@@ -279,6 +281,7 @@ def open(
     decode: Mapping[str, Callable[[Any], Any]] | None = None,
     cache_bytes: int = CACHE_BYTES,
     read_ahead_bytes: int = READ_AHEAD_BYTES,
+    checksums: bool = True,
 ) -> Dataset:
     """Open a dataset written by recordmill: a local path or any pyarrow filesystem URI.
 
@@ -286,9 +289,12 @@ def open(
     Python/numpy (for example ``{"data": recordmill.decode.image}``). ``cache_bytes`` bounds the
     decoded Parquet row groups kept for random access and shuffles (256 MiB by default; Arrow IPC
     needs none); ``read_ahead_bytes`` bounds what a sequential pass decodes ahead (64 MiB).
+    ``checksums=False`` skips the check of each Arrow IPC record batch's CRC-32 on sequential
+    and shuffled reads (Parquet's page checksums are checked always).
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     files = _open_files(store, cache_bytes, read_ahead_bytes)
+    files.checksums = checksums
     schema = arrow_schema(files.manifest)
     return Dataset(files, schema, 0, files.manifest["total_rows"], dict(decode or {}))
 
@@ -515,25 +521,32 @@ class Dataset:
 
     def _groups_in_order(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:
         """Global rows ``start`` to ``stop``, group by group. Parquet groups are decoded ahead
-        in threads (pyarrow releases the GIL), up to ``read_ahead_bytes``, and not cached."""
+        in threads (pyarrow releases the GIL), up to ``read_ahead_bytes``, and not cached;
+        mapped Arrow IPC groups have their checksums checked ahead the same way."""
         files = self._files.ready()
         wanted = list(files.index.spans(start, stop))
-        if files.arrow:
-            for g, lo, hi in wanted:
-                yield files.group(g, self.schema, check=True).slice(lo, hi - lo)
-            return
         group_bytes = self._row_bytes() * max(1, files.index.total // max(1, len(files.groups)))
         depth = max(1, min(len(wanted), files.read_ahead_bytes // group_bytes))
+        if files.mapped:  # nothing to decode; the checksums are checked ahead, in threads
+            depth = min(depth, 4 * READ_THREADS)
         ahead = [
-            files.pool.submit(files.group, g, self.schema, False) for g, _, _ in wanted[:depth]
+            files.pool.submit(files.group, g, self.schema, False, True)
+            for g, _, _ in wanted[:depth]
         ]
-        for n, (_, lo, hi) in enumerate(wanted):
-            batch = ahead.pop(0).result()
-            if n + depth < len(wanted):
-                ahead.append(
-                    files.pool.submit(files.group, wanted[n + depth][0], self.schema, False)
-                )
-            yield batch.slice(lo, hi - lo)
+        try:
+            for n, (_, lo, hi) in enumerate(wanted):
+                batch = ahead.pop(0).result()
+                if n + depth < len(wanted):
+                    ahead.append(
+                        files.pool.submit(
+                            files.group, wanted[n + depth][0], self.schema, False, True
+                        )
+                    )
+                yield batch.slice(lo, hi - lo)
+        finally:  # a pass stopped early (an error, a break) leaves nothing reading behind it
+            for future in ahead:
+                future.cancel()
+            wait_for(ahead)
 
     def _range(self, start: int, stop: int) -> pa.Table:
         """Global rows ``start`` to ``stop`` (consecutive) as one table."""
@@ -561,8 +574,12 @@ class Dataset:
                 batches = [files.group(g, self.schema) for g in range(len(files.groups))]
                 self._whole = _Columns(batches, self.schema)
             if check and not self._whole.checked:
-                for g in range(len(files.groups)):
-                    files.group(g, self.schema, check=True)
+                schema = self.schema
+                list(
+                    files.pool.map(
+                        lambda g: files.group(g, schema, check=True), range(len(files.groups))
+                    )
+                )
                 self._whole.checked = True
             return self._whole.take(rows)
         plan = files.index.gather(rows)
