@@ -216,6 +216,8 @@ class OutputDir:
                     "it (only its unfinished tasks run again) or --overwrite to start over"
                 )
             self._check_final(replacing=True)
+            if self._state() == "leftover":  # a commit cut short: its half-published files too
+                self.final.delete_tree()
             self.staging.delete_tree()
         elif self.resume and self._state() == "dataset":
             self.finished = manifest_file.load(self.final)

@@ -151,3 +151,16 @@ def test_a_complete_output_is_not_taken_for_another_run(reference, tmp_path):
     assert other.returncode == 1
     assert "complete output of another run (--scale: 2 then, 3 now)" in other.stderr
     assert checksums(str(out)) == sums[2]
+
+
+def test_an_s3_commit_cut_short_can_be_started_over(s3, reference):
+    """Killed halfway through moving files in, then --overwrite without --resume: the
+    half-published files are the run's own, so they are replaced, not refused."""
+    plugin, sums = reference
+    uri = s3("commit/again")
+    assert write(plugin, uri).returncode == 0
+    assert write(plugin, uri, "--scale", "2", "--overwrite", kill_at="moved").returncode == -9
+    assert published_state(uri, sums) == "none"
+    again = write(plugin, uri, "--scale", "2", "--overwrite")
+    assert again.returncode == 0, again.stderr
+    assert checksums(uri) == sums[2] and leftovers(Store.at(uri)) == []
