@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import sys
+import sysconfig
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +22,7 @@ import yaml
 
 import recordmill
 from recordmill import executors, settings
-from recordmill.engine import write
+from recordmill.engine import run_write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.formats.demo import make_demo_data
 from recordmill.formats.filelists import make_list
@@ -61,7 +63,7 @@ def _load_config(path: str) -> dict[str, Any]:
         with open(path) as f:
             config = yaml.safe_load(f) or {}
     except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"cannot read --config {path}: {e}") from e
+        raise ConfigError(f"cannot read --config {path}: {' '.join(str(e).split())}") from e
     if not isinstance(config, dict):
         raise ConfigError(f"--config {path}: expected a mapping of flag names to values")
     return config
@@ -86,7 +88,7 @@ def write_main(argv: Sequence[str] | None = None) -> int:
         # The plugin's own traceback, when plugin code raised: in a worker, or here.
         if isinstance(e, TaskError) and e.traceback_text:
             print(e.traceback_text.rstrip(), file=sys.stderr)
-        elif e.__cause__ is not None and not isinstance(e.__cause__, RecordmillError):
+        elif e.__cause__ is not None and _raised_in_plugin(e.__cause__):
             traceback.print_exception(e.__cause__, file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
@@ -177,7 +179,7 @@ def _run(
                     file=sys.stderr,
                 )
     executor_dests = all_executor_dests[executor]
-    summary = write(
+    summary = run_write(
         plugin,
         args.output,
         options=Options(
@@ -311,6 +313,22 @@ def verify_main(args: argparse.Namespace) -> int:
     m = open_dataset(args.path).manifest
     print(f"ok: {m['total_rows']:,} rows in {len(m['partitions'])} partitions match the manifest")
     return 0
+
+
+def _raised_in_plugin(error: BaseException) -> bool:
+    """Whether plugin code (not recordmill, an installed library or Python's own) is among the
+    frames an error passed through: only then is its traceback worth showing."""
+    if isinstance(error, RecordmillError):
+        return False
+    ours = os.path.dirname(os.path.abspath(__file__))
+    libraries = {
+        sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")
+    }
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not os.path.abspath(name).startswith((ours, *libraries)):
+            return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

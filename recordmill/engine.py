@@ -90,10 +90,26 @@ def write(
     workers=2, shuffle=True, resume=True, on_bad_input="skip", executor="dask",
     executor_options={"dask_address": "tcp://host:8786"}``...); see that class for them all.
     """
+    try:
+        return run_write(plugin, output, options=options, settings=settings, **values)
+    except OutputError as e:  # said to a Python caller: the keywords, not the flags
+        text = str(e).replace("--overwrite", "overwrite=True").replace("--resume", "resume=True")
+        raise OutputError(text) from e.__cause__
+
+
+def run_write(
+    plugin: str | os.PathLike[str] | PluginRef | ModuleType | DatasetPlugin,
+    output: str | os.PathLike[str],
+    *,
+    options: Options | Mapping[str, Any] | None = None,
+    settings: WriteSettings | None = None,
+    **values: Any,
+) -> Summary:
+    """:func:`write`, its errors worded for the command line (``--overwrite``)."""
     started = time.perf_counter()
     values, notes = old_policy_keys(values)
     for note in notes:
-        warnings.warn(note, DeprecationWarning, stacklevel=2)
+        warnings.warn(note, DeprecationWarning, stacklevel=3)
     if settings is not None and values:
         raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
     run = plan(plugin, options, settings or WriteSettings(**values))
@@ -206,11 +222,12 @@ def run_tasks(
         on_result=_reject_counter(run.settings.max_rejects, done.values()),
     )
     results = sorted([*done.values(), *new], key=lambda r: r.task_id)
-    if not sum(r.rows for r in results):
+    if not sum(r.rows for r in results) and run.declared is None:
         rejected = sum(len(r.rejects) for r in results)
         raise PluginError(
             f"plugin {run.plugin.name} produced no rows in any of its {run.tasks} tasks"
             + (f" ({rejected} inputs rejected)" if rejected else "")
+            + "; an empty dataset needs its schema declared (a schema() hook)"
         )
     return results, time.perf_counter() - started
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Iterator
 
 
@@ -95,10 +96,29 @@ class RowError(RecordmillError):
         )
 
 
+# What to do about an OS error, by its errno: said only where it is what happened.
+_ADVICE = {
+    errno.ENOSPC: "is the disk full?",
+    errno.EDQUOT: "is the disk quota used up?",
+    errno.EFBIG: "a file-size limit (ulimit -f) was hit",
+    errno.EROFS: "the filesystem is read-only: choose another --output",
+    errno.EACCES: "check its permissions, or choose another --output",
+    errno.EPERM: "check its permissions, or choose another --output",
+    errno.ENOTDIR: "a part of that path is a file, not a folder: choose another --output",
+    errno.EEXIST: "a part of that path is a file, not a folder: choose another --output",
+}
+
+
+def os_error_text(path: object, e: OSError) -> str:
+    """``cannot write PATH: No space left on device (is the disk full?)``."""
+    advice = _ADVICE.get(e.errno) if e.errno is not None else None
+    return f"cannot write {path}: {e.strerror or e}" + (f" ({advice})" if advice else "")
+
+
 @contextlib.contextmanager
 def writing(path: object) -> Iterator[None]:
     """Turn an OS error while writing ``path`` (a full disk, a file-size limit) into a clear one."""
     try:
         yield
     except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror or e} (is the disk full?)") from e
+        raise OutputError(os_error_text(path, e)) from e

@@ -84,6 +84,7 @@ def to_tokens(parser: argparse.ArgumentParser, values: Mapping[str, Any], where:
         for name in [action.dest, *action.option_strings]:
             actions[name.lstrip("-").replace("-", "_")] = action
     tokens: list[str] = []
+    seen: dict[str, Any] = {}
     for key, value in values.items():
         action = actions.get(str(key).replace("-", "_"))
         if action is None or not action.option_strings or action.dest in ("help", "config"):
@@ -95,9 +96,15 @@ def to_tokens(parser: argparse.ArgumentParser, values: Mapping[str, Any], where:
             raise ConfigError(
                 f"{where}: unknown setting {key!r} (known: {', '.join(known) or 'none'})"
             )
+        if action.dest in seen:
+            raise ConfigError(
+                f"{where}: {seen[action.dest]!r} and {key!r} are the same setting; keep one"
+            )
+        seen[action.dest] = key
         if value is None:
             continue
         flag = action.option_strings[0]
+        _check_value(action, key, value, where)
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
             if not isinstance(value, bool):
                 raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
@@ -108,6 +115,29 @@ def to_tokens(parser: argparse.ArgumentParser, values: Mapping[str, Any], where:
         else:
             tokens += [flag, str(value)]
     return tokens
+
+
+def _check_value(action: argparse.Action, key: str, value: Any, where: str) -> None:
+    """A config value that its flag could not take, said with the key and the file."""
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        return
+    takes_many = action.nargs not in (None, "?")
+    if isinstance(value, (list, tuple)) and not takes_many:
+        raise ConfigError(f"{where}: {key} takes one value, got the list {list(value)!r}")
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, (dict, list)):
+            raise ConfigError(f"{where}: {key}: expected a value, got {item!r}")
+        if callable(action.type):
+            try:
+                item = action.type(str(item))
+            except (TypeError, ValueError, argparse.ArgumentTypeError):
+                kind = getattr(action.type, "__name__", "value")
+                raise ConfigError(f"{where}: {key}: expected {kind}, got {item!r}") from None
+        if action.choices is not None and item not in action.choices:
+            raise ConfigError(
+                f"{where}: {key}: expected one of {', '.join(map(str, action.choices))}, got "
+                f"{item!r}"
+            )
 
 
 class _RaisingParser(argparse.ArgumentParser):

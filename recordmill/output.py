@@ -21,12 +21,13 @@ Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``
 
 So a folder without a manifest is never a dataset, a failed or killed run never leaves an output
 that looks complete, and an interrupted run's staging folder is kept for ``--resume``. A lock
-beside it (``.NAME.recordmill-lock`` on a local disk, a lease object on S3; see lease.py) makes a
+beside it (``.NAME.recordmill-lock`` on a local disk, deleted when the run ends; a lease object on S3; see lease.py) makes a
 second run on the same output fail at once instead of mixing its files with the first run's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -37,7 +38,7 @@ from typing import Any
 
 from recordmill import layout
 from recordmill import manifest as manifest_file
-from recordmill.errors import OutputError
+from recordmill.errors import OutputError, writing
 from recordmill.lease import Lease
 from recordmill.settings import WriteSettings
 from recordmill.storage import Store
@@ -151,12 +152,13 @@ class OutputDir:
     # --- the context manager ----------------------------------------------------------------
 
     def __enter__(self) -> OutputDir:
-        self.lock()
-        try:
-            self.prepare()
-        except BaseException:
-            self.release()
-            raise
+        with writing(self.final):
+            self.lock()
+            try:
+                self.prepare()
+            except BaseException:
+                self.release()
+                raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: Any) -> None:
@@ -176,19 +178,26 @@ class OutputDir:
             self._lease = Lease.take(self.final)
             return
         os.makedirs(os.path.dirname(self._lock_path), exist_ok=True)
-        self._lock = open(self._lock_path, "a")  # noqa: SIM115 - held until release()
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lock.close()
-            self._lock = None
-            raise OutputError(
-                f"another recordmill run is writing {self.final} (it holds {self._lock_path}); "
-                "wait for it to finish"
-            ) from None
+        while self._lock is None:
+            lock = open(self._lock_path, "a")  # noqa: SIM115 - held until release()
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                raise OutputError(
+                    f"another recordmill run is writing {self.final} (it holds "
+                    f"{self._lock_path}); wait for it to finish"
+                ) from None
+            # The run before may have deleted the file after we opened it: lock the one there.
+            if _same_file(lock, self._lock_path):
+                self._lock = lock
+            else:
+                lock.close()
 
     def release(self) -> None:
         if self._lock is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock_path)  # while still locked: no run can be holding it
             self._lock.close()
             self._lock = None
         if self._lease is not None:
@@ -309,6 +318,13 @@ class OutputDir:
 
     def abort(self) -> None:
         self.staging.delete_tree()
+
+
+def _same_file(handle: Any, path: str) -> bool:
+    try:
+        return os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _exchange(a: str, b: str) -> bool:

@@ -224,6 +224,8 @@ class WorkerPool:
                     if isinstance(error, retry_errors) and worker.attempt <= retries:
                         pending.append((worker.key, worker.args, worker.attempt + 1))
                         continue
+                    if isinstance(error, retry_errors) and worker.attempt > 1:
+                        error.args = (f"{error} (tried {worker.attempt} times)",)
                     if not isinstance(error, RecordmillError) and hasattr(error, "add_note"):
                         error.add_note(f"in a worker process:\n{text}")  # an unexpected error
                     raise error

@@ -206,7 +206,7 @@ def _convert(
                 e.reason, row=numbers[index], field=e.field, expected=e.expected, got=e.got
             ).located(job.task_id)
             if job.settings.on_bad_input != "skip":
-                if job.schema is None:
+                if job.schema is None and e.field is not None:
                     error.reason += (
                         " (the schema was inferred from the task's first row; "
                         "a schema() hook sets it)"

@@ -269,3 +269,57 @@ def test_an_error_in_a_main_process_hook_shows_the_plugin_traceback(tmp_path):
     assert result.returncode == 1
     assert "plugin counting_fails: task_number() raised FileNotFoundError" in result.stderr
     assert 'open("/nonexistent/list.txt")' in result.stderr
+
+
+def _bad_invocations(tmp_path, plugin):
+    """(what, argv, config text or None, a phrase the one error line must hold)."""
+    (tmp_path / "afile").write_text("not a folder")
+    (tmp_path / "notours").mkdir()
+    (tmp_path / "notours" / "keep.txt").write_text("a user's file")
+    head = f"script: {plugin}\noutput: {tmp_path / 'o'}\n"
+    return [
+        ("output below a file", ["--output", tmp_path / "afile" / "sub"], None, "is a file"),
+        ("a folder of other files", ["--output", tmp_path / "notours"], None, "choose another"),
+        ("the same, --overwrite", ["--output", tmp_path / "notours", "--overwrite"], None, "never"),
+        ("a list for one value", [], head + "rows-per-task: [1, 2]\n", "takes one value"),
+        ("a word for a number", [], head + "partitions: three\n", "partitions: expected int"),
+        ("a YAML syntax error", [], head + "partitions: [3\n", "cannot read --config"),
+        ("a python tag", [], head + "seed: !!python/object/apply:os.getpid []\n", "constructor"),
+        ("a key twice", [], head + "rows_per_task: 3\nrows-per-task: 4\n", "same setting"),
+        ("a choice not there", [], head + "format: csv\n", "one of parquet, arrow"),
+        (
+            "an unknown plugin",
+            ["--script", "no-such-plugin", "--output", tmp_path / "x"],
+            None,
+            "no plugin",
+        ),
+    ]
+
+
+def test_each_bad_invocation_is_one_clear_line(tmp_path):
+    plugin = REPO / "templates" / "template"
+    for what, argv, config, phrase in _bad_invocations(tmp_path, plugin):
+        args = [str(a) for a in argv]
+        if config is not None:
+            (tmp_path / "run.yaml").write_text(config)
+            args += ["--config", str(tmp_path / "run.yaml")]
+        elif "--script" not in args:
+            args = ["--script", str(plugin), *args]
+        result = run_writer(*args, "--quiet")
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1, what
+        assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (what, lines)
+        assert phrase in lines[0], (what, lines[0])
+    assert (tmp_path / "notours" / "keep.txt").read_text() == "a user's file"
+
+
+def test_os_errors_get_advice_only_where_it_fits():
+    import errno
+
+    from recordmill.errors import os_error_text
+
+    full = os_error_text("out/x", OSError(errno.ENOSPC, "No space left on device"))
+    assert full == "cannot write out/x: No space left on device (is the disk full?)"
+    assert "read-only" in os_error_text("o", OSError(errno.EROFS, "Read-only file system"))
+    assert "disk full" not in os_error_text("o", OSError(errno.EIO, "Input/output error"))
+    assert "disk full" not in os_error_text("o", OSError("NO_SUCH_KEY from S3"))

@@ -10,6 +10,7 @@ import pytest
 import recordmill
 from recordmill.errors import OutputError, PluginError, RowError, SchemaError, TaskError
 from recordmill.reader import to_numpy
+from recordmill.verify import verify
 from tests.conftest import make_plugin, read_dataset
 
 
@@ -314,7 +315,7 @@ def test_no_rows_at_all_is_an_error(counting_plugin, tmp_path):
 def test_existing_output_is_refused_unless_overwrite(counting_plugin, tmp_path):
     out = tmp_path / "out"
     recordmill.write(counting_plugin, out, options={"sizes": "1,1"}, progress=False)
-    with pytest.raises(OutputError, match="--overwrite"):
+    with pytest.raises(OutputError, match="overwrite=True"):
         recordmill.write(counting_plugin, out, options={"sizes": "2,2"}, progress=False)
     assert recordmill.read_manifest(out)["total_rows"] == 2
     recordmill.write(counting_plugin, out, options={"sizes": "2,2"}, overwrite=True, progress=False)
@@ -392,3 +393,43 @@ def test_default_compression_is_zstd_except_for_bytes(tmp_path):
         "feature.list.element": "ZSTD",
         "tokens.list.element": "ZSTD",
     }
+
+
+EMPTY = """
+    def task_number():
+        return 0
+
+    def schema():
+        return {"a": {"type": "int32"}, "b": {"type": "bytes"}}
+
+    def dict_data(task_id):
+        yield from ()
+"""
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_no_tasks_and_a_schema_is_an_empty_dataset(tmp_path, fmt):
+    import duckdb
+
+    plugin = make_plugin(tmp_path / "empty", EMPTY)
+    summary = recordmill.write(plugin, tmp_path / "out", partitions=2, format=fmt, progress=False)
+    assert summary.rows == 0
+    ds = recordmill.open(str(tmp_path / "out"))
+    assert len(ds) == 0 and ds.schema.names == ["a", "b"] and list(ds.iter_batches()) == []
+    assert verify(tmp_path / "out") == []
+    if fmt == "parquet":
+        found = duckdb.sql(f"select count(*) from '{tmp_path / 'out'}/part-*.parquet'").fetchall()
+        assert found == [(0,)]
+
+
+def test_no_rows_without_a_schema_says_how_to_declare_one(tmp_path):
+    plugin = make_plugin(tmp_path / "empty", EMPTY.replace("def schema():", "def _unused():"))
+    with pytest.raises(recordmill.RecordmillError, match="needs its schema declared"):
+        recordmill.write(plugin, tmp_path / "out", progress=False)
+
+
+def test_python_callers_are_told_the_keyword_not_the_flag(counting_plugin, tmp_path):
+    recordmill.write(counting_plugin, tmp_path / "out", progress=False)
+    with pytest.raises(recordmill.RecordmillError) as caught:
+        recordmill.write(counting_plugin, tmp_path / "out", progress=False)
+    assert "overwrite=True" in str(caught.value) and "--overwrite" not in str(caught.value)

@@ -61,8 +61,13 @@ def reference(tmp_path_factory):
 
 
 def leftovers(final: Store) -> list[str]:
-    """What a finished run must not leave beside its output."""
-    names = (layout.staging_folder(final.name), layout.old_folder(final.name))
+    """What a finished run must not leave beside its output (the lock file too)."""
+    names = (
+        layout.staging_folder(final.name),
+        layout.old_folder(final.name),
+        layout.lock_file(final.name),
+        layout.lease_file(final.name),
+    )
     return [n for n in names if final.sibling(n).exists()]
 
 

@@ -297,7 +297,21 @@ def test_plugin_errors_are_retried_only_when_asked(tmp_path):
         )
         assert result.returncode == code, result.stderr
         assert (marks / "4").read_text() == ("x" if code else "xx")
-    assert "flaky source" in result.stderr or code == 0
+        assert ("task 4 failed: dict_data() raised RuntimeError: flaky" in result.stderr) == (
+            code == 1
+        )
+
+
+def test_a_task_that_fails_every_time_says_how_often_it_was_tried(tmp_path):
+    plugin = make_plugin(tmp_path / "dying", DYING)
+    (tmp_path / "marks").mkdir()
+    result = run_writer(
+        *("--script", plugin, "--output", tmp_path / "out", "--marks", tmp_path / "marks"),
+        *("--how", "raise", "--times", "9", "--retries-on-error", "--retries", "2", "--quiet"),
+    )
+    assert result.returncode == 1
+    assert "raised RuntimeError: flaky source at row 0 (tried 3 times)" in result.stderr
+    assert (tmp_path / "marks" / "4").read_text() == "xxx"
 
 
 def test_a_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path):
