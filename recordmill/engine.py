@@ -135,6 +135,7 @@ def run_write(
             else:
                 results, written, seconds = write_direct(run, out, runner, counts)
                 phases = {"rows straight to partitions": seconds}
+            step("partitions-done")
         manifest = publish(run, out, results, written)
     return Summary(
         str(out.final),

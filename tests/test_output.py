@@ -169,3 +169,16 @@ def test_an_s3_commit_cut_short_can_be_started_over(s3, reference):
     again = write(plugin, uri, "--scale", "2", "--overwrite")
     assert again.returncode == 0, again.stderr
     assert checksums(uri) == sums[2] and leftovers(Store.at(uri)) == []
+
+
+def test_finished_partitions_are_not_written_again_on_resume(reference, tmp_path):
+    """Killed with every partition written: the resume publishes those very files."""
+    plugin, sums = reference
+    out = tmp_path / "out"
+    assert write(plugin, out, "--scale", "2", kill_at="partitions-done").returncode == -9
+    staging = tmp_path / ".out.recordmill-partial"
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in staging.glob("part-*")}
+    assert len(before) == 3
+    assert write(plugin, out, "--scale", "2", "--resume").returncode == 0
+    after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("part-*")}
+    assert after == before and checksums(str(out)) == sums[2]

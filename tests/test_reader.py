@@ -134,6 +134,12 @@ def test_shards_are_disjoint_covering_and_balanced(dataset):
     assert sorted(i for shard in ids for i in shard) == list(range(TOTAL))
     assert max(map(len, ids)) - min(map(len, ids)) <= 1
     assert shards[2][0]["id"] == ids[2][0] and len(shards[2]) == len(ids[2])
+    for shard, expected in zip(shards, ids, strict=True):  # every way of reading a shard agrees
+        batches = [b["id"].tolist() for b in shard.iter_batches(7)]
+        assert [i for b in batches for i in b] == expected
+        assert [row["id"] for row in shard] == expected
+        shuffled = [i for b in shard.iter_batches(7, shuffle=True, seed=3) for i in b["id"]]
+        assert sorted(shuffled) == expected
     with pytest.raises(ValueError):
         ds.shard(4, 4)
 

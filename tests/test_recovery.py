@@ -421,6 +421,11 @@ def test_bad_rows_fail_by_default_and_are_listed_with_skip(tmp_path):
     )
     assert result.returncode == 1 and "more than --max-rejects 2" in result.stderr
     assert not (tmp_path / "o2").exists()
+    exactly = run_writer(
+        *("--script", plugin, "--output", tmp_path / "o3", "--on-bad-input", "skip"),
+        *("--max-rejects", "3", "--workers", "1", "--quiet"),
+    )
+    assert exactly.returncode == 0, exactly.stderr  # 3 rejects are not more than 3
 
 
 IDLE = """

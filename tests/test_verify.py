@@ -142,3 +142,36 @@ def test_row_groups_other_than_the_manifest_says(copy):
     edit_manifest(copy, other_groups)
     problems = verify(copy)
     assert problems and all("row groups, the manifest says" in p for p in problems)
+
+
+def test_the_tasks_rows_are_checked_against_the_total(copy):
+    edit_manifest(copy, lambda manifest: manifest["tasks"][0].update(rows=39))
+    assert verify(copy) == ["manifest: tasks hold 64 rows, total_rows says 65"]
+
+
+def test_the_schema_of_each_partition_is_checked(copy):
+    table = pq.read_table(copy / "part-00000-of-00003.parquet")
+    renamed = table.rename_columns([f"{n}_renamed" for n in table.column_names])
+    pq.write_table(renamed, copy / "part-00000-of-00003.parquet")
+    assert "part-00000-of-00003.parquet: its schema differs from the manifest's" in verify(copy)
+
+
+def test_the_rejects_count_is_checked(tmp_path):
+    plugin = make_plugin(tmp_path / "bad", BAD_ROWS)
+    recordmill.write(plugin, tmp_path / "ds", on_bad_input="skip", progress=False)
+    assert verify(tmp_path / "ds") == []
+    edit_manifest(tmp_path / "ds", lambda manifest: manifest["rejects"].update(count=3))
+    assert verify(tmp_path / "ds") == ["rejects: 2 listed, the manifest counts 3"]
+
+
+BAD_ROWS = """
+    def task_number():
+        return 1
+
+    def schema():
+        return {"x": {"type": "uint8"}}
+
+    def dict_data(task_id):
+        for x in (1, 300, 2, -1, 3):
+            yield {"x": x}
+"""
