@@ -27,9 +27,11 @@ class Progress:
         self.rows += rows
         self.bytes += nbytes
         now = time.perf_counter()
-        if now - self._shown < 0.2:
-            return
-        self._shown = now
+        if now - self._shown >= 0.2:
+            self._shown = now
+            self._show(now)
+
+    def _show(self, now: float) -> None:
         rate = self.rows / max(now - self._start, 1e-9)
         self._bar.set_postfix_str(
             f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB, {rate:,.0f} rows/s"
@@ -49,6 +51,8 @@ class Progress:
         self._bar.update(1)
 
     def close(self) -> None:
+        if self.rows:  # the last figures, not those of up to 0.2 s before the end
+            self._show(time.perf_counter())
         self._bar.close()
 
 

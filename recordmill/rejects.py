@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from recordmill.errors import OutputError
 from recordmill.storage import Store
 
 REJECTS_KEY = b"recordmill.rejects"
+_ADDRESS = re.compile(r"<([^<>]*?) at 0x[0-9a-fA-F]+>")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class Reject:
     row: int | None = None
     field: str | None = None
     value: str | None = None
+
+    def __post_init__(self) -> None:
+        # "<_io.BytesIO object at 0x7f...>" differs from run to run: rejects must not.
+        object.__setattr__(self, "reason", _ADDRESS.sub(r"<\1>", self.reason))
 
 
 def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: str) -> str:

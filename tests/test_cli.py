@@ -323,3 +323,13 @@ def test_os_errors_get_advice_only_where_it_fits():
     assert "read-only" in os_error_text("o", OSError(errno.EROFS, "Read-only file system"))
     assert "disk full" not in os_error_text("o", OSError(errno.EIO, "Input/output error"))
     assert "disk full" not in os_error_text("o", OSError("NO_SUCH_KEY from S3"))
+
+
+def test_the_last_progress_line_counts_every_row(tmp_path):
+    result = run_writer(
+        *("--script", REPO / "templates" / "template", "--output", tmp_path / "x"),
+        *("--workers", "2", "--tasks", "8", "--rows-per-task", "5000"),
+    )
+    assert result.returncode == 0, result.stderr
+    tasks_bar = [line for line in result.stderr.replace("\r", "\n").splitlines() if "8/8" in line]
+    assert tasks_bar and "40,000 rows" in tasks_bar[-1], tasks_bar[-1:]

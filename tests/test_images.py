@@ -209,3 +209,23 @@ def test_skip_lists_every_bad_file_and_keeps_the_rest(folder_with_bad_files, tmp
         "n01/ok2.jpg",
         "n02/fine.png",
     ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "kw"),
+    [("TIFF", {"big_tiff": True}), ("ICO", {}), ("JPEG2000", {}), ("TGA", {}), ("PPM", {})],
+)
+def test_passthrough_takes_every_format_pillow_opens(tmp_path, fmt, kw):
+    path = save(tmp_path / f"x.{fmt.lower()}", Image.new("RGB", (16, 16), (9, 8, 7)), fmt, **kw)
+    assert images.encode(path, options())["data"] == path.read_bytes()
+    (tmp_path / "not.img").write_bytes(b"this is text, not an image at all")
+    with pytest.raises(images.BadImage, match="not an image file"):
+        images.encode(tmp_path / "not.img", options())
+
+
+def test_reject_reasons_are_the_same_in_every_run():
+    from recordmill.rejects import Reject
+
+    a = Reject("x.jpg", "cannot identify image file <_io.BytesIO object at 0x7f3a2b1c0d90>")
+    b = Reject("x.jpg", "cannot identify image file <_io.BytesIO object at 0x7f00deadbeef>")
+    assert a == b and a.reason == "cannot identify image file <_io.BytesIO object>"

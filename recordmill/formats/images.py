@@ -166,7 +166,15 @@ def encode(path: str | os.PathLike[str], options: Any) -> dict[str, Any]:
 
 
 def _looks_like_image(data: bytes) -> bool:
-    return data.startswith(_SIGNATURES) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+    """The common signatures at once; anything else Pillow identifies (BigTIFF, ICO, JPEG 2000,
+    ...), by its header only: every format Pillow opens passes."""
+    if data.startswith(_SIGNATURES) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP"):
+        return True
+    try:
+        with Image.open(io.BytesIO(data)):
+            return True
+    except Exception:  # Pillow raises many kinds for what it cannot identify
+        return False
 
 
 def _draft_size(options: Any) -> tuple[int, int]:
