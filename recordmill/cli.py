@@ -37,7 +37,7 @@ from recordmill.verify import verify
 
 
 def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="recordmill write",
         description="Run a dataset plugin and write its rows as partitioned record files.",
         add_help=add_help,
@@ -67,6 +67,13 @@ def _load_config(path: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ConfigError(f"--config {path}: expected a mapping of flag names to values")
     return config
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is one ``recordmill: error:`` line that says where the usage is."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"recordmill: error: {message} (see: {self.prog} --help)\n")
 
 
 class Terminated(KeyboardInterrupt):
@@ -335,14 +342,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "write":
         return write_main(argv[1:])
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="recordmill",
         description="Turn any raw training dataset into partitioned columnar record files.",
     )
     parser.add_argument(
         "--version", action="version", version=f"recordmill {recordmill.__version__}"
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=OneLineParser
+    )
     commands.add_parser(
         "write", help="run a plugin and write a dataset (see: recordmill write --help)"
     )

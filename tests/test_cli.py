@@ -333,3 +333,38 @@ def test_the_last_progress_line_counts_every_row(tmp_path):
     assert result.returncode == 0, result.stderr
     tasks_bar = [line for line in result.stderr.replace("\r", "\n").splitlines() if "8/8" in line]
     assert tasks_bar and "40,000 rows" in tasks_bar[-1], tasks_bar[-1:]
+
+
+def test_each_subcommand_misused_is_one_clear_line(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "empty").mkdir()
+    cases = [
+        ["bogus"],
+        ["plugins", "--bogus"],
+        ["new", tmp_path / "afile"],
+        ["demo-data"],
+        ["make-list"],
+        *[
+            [command, path]
+            for command in ("info", "head", "rejects")
+            for path in ("nosuch", "afile")
+        ],
+        ["verify", tmp_path / "empty"],
+        ["head", tmp_path / "empty", "-n", "x"],
+        ["write", "--script", "no-such-plugin", "--output", tmp_path / "o"],
+        ["write", "--partitions", "three"],
+    ]
+    for argv in cases:
+        argv = [str(tmp_path / a) if a in ("nosuch", "afile") else str(a) for a in argv]
+        result = subprocess.run(
+            [sys.executable, "-m", "recordmill", *argv], capture_output=True, text=True
+        )
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode != 0, argv
+        assert "Traceback" not in result.stderr, (argv, result.stderr)
+        if argv[0] == "verify":  # its report goes to stdout, one line per problem
+            assert result.stdout.strip().endswith(
+                "not a recordmill dataset: it has no _manifest.parquet or _manifest.arrow"
+            ), argv
+            continue
+        assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (argv, lines)

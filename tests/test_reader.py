@@ -171,6 +171,16 @@ def test_a_truncated_partition_is_a_clear_error(dataset, tmp_path):
         recordmill.open(str(copy))
 
 
+def test_a_deleted_partition_is_a_clear_error(dataset, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(dataset, copy)
+    sorted(copy.glob("part-*"))[1].unlink()
+    with pytest.raises(recordmill.RecordmillError, match="is missing"):
+        recordmill.open(str(copy))
+
+
 def test_row_groups_come_from_the_manifest_and_are_checked_against_the_files(dataset, tmp_path):
     import shutil
 
