@@ -349,9 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--version", action="version", version=f"recordmill {recordmill.__version__}"
     )
-    commands = parser.add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=OneLineParser
-    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     commands.add_parser(
         "write", help="run a plugin and write a dataset (see: recordmill write --help)"
     )

@@ -34,6 +34,11 @@ class OutputError(RecordmillError):
     """The output location cannot be used (exists, is not a dataset, ...)."""
 
 
+class InputError(RecordmillError):
+    """An input is damaged or not what it should be (a built-in plugin names file, record and
+    byte offset; ``--on-bad-input skip`` lists it among the rejects instead)."""
+
+
 class SchemaError(RecordmillError):
     """A schema declaration is invalid, or tasks produced incompatible schemas."""
 

@@ -7,7 +7,7 @@ import pytest
 
 import recordmill
 from recordmill.formats import tfrecord as ours
-from tests.conftest import read_dataset, run_writer
+from tests.conftest import REPO, read_dataset, run_writer
 
 tfrecord = pytest.importorskip("tfrecord", reason="the independent writer: pip install tfrecord")
 
@@ -114,3 +114,83 @@ def test_the_pure_python_crc_is_the_same(monkeypatch):
     fast = ours.crc32c(data)
     monkeypatch.setattr(ours, "_crc32c", None)
     assert ours.crc32c(data) == fast
+
+
+TF_FILES = REPO / "tests" / "data" / "tfrecord"  # written by TensorFlow itself: see make.py there
+
+
+def expected_tf_rows():
+    return [
+        {
+            "label": i,
+            "image_encoded": bytes([i]) * i,
+            "score": [0.0] if i == 0 else [i / 2, -float(i)],
+            "extra": None if i < 3 else [7, i],
+        }
+        for i in range(12)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["none", "gzip", "zlib"])
+def test_files_tensorflow_wrote_are_read_value_by_value(tmp_path, kind):
+    """No .gz in the names: the compression is told from the bytes. The schema is inferred from
+    more than the first record: score has one value in record 0 and two after (a list column);
+    extra is missing from the first records (nullable)."""
+    out = tmp_path / "out"
+    result = run_writer(
+        *("--script", "tfrecord", "--input", TF_FILES / f"tf-{kind}.tfrecord", "--output", out),
+        *("--partitions", "1", "--quiet"),
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [
+        {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in row.items()}
+        for row in recordmill.open(str(out))
+    ]
+    assert rows == expected_tf_rows()
+
+
+def test_a_compressed_file_read_as_plain_says_how_to_read_it(tmp_path):
+    result = run_writer(
+        *("--script", "tfrecord", "--input", TF_FILES / "tf-gzip.tfrecord"),
+        *("--output", tmp_path / "out", "--compression-type", "none", "--quiet"),
+    )
+    assert result.returncode == 1
+    assert "--compression-type gzip or zlib" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zlib"])
+def test_a_damaged_compressed_file_is_a_reject_with_skip(tmp_path, kind):
+    """Damage inside a compressed stream is an error naming the file, or a reject with skip
+    (it was an unhandled BadGzipFile)."""
+    data = bytearray((TF_FILES / f"tf-{kind}.tfrecord").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.tfrecord").write_bytes(bytes(data))
+    (tmp_path / "in" / "b.tfrecord").write_bytes((TF_FILES / "tf-none.tfrecord").read_bytes())
+    common = ["--script", "tfrecord", "--input", tmp_path / "in", "--quiet"]
+    failed = run_writer(*common, "--output", tmp_path / "fail")
+    assert failed.returncode == 1
+    # The stream's own check, or (a flip that still inflates) the record's CRC, catches it.
+    assert "damaged" in failed.stderr and "a.tfrecord" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert failed.stderr.count("--on-bad-input skip") == 1
+    skipped = run_writer(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
+    assert skipped.returncode == 0, skipped.stderr
+    rejects = recordmill.read_rejects(tmp_path / "skip")
+    assert rejects and all("damaged" in r["reason"] for r in rejects)
+    labels = recordmill.open(str(tmp_path / "skip")).to_arrow()["label"].to_pylist()
+    assert labels.count(11) == 1 and len(labels) >= 12  # b whole, a up to the damage
+
+
+def test_a_list_where_the_schema_has_one_value_names_the_fix(tmp_path):
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(
+        "label: int64\nimage/encoded: bytes\nscore: float32\nextra:\n  type: int64\n  shape: [-1]\n  nullable: true\n"
+    )
+    result = run_writer(
+        *("--script", "tfrecord", "--input", TF_FILES / "tf-none.tfrecord", "--schema", schema),
+        *("--output", tmp_path / "out", "--quiet"),
+    )
+    assert result.returncode == 1
+    assert "record 1" in result.stderr and "holds 2 values for feature 'score'" in result.stderr
+    assert "score: {type: float32, shape: [-1]}" in result.stderr

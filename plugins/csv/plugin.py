@@ -24,7 +24,7 @@ import json
 import os
 
 from recordmill import Reject
-from recordmill.errors import SchemaError
+from recordmill.errors import InputError, SchemaError
 from recordmill.schema import from_yaml, safe_name
 
 CSV_SUFFIXES = (".csv", ".tsv")
@@ -232,7 +232,7 @@ def dict_data(task_id, options):
 def _bad(options, where, reason):
     if options.get("on_bad_input", "fail") == "skip":
         return Reject(where, reason)
-    raise ValueError(f"{where}: {reason} (--on-bad-input skip records it and goes on)")
+    raise InputError(f"{where}: {reason} (--on-bad-input skip records it and goes on)")
 
 
 def _jsonl_rows(path, start, line, count, options):

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from recordmill.errors import RecordmillError
+from recordmill.errors import InputError, RecordmillError
 from recordmill.rejects import Reject
 
 ENCODINGS = ("passthrough", "jpeg", "png", "tensor")
@@ -51,7 +51,7 @@ _SIGNATURES = (
 )
 
 
-class BadImage(RecordmillError):
+class BadImage(InputError):
     """An input file that is not a readable image."""
 
     def __init__(self, path: str, reason: str):

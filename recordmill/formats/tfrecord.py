@@ -4,14 +4,21 @@ A TFRecord file is a sequence of records: ``uint64 length``, ``uint32 masked CRC
 length``, ``data``, ``uint32 masked CRC-32C of the data`` (little-endian). Both CRCs are checked.
 The data of each record is a serialized ``tf.train.Example``, decoded here from the protobuf wire
 format: a map from feature name to a list of bytes, float32 or int64 values.
+
+A file may be compressed as a whole, as TensorFlow's ``TFRecordOptions(compression_type=...)``
+writes it: ``GZIP`` (a gzip stream) or ``ZLIB`` (a zlib stream). ``compression="auto"`` tells
+them apart by their first bytes, not by the file's name.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import struct
+import zlib
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -46,31 +53,99 @@ class TFRecordError(ValueError):
     """A damaged TFRecord file; the message names the file, the record and its byte offset."""
 
 
-def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, int, bytes, str | None]]:
+COMPRESSIONS = ("auto", "none", "gzip", "zlib")
+
+
+def detect_compression(head: bytes) -> str:
+    """``none``, ``gzip`` or ``zlib``, from a file's first 12 bytes: an uncompressed file starts
+    with a record header whose CRC matches; gzip with 1f 8b; zlib with a header whose check
+    bits hold (RFC 1950)."""
+    if len(head) == 12 and masked_crc(head[:8]) == struct.unpack("<I", head[8:12])[0]:
+        return "none"
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "zlib"
+    return "none"
+
+
+class _ZlibReader(io.RawIOBase):
+    """A zlib stream, read as the bytes it holds."""
+
+    def __init__(self, raw: Any):
+        self._raw, self._inflate = raw, zlib.decompressobj()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = b""
+        while not data:
+            if self._inflate.eof:
+                return 0
+            chunk = self._inflate.unconsumed_tail or self._raw.read(1 << 16)
+            if not chunk:
+                raise EOFError("the compressed stream ends before its end marker")
+            data = self._inflate.decompress(chunk, len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _open(path: str, compression: str) -> tuple[Any, str]:
+    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller, with what wraps it
+    if compression == "auto":
+        compression = detect_compression(raw.read(12))
+        raw.seek(0)
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), compression
+    if compression == "zlib":
+        return io.BufferedReader(_ZlibReader(raw), 1 << 16), compression
+    return raw, compression
+
+
+def records(
+    path: str | os.PathLike[str], compression: str = "auto"
+) -> Iterator[tuple[int, int, bytes, str | None]]:
     """(record index, byte offset, data, problem) for each record. ``problem`` says why a record's
-    data is damaged (its CRC does not match), else None; a damaged header or a truncated file,
-    after which nothing can be trusted, raises :class:`TFRecordError`."""
+    data is damaged (its CRC does not match), else None; a damaged header, a truncated file or a
+    damaged compressed stream, after which nothing can be trusted, raises
+    :class:`TFRecordError`. Offsets count the uncompressed bytes."""
     path = os.fspath(path)
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
+    f, compression = _open(path, compression)
+    with f:
         index = offset = 0
-        while header := f.read(12):
-            where = f"{path}: record {index} at byte {offset}"
-            if len(header) < 12:
-                raise TFRecordError(f"{where}: the file ends inside a record header")
-            length, length_crc = struct.unpack("<QI", header)
-            if masked_crc(header[:8]) != length_crc:
-                raise TFRecordError(f"{where}: the length's CRC does not match (damaged file)")
-            data = f.read(length)
-            footer = f.read(4)
-            if len(data) < length or len(footer) < 4:
-                raise TFRecordError(f"{where}: the file ends inside the record (truncated)")
-            problem = None
-            if masked_crc(data) != struct.unpack("<I", footer)[0]:
-                problem = f"{where}: the data's CRC does not match (damaged record)"
-            yield index, offset, data, problem
-            index += 1
-            offset += 16 + length
+        try:
+            while header := f.read(12):
+                where = f"{path}: record {index} at byte {offset}"
+                if len(header) < 12:
+                    raise TFRecordError(f"{where}: the file ends inside a record header")
+                length, length_crc = struct.unpack("<QI", header)
+                if masked_crc(header[:8]) != length_crc:
+                    hint = "" if compression != "none" else _compression_hint(index)
+                    raise TFRecordError(
+                        f"{where}: the length's CRC does not match (damaged file{hint})"
+                    )
+                data = f.read(length)
+                footer = f.read(4)
+                if len(data) < length or len(footer) < 4:
+                    raise TFRecordError(f"{where}: the file ends inside the record (truncated)")
+                problem = None
+                if masked_crc(data) != struct.unpack("<I", footer)[0]:
+                    problem = f"{where}: the data's CRC does not match (damaged record)"
+                yield index, offset, data, problem
+                index += 1
+                offset += 16 + length
+        except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError
+            raise TFRecordError(
+                f"{path}: record {index} at byte {offset} (uncompressed): the {compression} "
+                f"stream is damaged or cut short: {e}"
+            ) from None
+
+
+def _compression_hint(index: int) -> str:
+    if index:
+        return ""
+    return "; if it is compressed in a way not recognised, --compression-type gzip or zlib says how"
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
