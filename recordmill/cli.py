@@ -49,7 +49,9 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
     )
     parser.add_argument("--output", "--mindrecord_file", help="output folder")
     settings.add_flags(parser)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress bar, nor the plugin's warnings"
+    )
     parser.add_argument(
         "--config",
         metavar="YAML",

@@ -10,6 +10,7 @@ import base64
 import contextlib
 import json
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import islice
@@ -102,6 +103,13 @@ def _plugin(ref: PluginRef) -> DatasetPlugin:
 def task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     """The rows of one task as checked Arrow batches. Rejected inputs go to ``result.rejects``;
     with no schema declared, ``result.schema`` is the one inferred from the first row."""
+    with warnings.catch_warnings():
+        if not job.settings.progress:  # --quiet: nor the plugin's or its libraries' warnings
+            warnings.simplefilter("ignore")
+        yield from _task_batches(job, result)
+
+
+def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     task_id = job.task_id
     try:
         # The bad-input policy reaches the plugin as an option (see README: images), also under

@@ -368,3 +368,23 @@ def test_each_subcommand_misused_is_one_clear_line(tmp_path):
             ), argv
             continue
         assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (argv, lines)
+
+
+def test_quiet_means_no_warnings_either(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "warns",
+        """
+        import warnings
+
+        def task_number():
+            return 2
+
+        def dict_data(task_id):
+            warnings.warn("a library's warning about task %d" % task_id)
+            yield {"a": task_id}
+        """,
+    )
+    quiet = run_writer("--script", plugin, "--output", tmp_path / "q", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    loud = run_writer("--script", plugin, "--output", tmp_path / "l")
+    assert loud.returncode == 0 and "a library's warning about task" in loud.stderr
