@@ -157,7 +157,13 @@ def test_recordmill_write_is_the_same_as_writer_py(counting_plugin, tmp_path):
         "--quiet",
     )
     assert result.returncode == 0, result.stderr
-    assert read_dataset(tmp_path / "out").num_rows == 25
+    same = run_writer("--script", counting_plugin, "--output", tmp_path / "w", "--quiet")
+    assert same.returncode == 0, same.stderr
+    ours, theirs = read_dataset(tmp_path / "out"), read_dataset(tmp_path / "w")
+    assert ours.num_rows == 25 and ours.equals(theirs)
+    assert ours["name"].to_pylist() == [
+        f"t{t}-{i}" for t, n in enumerate((5, 0, 17, 3)) for i in range(n)
+    ]
 
 
 def test_plugins_lists_where_each_comes_from(tmp_path):
