@@ -128,6 +128,11 @@ def test_dask_gives_the_same_files_as_a_local_run(cluster, tmp_path, source):
     )
     assert remote.returncode == 0, remote.stderr
     assert checksums(tmp_path / "dask") == checksums(tmp_path / "local")
+    table = recordmill.open(str(tmp_path / "dask")).to_arrow()  # and what the plugin yields
+    assert list(zip(table["task"].to_pylist(), table["i"].to_pylist(), strict=True)) == [
+        (t, i) for t in range(10) for i in range(30)
+    ]
+    assert table["blob"].to_pylist() == [bytes([t]) * 64 for t in range(10) for _ in range(30)]
 
 
 def test_a_worker_killed_mid_run_loses_no_row(cluster, tmp_path):

@@ -58,6 +58,10 @@ def test_ray_writes_the_same_files_as_a_local_run(tmp_path, source):
         for o in ("local", "ray")
     ]
     assert sums[0] == sums[1]
+    table = recordmill.open(str(tmp_path / "ray")).to_arrow()  # and what the plugin yields
+    assert list(zip(table["task"].to_pylist(), table["i"].to_pylist(), strict=True)) == [
+        (t, i) for t in range(6) for i in range(20)
+    ]
 
 
 def test_an_unknown_executor_lists_the_known_ones(tmp_path):

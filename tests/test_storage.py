@@ -68,6 +68,10 @@ def test_write_to_s3_and_read_back(s3, tmp_path, source, fmt):
         p["checksum"] for p in theirs.manifest["partitions"]
     ]
     assert ours[40]["v"].tolist() == theirs[40]["v"].tolist()
+    table = ours.to_arrow()  # and what the plugin yields
+    expected = [(t, i) for t in range(5) for i in range(17 * t)]
+    assert list(zip(table["task"].to_pylist(), table["i"].to_pylist(), strict=True)) == expected
+    assert table["v"].to_pylist() == [[float(i)] * 3 for _, i in expected]
 
 
 def test_s3_overwrite_and_refusal(s3, tmp_path):
