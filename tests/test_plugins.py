@@ -67,7 +67,7 @@ def test_entry_point_through_writer_py(installed_package, tmp_path):
         env={"PYTHONPATH": str(installed_package)},
     )
     assert result.returncode == 0, result.stderr
-    assert read_dataset(tmp_path / "out").num_rows == 6
+    assert read_dataset(tmp_path / "out")["source"].to_pylist() == ["entrypoint"] * 6
 
 
 def test_a_folder_wins_over_a_plugin_of_the_same_name_with_a_note(
