@@ -404,7 +404,7 @@ def _check_run(staging: Store, run: Run, resumed: bool) -> None:
         old = before.get("settings") or {}
         if "on_bad_row" in old:  # recorded before the policy had one name
             old["on_bad_input"] = old.pop("on_bad_row")
-        changed = describe_changes(before, json.loads(json.dumps(record)))
+        changed = describe_changes(before, record)
         if changed:
             raise OutputError(
                 f"cannot --resume: this run differs from the interrupted one ({changed}). Run "
@@ -416,13 +416,15 @@ def _check_run(staging: Store, run: Run, resumed: bool) -> None:
 
 
 def _run_record(run: Run) -> dict[str, Any]:
-    """What this run is, as run.json and the manifest record it (see output.run_record)."""
-    return {
+    """What this run is, in the JSON form run.json and the manifest record it in (see
+    output.run_record), so that it compares equal to what they hold."""
+    record = {
         "plugin": run.plugin.name,
         "options": run.options.to_dict(),
         "task_number": run.tasks,
         "settings": run.settings.identity(),
     }
+    return json.loads(json.dumps(record))
 
 
 def _finished_tasks(staging: Store, n_tasks: int) -> dict[int, TaskResult]:

@@ -111,6 +111,11 @@ def group_sizes(manifest: dict[str, Any], entry: dict[str, Any]) -> list[int] | 
     return [min(size, rows - i * size) for i in range(-(-rows // size))]
 
 
+def parse(data: bytes, name: str) -> dict[str, Any]:
+    """The manifest held by the bytes of the manifest file ``name``."""
+    return json.loads(file_metadata(data, name.rsplit(".", 1)[1])[MANIFEST_KEY])
+
+
 def load(store: Store) -> dict[str, Any]:
     """The manifest of the dataset in ``store``; a clear error for anything else."""
     name = find(store)
@@ -122,10 +127,7 @@ def load(store: Store) -> dict[str, Any]:
             f"or {layout.manifest_file('arrow')}"
         )
     try:
-        with store.fs.open_input_stream(store.path(name)) as f:
-            data = f.read()
-        text = file_metadata(data, name.rsplit(".", 1)[1])[MANIFEST_KEY]
-        manifest = json.loads(text)
+        manifest = parse(store.read_bytes(name), name)
     except (OSError, pa.ArrowInvalid, KeyError, ValueError) as e:
         raise OutputError(f"{store}/{name} is damaged: {e} (recordmill verify tells more)") from e
     if manifest.get("format_version") != FORMAT_VERSION:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import json
 import os
 import shutil
 import signal
@@ -110,9 +109,8 @@ class OutputDir:
             return "leftover"
         return "other"
 
-    def _check_final(self, replacing: bool) -> None:
-        """Refuse an output that must not be replaced; ``replacing`` says --overwrite allows
-        replacing a dataset there."""
+    def _check_final(self) -> None:
+        """Refuse an output that must not be replaced (a dataset there needs --overwrite)."""
         state = self._state()
         if state == "file":
             raise OutputError(f"output {self.final} exists and is not a folder")
@@ -122,7 +120,7 @@ class OutputDir:
                 f"dataset: no {layout.manifest_file('parquet')}); recordmill never replaces it, "
                 "even with --overwrite: choose another output, or empty or remove it yourself"
             )
-        if state == "dataset" and not replacing:
+        if state == "dataset" and not self.overwrite:
             if self.resume:
                 raise OutputError(
                     f"output {self.final} already holds a dataset; the interrupted run replaces "
@@ -211,7 +209,7 @@ class OutputDir:
         staged = self._staged_manifest()
         if self.staging.exists():
             if self.resume:
-                self._check_final(replacing=self.overwrite or self._state() != "dataset")
+                self._check_final()
                 self.resumed = True
                 if staged is not None:
                     self.finished, self.staged = staged, True
@@ -224,14 +222,14 @@ class OutputDir:
                     f"an interrupted run left {self.staging} ({what}); pass --resume to finish "
                     "it (only its unfinished tasks run again) or --overwrite to start over"
                 )
-            self._check_final(replacing=True)
+            self._check_final()
             if self._state() == "leftover":  # a commit cut short: its half-published files too
                 self.final.delete_tree()
             self.staging.delete_tree()
         elif self.resume and self._state() == "dataset":
             self.finished = manifest_file.load(self.final)
             return self.staging
-        self._check_final(replacing=self.overwrite)
+        self._check_final()
         self._restart()
         return self.staging
 
@@ -246,11 +244,10 @@ class OutputDir:
         return manifest_file.load(self.staging)
 
     def check_finished(self, record: dict[str, Any]) -> None:
-        """Refuse to take a finished run's output as this run's unless they are the same run."""
+        """Refuse to take a finished run's output as this run's unless they are the same run
+        (``record``: this run's, in its JSON form, as run.json holds it)."""
         assert self.finished is not None
-        before = json.loads(json.dumps(run_record(self.finished)))
-        now = json.loads(json.dumps(record))
-        changed = describe_changes(before, now)
+        changed = describe_changes(run_record(self.finished), record)
         if changed:
             where = self.staging if self.staged else self.final
             raise OutputError(
@@ -275,7 +272,7 @@ class OutputDir:
         if self.final.is_file(name) and self.final.read_bytes(name) == manifest:
             self.staging.delete_tree()  # object storage: killed right after it published
             return
-        self._check_final(replacing=self.overwrite or self._state() != "dataset")
+        self._check_final()
         self.staging.delete(layout.RUN_FILE)
         for scratch in layout.SCRATCH_DIRS:
             self.staging.delete_tree(scratch)
@@ -301,7 +298,7 @@ class OutputDir:
             for old_name in (n for n in self.final.listdir() if n.startswith("_manifest")):
                 self.final.delete(old_name)
             step("unpublished")
-            staged = manifest_file.load(self.staging)
+            staged = manifest_file.parse(manifest, name)
             keep = {p["file"] for p in staged["partitions"]} | {staged["rejects"].get("file")}
             for stale in self.final.listdir():
                 if stale not in keep:

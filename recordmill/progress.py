@@ -33,9 +33,10 @@ class Progress:
 
     def _show(self, now: float) -> None:
         rate = self.rows / max(now - self._start, 1e-9)
-        self._bar.set_postfix_str(
-            f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB, {rate:,.0f} rows/s"
-        )
+        self._bar.set_postfix_str(f"{self._done()}, {rate:,.0f} rows/s")
+
+    def _done(self) -> str:
+        return f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB"
 
     def stalled(self, jobs: list[tuple[str, float]]) -> None:
         """Name the jobs that have reported no progress for a while (a hung task shows)."""
@@ -43,9 +44,7 @@ class Progress:
             return
         names = ", ".join(f"{name} ({seconds:.0f} s)" for name, seconds in jobs[:3])
         more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
-        self._bar.set_postfix_str(
-            f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB; no progress from {names}{more}"
-        )
+        self._bar.set_postfix_str(f"{self._done()}; no progress from {names}{more}")
 
     def step(self) -> None:
         self._bar.update(1)

@@ -63,7 +63,14 @@ class _Group:
 class _Files:
     """What all views of one dataset share: open files, the row-group map, the decode cache."""
 
-    def __init__(self, store: Store, manifest: dict[str, Any], cache_limit: int, ahead: int):
+    def __init__(
+        self,
+        store: Store,
+        manifest: dict[str, Any],
+        cache_limit: int,
+        ahead: int,
+        checksums: bool = True,
+    ):
         self.store = store
         self.manifest = manifest
         self.arrow = manifest["format"] == "arrow"
@@ -79,7 +86,7 @@ class _Files:
         # (--overwrite) then cannot change what this reader reads (the files stay readable
         # while they are open, wherever their folder goes).
         self._pinned = self._pin() if store.local else {}
-        self.checksums = True  # Arrow IPC batches' CRC-32 checked on sequential/shuffled reads
+        self.checksums = checksums  # Arrow IPC batches' CRC-32, on sequential/shuffled reads
         self.schema = arrow_schema(manifest).remove_metadata()
         self.names = self.schema.names
         self._verified: set[tuple[int, str]] = set()  # (group, column) whose checksum matched
@@ -293,13 +300,14 @@ def open(
     and shuffled reads (Parquet's page checksums are checked always).
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
-    files = _open_files(store, cache_bytes, read_ahead_bytes)
-    files.checksums = checksums
+    files = _open_files(store, cache_bytes, read_ahead_bytes, checksums)
     schema = arrow_schema(files.manifest)
     return Dataset(files, schema, 0, files.manifest["total_rows"], dict(decode or {}))
 
 
-def _open_files(store: Store, cache_bytes: int, read_ahead_bytes: int, tries: int = 5) -> _Files:
+def _open_files(
+    store: Store, cache_bytes: int, read_ahead_bytes: int, checksums: bool, tries: int = 5
+) -> _Files:
     """The dataset's manifest and (on a local disk) all its files, of one version: were they
     replaced in between (a run with --overwrite committed), it is tried again."""
     manifest = manifest_file.load(store)
@@ -311,13 +319,13 @@ def _open_files(store: Store, cache_bytes: int, read_ahead_bytes: int, tries: in
                 f"its partitions hold {listed} (recordmill verify tells more)"
             )
         try:
-            files = _Files(store, manifest, cache_bytes, read_ahead_bytes)
-        except OutputError:
-            files = None
+            files, error = _Files(store, manifest, cache_bytes, read_ahead_bytes, checksums), None
+        except OutputError as e:
+            files, error = None, e
         now = manifest_file.load(store) if store.local else manifest
         if now == manifest:
-            if files is None:  # the same version: the files are damaged; say how
-                _Files(store, manifest, cache_bytes, read_ahead_bytes)
+            if error is not None:  # the same version: the files are damaged
+                raise error
             return files
         manifest = now
     raise OutputError(f"{store} was replaced {tries} times while it was opened; open it again")

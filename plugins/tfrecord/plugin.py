@@ -80,10 +80,8 @@ def _schema(input_path, pattern, schema_path, compression):
                 seen += 1
                 if seen >= INFER_RECORDS:
                     return _without_names(spec)
-        except (
-            TFRecordError
-        ) as e:  # a file cut short: dict_data reports it; what came before counts
-            damage = damage or e
+        except TFRecordError as e:
+            damage = damage or e  # a file cut short: dict_data reports it; what came before counts
     if not spec and damage is not None:
         raise InputError(str(damage))
     if not spec:
