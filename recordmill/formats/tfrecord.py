@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from recordmill.formats.protobuf import encode_varint, fields, message, packed_varints, signed
+
 try:
     from crc32c import crc32c as _crc32c
 except ImportError:  # the pure-Python fallback is exact but slow: pip install recordmill[tfrecord]
@@ -148,61 +150,23 @@ def _compression_hint(index: int) -> str:
     return "; if it is compressed in a way not recognised, --compression-type gzip or zlib says how"
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
-    """(field number, wire type, value) of one protobuf message; value is an int or bytes."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            value, pos = buf[pos : pos + length], pos + length
-        elif wire == 5:
-            value, pos = buf[pos : pos + 4], pos + 4
-        elif wire == 1:
-            value, pos = buf[pos : pos + 8], pos + 8
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield number, wire, value
-
-
-def _signed(value: int) -> int:
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
 def _feature(buf: bytes) -> tuple[str, list | np.ndarray]:
     """One ``tf.train.Feature``: ("bytes", [...]), ("float", array) or ("int64", array)."""
-    for number, _, value in _fields(buf):
+    for number, _, value in fields(buf):
         if number == 1:
-            return "bytes", [v for n, _, v in _fields(value) if n == 1]
+            return "bytes", [v for n, _, v in fields(value) if n == 1]
         if number == 2:
-            parts = [v for n, _, v in _fields(value) if n == 1]
+            parts = [v for n, _, v in fields(value) if n == 1]
             return "float", np.frombuffer(b"".join(parts), "<f4")
         if number == 3:
             values = []
-            for n, wire, v in _fields(value):
+            for n, wire, v in fields(value):
                 if n != 1:
                     continue
                 if wire == 0:
-                    values.append(_signed(v))
-                else:  # packed
-                    pos = 0
-                    while pos < len(v):
-                        item, pos = _varint(v, pos)
-                        values.append(_signed(item))
+                    values.append(signed(v))
+                else:
+                    values.extend(signed(item) for item in packed_varints(v))
             return "int64", np.array(values, dtype=np.int64)
     return "bytes", []  # a feature with no kind set: an empty list
 
@@ -210,37 +174,20 @@ def _feature(buf: bytes) -> tuple[str, list | np.ndarray]:
 def parse_example(data: bytes) -> dict[str, tuple[str, list | np.ndarray]]:
     """A serialized ``tf.train.Example`` as {name: (kind, values)}."""
     features: dict[str, tuple[str, list | np.ndarray]] = {}
-    for number, _, value in _fields(data):
+    for number, _, value in fields(data):
         if number != 1:
             continue
-        for entry_number, _, entry in _fields(value):
+        for entry_number, _, entry in fields(value):
             if entry_number != 1:
                 continue
             name, feature = "", b""
-            for n, _, v in _fields(entry):
+            for n, _, v in fields(entry):
                 if n == 1:
                     name = v.decode("utf-8")
                 elif n == 2:
                     feature = v
             features[name] = _feature(feature)
     return features
-
-
-def _encode_varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _message(number: int, payload: bytes) -> bytes:
-    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
 
 
 def encode_example(features: dict[str, bytes | float | int | list]) -> bytes:
@@ -251,14 +198,14 @@ def encode_example(features: dict[str, bytes | float | int | list]) -> bytes:
         values = value if isinstance(value, (list, tuple, np.ndarray)) else [value]
         first = values[0] if len(values) else b""
         if isinstance(first, (bytes, str)):
-            body = b"".join(_message(1, v.encode() if isinstance(v, str) else v) for v in values)
-            feature = _message(1, body)
+            body = b"".join(message(1, v.encode() if isinstance(v, str) else v) for v in values)
+            feature = message(1, body)
         elif isinstance(first, (float, np.floating)):
-            feature = _message(2, _message(1, np.asarray(values, "<f4").tobytes()))
+            feature = message(2, message(1, np.asarray(values, "<f4").tobytes()))
         else:
-            feature = _message(3, _message(1, b"".join(_encode_varint(int(v)) for v in values)))
-        entries += _message(1, _message(1, name.encode()) + _message(2, feature))
-    return _message(1, entries)
+            feature = message(3, message(1, b"".join(encode_varint(int(v)) for v in values)))
+        entries += message(1, message(1, name.encode()) + message(2, feature))
+    return message(1, entries)
 
 
 def write_records(path: str | os.PathLike[str], payloads: list[bytes]) -> None:
