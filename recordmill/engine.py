@@ -45,7 +45,15 @@ from recordmill.rows import bounds
 from recordmill.schema import check_same_schema, to_arrow_schema
 from recordmill.settings import OLD_PLUGIN_POLICY_NAMES, WriteSettings, old_policy_keys
 from recordmill.storage import Store
-from recordmill.tasks import TaskJob, TaskResult, load_record, run_task
+from recordmill.tasks import (
+    CHUNKS,
+    ChunkJob,
+    ChunkResult,
+    add_run,
+    chunks,
+    load_records,
+    run_chunk,
+)
 
 
 @dataclass
@@ -204,25 +212,26 @@ def _old_policy_options(
 
 def run_tasks(
     run: Run, out: OutputDir, runner: executors.Executor
-) -> tuple[list[TaskResult], float]:
-    """Phase 2: every task not finished yet, each into its staged fragment; the results of all
-    tasks in task order, and the seconds it took."""
+) -> tuple[list[ChunkResult], float]:
+    """Phase 2: every task not finished yet, in chunks, each into its staged fragment; the
+    results of all chunks in task order, and the seconds it took."""
     started = time.perf_counter()
-    done = _finished_tasks(out.staging, run.tasks) if out.resumed else {}
+    done = load_records(out.staging) if out.resumed else []
     jobs = [
-        TaskJob(run.plugin.ref, run.options, t, run.declared, out.staging, run.settings)
-        for t in range(run.tasks)
-        if t not in done
+        ChunkJob(run.plugin.ref, run.options, tasks, run.declared, out.staging, run.settings)
+        for tasks in chunks(
+            run.tasks, [r.tasks for r in done], single=run.settings.task_timeout is not None
+        )
     ]
     new = runner.run(
-        run_task,
+        run_chunk,
         jobs,
         f"{run.plugin.name}: tasks",
         "task",
         run.settings.progress,
-        on_result=_reject_counter(run.settings.max_rejects, done.values()),
+        on_result=_reject_counter(run.settings.max_rejects, done),
     )
-    results = sorted([*done.values(), *new], key=lambda r: r.task_id)
+    results = sorted([*done, *new], key=lambda r: r.first)
     if not sum(r.rows for r in results) and run.declared is None:
         rejected = sum(len(r.rejects) for r in results)
         raise PluginError(
@@ -235,25 +244,27 @@ def run_tasks(
 
 def announced_rows(run: Run) -> list[int] | None:
     """Every task's row count, when the run can write each byte once (see recordmill.direct):
-    all tasks announce theirs, the schema is declared, no shuffle, bad input fails the run, and
-    the tasks are not much larger than the partitions."""
+    all tasks announce theirs, the schema is declared, no shuffle, bad input fails the run, the
+    tasks are not too many to run one by one, and not much larger than the partitions."""
     settings = run.settings
     if settings.shuffle or run.declared is None or settings.on_bad_input != "fail":
         return None
+    if run.tasks > CHUNKS:
+        return None  # tasks too many to run one by one: the staged path runs them in chunks
     counts = []
     for task_id in range(run.tasks):
         n = run.plugin.task_rows(task_id, run.options)
         if n is None:
             return None
         counts.append(n)
-    if not counts or not direct.pays(counts, settings.partitions):
-        return None
+    if not sum(counts) or not direct.pays(counts, settings.partitions):
+        return None  # an empty dataset takes the staged path, which writes it
     return counts
 
 
 def write_direct(
     run: Run, out: OutputDir, runner: executors.Executor, counts: list[int]
-) -> tuple[list[TaskResult], Written, float]:
+) -> tuple[list[ChunkResult], Written, float]:
     """Phases 2 and 3 in one: each partition made straight from the plugin's rows."""
     started = time.perf_counter()
     if not sum(counts):
@@ -289,7 +300,9 @@ def write_direct(
         run.settings.progress,
     )
     finished.update((job.index, info) for job, info in zip(todo, written_now, strict=True))
-    results = [TaskResult(t, rows=n) for t, n in enumerate(counts)]
+    results = [ChunkResult(0)]
+    for n in counts:
+        add_run(results[0].task_rows, n)
     written = Written([finished[job.index] for job in jobs], schema, rg_size)
     return results, written, time.perf_counter() - started
 
@@ -305,12 +318,12 @@ def _unfinished(out: OutputDir, jobs: list[Any]) -> tuple[dict[int, PartitionInf
 
 
 def write_partitions(
-    run: Run, out: OutputDir, runner: executors.Executor, results: list[TaskResult]
+    run: Run, out: OutputDir, runner: executors.Executor, results: list[ChunkResult]
 ) -> tuple[Written, float]:
     """Phase 3: the partitions not written yet, from the fragments, deleting each fragment once
     no partition needs it; and the seconds it took."""
     started = time.perf_counter()
-    schema = run.declared or check_same_schema({r.task_id: r.schema for r in results if r.rows})
+    schema = run.declared or check_same_schema({r.schema_task: r.schema for r in results if r.rows})
     total = sum(r.rows for r in results)
     rg_size = run.settings.row_group_size or default_row_group_size(
         total, sum(r.nbytes for r in results)
@@ -332,16 +345,16 @@ def write_partitions(
 
 
 def publish(
-    run: Run, out: OutputDir, results: list[TaskResult], written: Written
+    run: Run, out: OutputDir, results: list[ChunkResult], written: Written
 ) -> dict[str, Any]:
     """Phase 4: the rejects, then the manifest, and the staging folder becomes the output."""
     fmt = run.settings.format
-    rejected = [rejects.as_record(r.task_id, j) for r in results for j in r.rejects]
+    rejected = [rejects.as_record(t, j) for r in results for t, j in r.rejects]
     manifest = manifest_file.build(
         fmt=fmt,
         schema=written.schema,
         partitions=[vars(i) for i in written.infos],
-        tasks=[{"task_id": r.task_id, "rows": r.rows} for r in results],
+        tasks=manifest_file.task_entries([run for r in results for run in r.task_rows]),
         rejects={"count": len(rejected), "file": layout.rejects_file(fmt) if rejected else None},
         plugin={
             "name": run.plugin.name,
@@ -378,16 +391,16 @@ def _already_written(run: Run, out: OutputDir, started: float) -> Summary:
 
 
 def _reject_counter(
-    limit: int | None, earlier: Iterable[TaskResult]
-) -> Callable[[int, TaskResult], None]:
+    limit: int | None, earlier: Iterable[ChunkResult]
+) -> Callable[[int, ChunkResult], None]:
     """Fail the run as soon as more than ``limit`` inputs were rejected."""
     count = sum(len(r.rejects) for r in earlier)
 
-    def task_done(_: int, result: TaskResult) -> None:
+    def task_done(_: int, result: ChunkResult) -> None:
         nonlocal count
         count += len(result.rejects)
         if limit is not None and count > limit:
-            last = result.rejects[-1]
+            _, last = result.rejects[-1]
             raise RecordmillError(
                 f"{count} inputs rejected, more than --max-rejects {limit}; "
                 f"the last: {last.source}: {last.reason}"
@@ -427,10 +440,6 @@ def _run_record(run: Run) -> dict[str, Any]:
     return json.loads(json.dumps(record))
 
 
-def _finished_tasks(staging: Store, n_tasks: int) -> dict[int, TaskResult]:
-    return {t: r for t in range(n_tasks) if (r := load_record(staging, t)) is not None}
-
-
 def _declared_schema(plugin: DatasetPlugin, options: Options) -> pa.Schema | None:
     try:
         declared = plugin.schema(options)
@@ -442,14 +451,14 @@ def _declared_schema(plugin: DatasetPlugin, options: Options) -> pa.Schema | Non
 
 
 def _partition_jobs(
-    results: list[TaskResult],
+    results: list[ChunkResult],
     staging: Store,
     schema: pa.Schema,
     settings: WriteSettings,
     row_group_size: int,
 ) -> list[PartitionJob]:
     total = sum(r.rows for r in results)
-    fragments = tuple((r.task_id, tuple(r.batch_rows)) for r in results if r.rows)
+    fragments = tuple((r.first, tuple(r.batch_rows)) for r in results if r.rows)
     order = np.random.default_rng(settings.seed).permutation(total) if settings.shuffle else None
     return [
         PartitionJob(

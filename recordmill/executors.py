@@ -93,24 +93,30 @@ class Executor:
     ) -> list[Any]:
         """Results in job order, whatever order the jobs finished in, with a progress bar."""
         jobs = list(jobs)
-        bar = Progress(len(jobs), desc, unit, enabled=show)
+        bar = Progress(sum(_job_size(job) for job in jobs), desc, unit, enabled=show)
         results: list[Any] = [None] * len(jobs)
         try:
             self.on_stall = lambda stalled: bar.stalled(
-                [(f"{unit} {_job_id(jobs[i], i)}", seconds) for i, seconds in stalled]
+                [(_job_name(jobs[i], unit, i), seconds) for i, seconds in stalled]
             )
             for i, result in self.execute(fn, jobs, unit, lambda message: bar.add(*message)):
                 results[i] = result
                 on_result(i, result)
-                bar.step()
+                bar.step(_job_size(jobs[i]))
         finally:
             bar.close()
         return results
 
 
-def _job_id(job: Any, index: int) -> int:
-    """A job's own number: its task id, or its partition's index."""
-    return getattr(job, "task_id", getattr(job, "index", index))
+def _job_name(job: Any, unit: str, index: int) -> str:
+    """How messages name a job: its own name (``tasks 7-22``), or the unit and its partition's
+    index (``partition 3``)."""
+    return getattr(job, "name", None) or f"{unit} {getattr(job, 'index', index)}"
+
+
+def _job_size(job: Any) -> int:
+    """How many units (tasks, partitions) a job counts for in the progress bar."""
+    return getattr(job, "size", 1)
 
 
 class ProcessExecutor(Executor):
@@ -134,9 +140,9 @@ class ProcessExecutor(Executor):
                 fn, keyed, report, self.retries, retry_errors, self.task_timeout, self.on_stall
             )
         except TaskTimeout as e:
-            raise TaskTimeout(f"{unit} {_job_id(jobs[e.key], e.key)}", e.attempts) from None
+            raise TaskTimeout(_job_name(jobs[e.key], unit, e.key), e.attempts) from None
         except WorkerLost as e:
-            name = f"{unit} {_job_id(jobs[e.key], e.key)}" if isinstance(e.key, int) else e.key
+            name = _job_name(jobs[e.key], unit, e.key) if isinstance(e.key, int) else e.key
             raise WorkerLost(name, e.exitcode, e.attempts) from None
 
 
@@ -208,7 +214,7 @@ class DaskExecutor(Executor):
                 try:
                     result = future.result()
                 except KilledWorker as e:
-                    raise WorkerLost(f"{unit} {i}", None, self.retries + 1) from e
+                    raise WorkerLost(_job_name(jobs[i], unit, i), None, self.retries + 1) from e
                 report(result.progress())
                 yield i, result
         finally:
@@ -275,7 +281,7 @@ class RayExecutor(Executor):
                 try:
                     result = self.ray.get(done[0])
                 except WorkerCrashedError as e:
-                    raise WorkerLost(f"{unit} {i}", None, self.retries + 1) from e
+                    raise WorkerLost(_job_name(jobs[i], unit, i), None, self.retries + 1) from e
                 except RayTaskError as e:
                     raise (e.cause if isinstance(e.cause, BaseException) else e) from None
                 report(result.progress())

@@ -8,8 +8,8 @@
       part-00000-of-00004.parquet       the partitions
     out/.xyz.recordmill-partial/        the staging folder, renamed to xyz when the run succeeded
       run.json                          what the run is (compared on --resume)
-      _tasks/task-000007.arrow          a finished task's rows (a fragment)
-      _tasks/task-000007.json           the record that marks task 7 done
+      _tasks/task-000007.arrow          the rows of a finished chunk of tasks, from task 7 (a fragment)
+      _tasks/task-000007.json           the record that marks that chunk's tasks done
       _parts/part-...parquet.json       the record that marks a partition done
     out/.xyz.recordmill-lock            held by the run writing xyz (local disks)
     s3://b/out/.xyz.recordmill-lease    held by the run writing xyz (S3; see lease.py)
@@ -33,6 +33,7 @@ TASKS_DIR = "_tasks"
 PARTS_DIR = "_parts"
 SCRATCH_DIRS = (TASKS_DIR, PARTS_DIR)
 PARTITION = re.compile(r"^part-\d+-of-\d+\.(parquet|arrow)$")
+TASK_RECORD = re.compile(r"^task-\d+\.json$")
 
 
 def manifest_file(fmt: str) -> str:

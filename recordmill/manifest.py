@@ -27,6 +27,8 @@ from recordmill.storage import Store
 from recordmill.version import __version__
 
 FORMAT_VERSION = 2
+# Up to this many tasks the manifest lists each; past it, runs of equal row counts (task_entries).
+LISTED_TASKS = 1000
 MANIFEST_KEY = b"recordmill.manifest"
 
 
@@ -60,6 +62,35 @@ def build(
         },
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def task_entries(runs: list[list[int]]) -> list[dict[str, int]]:
+    """The manifest's ``tasks`` from run-length counts ``[rows, tasks]`` in task order: an entry
+    per task (``{"task_id": 3, "rows": 40}``), or, past ``LISTED_TASKS`` tasks, an entry per run
+    of tasks with equal counts (``{"task_id": 3, "rows": 0, "count": 999997}``), so that a
+    million tasks do not make a manifest of tens of megabytes."""
+    entries, task_id = [], 0
+    listed = sum(count for _, count in runs) <= LISTED_TASKS
+    for rows, count in runs:
+        if listed:
+            entries += [{"task_id": t, "rows": rows} for t in range(task_id, task_id + count)]
+        elif entries and entries[-1]["rows"] == rows:
+            entries[-1]["count"] = entries[-1].get("count", 1) + count
+        else:
+            entries.append(
+                {"task_id": task_id, "rows": rows, **({"count": count} if count > 1 else {})}
+            )
+        task_id += count
+    return entries
+
+
+def task_totals(manifest: dict[str, Any]) -> tuple[int, int]:
+    """(tasks, rows) that the manifest's ``tasks`` entries count."""
+    entries = manifest.get("tasks") or []
+    return (
+        sum(t.get("count", 1) for t in entries),
+        sum(t["rows"] * t.get("count", 1) for t in entries),
+    )
 
 
 def empty_file(schema: pa.Schema, fmt: str, metadata: dict[bytes, bytes]) -> bytes:

@@ -60,7 +60,7 @@ def run_record(manifest: dict[str, Any]) -> dict[str, Any]:
     return {
         "plugin": manifest["plugin"]["name"],
         "options": manifest["plugin"].get("options") or {},
-        "task_number": len(manifest["tasks"]),
+        "task_number": manifest_file.task_totals(manifest)[0],
         "settings": settings,
     }
 

@@ -46,8 +46,8 @@ class Progress:
         more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
         self._bar.set_postfix_str(f"{self._done()}; no progress from {names}{more}")
 
-    def step(self) -> None:
-        self._bar.update(1)
+    def step(self, count: int = 1) -> None:
+        self._bar.update(count)
 
     def close(self) -> None:
         if self.rows:  # the last figures, not those of up to 0.2 s before the end

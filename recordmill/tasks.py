@@ -1,7 +1,10 @@
-"""Running one task in a worker: the plugin's rows -> checked Arrow batches -> a staged fragment.
+"""Running tasks in a worker: the plugin's rows -> checked Arrow batches -> a staged fragment.
 
-Each task writes its rows to its own Arrow IPC file in the staging folder (``task-000007.arrow``),
-then a small record (``task-000007.json``) that marks the task as done.
+Tasks go to the workers in chunks of consecutive tasks (one task each while there are at most
+``CHUNKS`` tasks; more, a million empty ones say, cost a message, a file and a record per chunk,
+not per task). A chunk writes the rows of its tasks, in task order, to one Arrow IPC file in the
+staging folder (``task-000007.arrow``, named by its first task), then a small record
+(``task-000007.json``) that marks all its tasks done.
 """
 
 from __future__ import annotations
@@ -9,9 +12,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any
@@ -24,7 +28,7 @@ from recordmill.errors import RecordmillError, RowError, TaskError, writing
 from recordmill.options import Options
 from recordmill.plugins import DatasetPlugin, PluginRef
 from recordmill.rejects import Reject
-from recordmill.schema import infer_schema
+from recordmill.schema import check_same_schema, infer_schema
 from recordmill.settings import WriteSettings
 from recordmill.storage import Store
 
@@ -32,10 +36,33 @@ from recordmill.storage import Store
 BATCH_BYTES = 8 << 20
 FIRST_BATCH_ROWS = 64
 MAX_BATCH_ROWS = 65536
+# Past this many tasks, tasks are sent in chunks: about this many chunks, of at most MAX_CHUNK.
+CHUNKS = 2048
+MAX_CHUNK = 10_000
+# Batches smaller than this (the rows of small tasks) are joined before they are staged.
+SMALL_BATCH_BYTES = 1 << 20
+# A worker reports the rows it made at most this often (a message each for a million small tasks
+# would cost more than the tasks).
+REPORT_SECONDS = 0.1
+
+
+def chunks(tasks: int, done: Iterable[range] = (), single: bool = False) -> list[range]:
+    """The chunks that run the tasks not ``done`` (finished chunks of an interrupted run):
+    consecutive task ids, one task each with ``single`` (``--task-timeout`` times each task)."""
+    size = 1 if single or tasks <= CHUNKS else min(MAX_CHUNK, -(-tasks // CHUNKS))
+    todo, start = [], 0
+    for finished in [*sorted(done, key=lambda r: r.start), range(tasks, tasks)]:
+        todo += [
+            range(t, min(t + size, finished.start)) for t in range(start, finished.start, size)
+        ]
+        start = finished.stop
+    return todo
 
 
 @dataclass(frozen=True)
 class TaskJob:
+    """One task, as :func:`task_batches` runs it."""
+
     plugin: PluginRef
     options: Any
     task_id: int
@@ -44,51 +71,113 @@ class TaskJob:
     settings: WriteSettings
 
 
+@dataclass(frozen=True)
+class ChunkJob:
+    """Consecutive tasks, run one after the other by one worker into one fragment."""
+
+    plugin: PluginRef
+    options: Any
+    tasks: range
+    schema: pa.Schema | None  # None: infer from each task's first row
+    staging: Store
+    settings: WriteSettings
+
+    @property
+    def name(self) -> str:
+        """How messages name the job: ``task 7`` or ``tasks 7-22``."""
+        if len(self.tasks) == 1:
+            return f"task {self.tasks.start}"
+        return f"tasks {self.tasks.start}-{self.tasks.stop - 1}"
+
+    @property
+    def size(self) -> int:
+        return len(self.tasks)
+
+
 @dataclass
 class TaskResult:
+    """What one task produced besides its batches: rows, rejects, and the schema (inferred from
+    its first row when none was declared)."""
+
     task_id: int
-    rows: int
+    rows: int = 0
+    schema: pa.Schema | None = None
+    rejects: list[Reject] = field(default_factory=list)
+
+
+@dataclass
+class ChunkResult:
+    """What a chunk of tasks produced: each task's row count (as runs ``[rows, tasks]``), the
+    batches of its fragment, and its rejects with their task ids."""
+
+    first: int  # the chunk's first task: it names the fragment and the record
+    task_rows: list[list[int]] = field(default_factory=list)
     batch_rows: list[int] = field(default_factory=list)
     nbytes: int = 0
     schema: pa.Schema | None = None
-    rejects: list[Reject] = field(default_factory=list)
+    schema_task: int | None = None  # the task whose rows gave the schema
+    rejects: list[tuple[int, Reject]] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> range:
+        return range(self.first, self.first + sum(count for _, count in self.task_rows))
+
+    @property
+    def rows(self) -> int:
+        return sum(rows * count for rows, count in self.task_rows)
 
     def progress(self) -> tuple[int, int]:
         """(rows, bytes) done, for the progress bar."""
         return self.rows, self.nbytes
 
 
-def save_record(staging: Store, result: TaskResult) -> None:
-    """Record a finished task (after its fragment is complete): what ``--resume`` reads."""
+def add_run(runs: list[list[int]], rows: int, count: int = 1) -> None:
+    """Append ``count`` tasks of ``rows`` rows to run-length counts ``runs``."""
+    if runs and runs[-1][0] == rows:
+        runs[-1][1] += count
+    else:
+        runs.append([rows, count])
+
+
+def save_record(staging: Store, result: ChunkResult) -> None:
+    """Record a finished chunk (after its fragment is complete): what ``--resume`` reads."""
     record = {
-        "task_id": result.task_id,
-        "rows": result.rows,
+        "first": result.first,
+        "task_rows": result.task_rows,
         "batch_rows": result.batch_rows,
         "nbytes": result.nbytes,
         "schema": None
         if result.schema is None
         else base64.b64encode(result.schema.serialize().to_pybytes()).decode("ascii"),
-        "rejects": [asdict(r) for r in result.rejects],
+        "schema_task": result.schema_task,
+        "rejects": [[task_id, asdict(r)] for task_id, r in result.rejects],
     }
-    staging.write_text(layout.task_record_file(result.task_id), json.dumps(record))
+    staging.write_text(layout.task_record_file(result.first), json.dumps(record))
 
 
-def load_record(staging: Store, task_id: int) -> TaskResult | None:
-    """A finished task's result, or None when the task did not finish."""
-    if not staging.is_file(layout.task_record_file(task_id)):
-        return None
-    record = json.loads(staging.read_text(layout.task_record_file(task_id)))
-    schema = record["schema"]
-    return TaskResult(
-        task_id,
-        rows=record["rows"],
-        batch_rows=record["batch_rows"],
-        nbytes=record["nbytes"],
-        schema=None
-        if schema is None
-        else pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema))),
-        rejects=[Reject(**r) for r in record["rejects"]],
-    )
+def load_records(staging: Store) -> list[ChunkResult]:
+    """The finished chunks of an interrupted run, in task order."""
+    found = []
+    for name in staging.listdir(layout.TASKS_DIR):
+        match = layout.TASK_RECORD.match(name)
+        if match is None:
+            continue
+        record = json.loads(staging.read_text(layout.TASKS_DIR, name))
+        schema = record["schema"]
+        found.append(
+            ChunkResult(
+                record["first"],
+                task_rows=record["task_rows"],
+                batch_rows=record["batch_rows"],
+                nbytes=record["nbytes"],
+                schema=None
+                if schema is None
+                else pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema))),
+                schema_task=record["schema_task"],
+                rejects=[(task_id, Reject(**r)) for task_id, r in record["rejects"]],
+            )
+        )
+    return sorted(found, key=lambda r: r.first)
 
 
 _plugins: dict[PluginRef, DatasetPlugin] = {}
@@ -125,7 +214,7 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
         raise
     except Exception as e:
         raise _plugin_failed(task_id, e) from e
-    converter = RowConverter(job.schema) if job.schema is not None else None
+    converter = None  # made for the first rows: an empty task (there may be millions) needs none
     limit = FIRST_BATCH_ROWS
     position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
     while True:
@@ -142,7 +231,9 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
             chunk = [r for r in chunk if type(r) is not Reject]
             if not chunk:
                 continue
-        if converter is None:
+        if converter is None and job.schema is not None:
+            converter = RowConverter(job.schema)
+        elif converter is None:
             try:
                 converter = RowConverter(infer_schema(chunk[0]))
             except RowError as e:
@@ -158,32 +249,63 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
         yield batch
 
 
-def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> TaskResult:
-    """Produce, check and stage the rows of one task; ``report`` receives ``(rows, bytes)``."""
-    result = TaskResult(job.task_id, rows=0, schema=job.schema)
+def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> ChunkResult:
+    """Produce, check and stage the rows of a chunk of tasks; ``report`` receives ``(rows,
+    bytes)``. Inferred schemas must agree from task to task, as across chunks."""
+    result = ChunkResult(job.tasks.start, schema=job.schema)
     staging = job.staging
-    fragment = layout.fragment_file(job.task_id)
-    sink = None
-    writer = None
-    try:
-        for batch in task_batches(job, result):
-            with writing(staging.path(fragment)):
-                if writer is None:
-                    staging.makedirs(layout.TASKS_DIR)
-                    sink = staging.output(fragment)
-                    writer = pa.ipc.new_file(sink, batch.schema)
-                writer.write_batch(batch)
-            result.rows += batch.num_rows
-            result.batch_rows.append(batch.num_rows)
-            result.nbytes += batch.nbytes
-            report((batch.num_rows, batch.nbytes))
+    fragment = layout.fragment_file(job.tasks.start)
+    sink = writer = None
+    small: list[pa.RecordBatch] = []  # batches of small tasks, joined before they are written
+    small_bytes = 0
+    unreported = [0, 0, time.monotonic()]  # rows, bytes, when last reported: a message per 0.1 s
+
+    def stage(batches: list[pa.RecordBatch]) -> None:
+        nonlocal sink, writer
+        batch = batches[0] if len(batches) == 1 else _joined(batches)
         with writing(staging.path(fragment)):
+            if writer is None:
+                staging.makedirs(layout.TASKS_DIR)
+                sink = staging.output(fragment)
+                writer = pa.ipc.new_file(sink, batch.schema)
+            writer.write_batch(batch)
+        result.batch_rows.append(batch.num_rows)
+
+    try:
+        for task_id in job.tasks:
+            task = TaskJob(job.plugin, job.options, task_id, job.schema, staging, job.settings)
+            done = TaskResult(task_id, schema=job.schema)
+            for batch in task_batches(task, done):
+                if job.schema is None:
+                    _same_schema(result, task_id, done.schema)
+                done.rows += batch.num_rows
+                result.nbytes += batch.nbytes
+                if small or batch.nbytes < SMALL_BATCH_BYTES:
+                    small.append(batch)
+                    small_bytes += batch.nbytes
+                    if small_bytes >= SMALL_BATCH_BYTES:
+                        stage(small)
+                        small, small_bytes = [], 0
+                else:
+                    stage([batch])
+                unreported[0] += batch.num_rows
+                unreported[1] += batch.nbytes
+                if time.monotonic() - unreported[2] >= REPORT_SECONDS:
+                    report((unreported[0], unreported[1]))
+                    unreported[:] = [0, 0, time.monotonic()]
+            add_run(result.task_rows, done.rows)
+            result.rejects += [(task_id, r) for r in done.rejects]
+        if unreported[0]:
+            report((unreported[0], unreported[1]))
+        with writing(staging.path(fragment)):
+            if small:
+                stage(small)
             if writer is not None:
                 writer.close()
                 sink.close()
                 writer = None
             staging.makedirs(layout.TASKS_DIR)
-            # The record, written last, is what marks the task done: a fragment without one is
+            # The record, written last, is what marks the tasks done: a fragment without one is
             # from a run that died, and is written again.
             save_record(staging, result)
     finally:
@@ -193,6 +315,18 @@ def run_task(job: TaskJob, report: Callable[[Any], None] = lambda _: None) -> Ta
                 sink.close()
             staging.delete(fragment)
     return result
+
+
+def _same_schema(result: ChunkResult, task_id: int, schema: pa.Schema | None) -> None:
+    """Take the first task's inferred schema for the chunk; later tasks must agree with it."""
+    if result.schema is None:
+        result.schema, result.schema_task = schema, task_id
+    elif result.schema_task != task_id and schema is not None:
+        check_same_schema({result.schema_task: result.schema, task_id: schema})
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _convert(

@@ -36,7 +36,7 @@ def verify(path: str | os.PathLike[str]) -> list[str]:
         problems.append(
             f"manifest: partitions hold {total} rows, total_rows says {manifest['total_rows']}"
         )
-    task_rows = sum(t["rows"] for t in manifest.get("tasks", []))
+    _, task_rows = manifest_file.task_totals(manifest)
     if manifest.get("tasks") and task_rows != manifest["total_rows"]:
         problems.append(
             f"manifest: tasks hold {task_rows} rows, total_rows says {manifest['total_rows']}"

@@ -1,0 +1,145 @@
+"""Tasks in chunks: many tasks cost a message, a fragment and a record per chunk, not per task,
+and a run of them reads exactly as a run of single tasks would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import recordmill
+from recordmill import manifest as manifest_file
+from recordmill.errors import SchemaError
+from recordmill.tasks import CHUNKS, MAX_CHUNK, chunks
+from recordmill.verify import verify
+from tests.conftest import REPO, make_plugin, read_dataset, wait_for_staged_tasks
+
+# Task t yields t % 3 rows; with SLOW_FROM set, a task from there on sleeps (to be killed there).
+MANY_TASKS = """
+    import os
+    import time
+
+    def add_options(parser):
+        parser.add_argument("--tasks", type=int, default=5000)
+        parser.add_argument("--odd-task", type=int, default=-1)
+
+    def task_number(options):
+        return options.tasks
+
+    def dict_data(task_id, options):
+        if task_id >= int(os.environ.get("SLOW_FROM", options.tasks)):
+            time.sleep(5)
+        for i in range(task_id % 3):
+            value = "text" if task_id == options.odd_task else task_id * 10 + i
+            yield {"task": task_id, "value": value}
+"""
+
+
+def expected(tasks: int) -> list[tuple[int, int]]:
+    return [(t, t * 10 + i) for t in range(tasks) for i in range(t % 3)]
+
+
+def rows_of(table) -> list[tuple[int, int]]:
+    return list(zip(table["task"].to_pylist(), table["value"].to_pylist(), strict=True))
+
+
+@pytest.fixture
+def many(tmp_path):
+    return make_plugin(tmp_path / "many", MANY_TASKS)
+
+
+def test_chunks_cover_every_task_once():
+    assert chunks(5) == [range(t, t + 1) for t in range(5)]
+    big = chunks(10 * CHUNKS + 7)
+    assert len(big) <= CHUNKS and max(map(len, big)) > 1
+    assert [t for c in big for t in c] == list(range(10 * CHUNKS + 7))
+    assert max(map(len, chunks(10**8))) == MAX_CHUNK
+    assert chunks(20_000, single=True) == [range(t, t + 1) for t in range(20_000)]
+    # A resume runs what the finished chunks left, whatever chunks they were.
+    left = chunks(10_000, done=[range(0, 5), range(9_000, 9_990)])
+    assert [t for c in left for t in c] == [*range(5, 9_000), *range(9_990, 10_000)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_many_tasks_in_chunks_keep_every_row_in_order(many, tmp_path, workers):
+    out = tmp_path / "out"
+    summary = recordmill.write(
+        many, out, options={"tasks": 5000}, partitions=3, workers=workers, progress=False
+    )
+    assert rows_of(read_dataset(out)) == expected(5000)
+    assert manifest_file.task_totals(summary.manifest) == (5000, len(expected(5000)))
+    assert verify(out) == []
+    staged = tmp_path / ".out.recordmill-partial"
+    assert not staged.exists()
+
+
+def test_a_million_empty_tasks_make_one_manifest_entry(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "empty",
+        """
+        def task_number():
+            return 1_000_000
+
+        def schema():
+            return {"x": {"type": "int64"}}
+
+        def dict_data(task_id):
+            return []
+        """,
+    )
+    summary = recordmill.write(plugin, tmp_path / "out", workers=2, progress=False)
+    assert summary.rows == 0
+    assert summary.manifest["tasks"] == [{"task_id": 0, "rows": 0, "count": 1_000_000}]
+    assert verify(tmp_path / "out") == []
+
+
+def test_inferred_schemas_are_compared_within_a_chunk(many, tmp_path):
+    # 5000 tasks run in chunks of 3: task 2501 is inside the chunk of tasks 2499-2501.
+    with pytest.raises(
+        SchemaError, match=r"field 'value' is int64 in task 2500 but string in task 2501"
+    ):
+        recordmill.write(
+            many, tmp_path / "out", options={"tasks": 5000, "odd_task": 2501}, progress=False
+        )
+
+
+def test_a_killed_run_of_chunks_resumes_task_by_task(many, tmp_path):
+    """Chunks finished before the kill are kept; a resume that runs single tasks
+    (--task-timeout) fills exactly the gaps."""
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "writer.py",
+            "--script",
+            many,
+            "--output",
+            out,
+            "--quiet",
+            "--tasks",
+            "5000",
+        ],
+        cwd=REPO,
+        env={**os.environ, "SLOW_FROM": "4000"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    wait_for_staged_tasks(out, 100, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    records = list((tmp_path / ".out.recordmill-partial" / "_tasks").glob("*.json"))
+    assert 100 <= len(records) < 2048  # chunks, not tasks
+    recordmill.write(
+        many,
+        out,
+        options={"tasks": 5000},
+        resume=True,
+        task_timeout=60,
+        workers=2,
+        progress=False,
+    )
+    assert rows_of(read_dataset(out)) == expected(5000)
