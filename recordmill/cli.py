@@ -29,7 +29,14 @@ from recordmill.formats.filelists import make_list
 from recordmill.formats.images import EXTENSIONS
 from recordmill.mindrecord import MR_ARGUMENTS, argument_pickle
 from recordmill.options import Options, group_dests, plugin_group, to_tokens
-from recordmill.plugins import TEMPLATE_DIR, PluginRef, available_plugins, load_plugin, resolve
+from recordmill.plugins import (
+    TEMPLATE_DIR,
+    PluginRef,
+    available_plugins,
+    load_plugin,
+    resolve,
+    summary,
+)
 from recordmill.progress import human_size
 from recordmill.reader import open as open_dataset
 from recordmill.rejects import read as read_rejects
@@ -212,6 +219,8 @@ def plugins_main(args: argparse.Namespace) -> int:
     width = max(len(r.name) for r in refs)
     for ref in refs:
         print(f"{ref.name:<{width}}  {ref.source:<10}  {ref.target}")
+        if text := summary(ref):
+            print(f"{'':<{width}}  {text}")
     return 0
 
 
@@ -252,7 +261,7 @@ def make_list_main(args: argparse.Namespace) -> int:
 def demo_data_main(args: argparse.Namespace) -> int:
     root = make_demo_data(args.folder)
     print(
-        f"wrote demo inputs to {root}: images/, images_train.lst, mnist/, table.csv, table.jsonl, tfrecord/"
+        f"wrote demo inputs to {root}: {', '.join(sorted(p.name + ('/' if p.is_dir() else '') for p in root.iterdir()))}"
     )
     return 0
 

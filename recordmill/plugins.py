@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import importlib
@@ -19,6 +20,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,6 +185,20 @@ def available_plugins(search_dir: Path | None = None) -> list[PluginRef]:
             if (d / PLUGIN_MODULE).is_file()
         ]
     return found
+
+
+def summary(ref: PluginRef) -> str:
+    """What a plugin reads: the first line of its module's docstring (read without importing a
+    plugin file; an entry point is imported), or "" when it has none."""
+    try:
+        if ref.source in ("path", "builtin"):
+            text = ast.get_docstring(ast.parse(Path(ref.target).read_text())) or ""
+        else:
+            text = inspect.getdoc(load(ref)) or ""
+    except Exception:  # a plugin that does not load is listed all the same; loading it says why
+        return ""
+    first = text.strip().split("\n", 1)[0]
+    return re.sub(r"^Built-in plugin ``[\w-]+``: ", "", first).replace("``", "")
 
 
 _loaded: dict[PluginRef, Any] = {}

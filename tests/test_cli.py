@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -170,8 +171,16 @@ def test_plugins_lists_where_each_comes_from(tmp_path):
     make_plugin(tmp_path / "mine", COUNTING_PLUGIN)
     result = recordmill_cli("plugins", cwd=tmp_path)
     assert result.returncode == 0
-    lines = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()}
+    listed = result.stdout.splitlines()
+    lines = {line.split()[0]: line.split()[1] for line in listed if not line.startswith(" ")}
     assert lines["mine"] == "path" and lines["imagenet"] == "builtin"
+    # Under each, what it reads: its docstring's first line.
+    below = dict(itertools.pairwise(listed))
+    recordio = next(x for x in listed if x.startswith("recordio "))
+    assert (
+        below[recordio].strip()
+        == "MXNet RecordIO files (.rec, as im2rec writes them), without MXNet."
+    )
 
 
 def test_a_plugin_error_exits_non_zero_with_task_and_traceback(tmp_path):

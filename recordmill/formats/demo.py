@@ -7,12 +7,14 @@ Everything is generated (seeded) here; nothing is downloaded.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from recordmill.formats import mindrecord, ofrecord, recordio, torchrecord
 from recordmill.formats.filelists import make_list
 from recordmill.formats.idx import write_idx
 from recordmill.formats.tfrecord import encode_example, write_records
@@ -28,6 +30,12 @@ def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
     _mnist(root / "mnist", rng)
     _tables(root, rng)
     _tfrecords(root / "tfrecord", rng)
+    # The packed formats of the other tools, each from its own seed (the inputs above unchanged).
+    mindrecord.make_demo(root / "mindrecord", np.random.default_rng(1))
+    recordio.make_demo(root / "recordio", np.random.default_rng(2))
+    ofrecord.make_demo(root / "ofrecord", np.random.default_rng(3))
+    if importlib.util.find_spec("lmdb") is not None:  # recordmill[torchrecord]
+        torchrecord.make_demo(root / "torchrecord", np.random.default_rng(4))
     return root
 
 

@@ -62,13 +62,14 @@ class BadImage(InputError):
         self.reason = reason
 
 
-def add_options(parser: Any) -> None:
-    """The image pipeline's command-line options."""
+def add_options(parser: Any, passthrough: str = "the file's bytes untouched") -> None:
+    """The image pipeline's command-line options; ``passthrough`` says, in ``--encode``'s help,
+    what that encoding keeps (a plugin whose images are not files says what it does)."""
     parser.add_argument(
         "--encode",
         choices=ENCODINGS,
         default="passthrough",
-        help="passthrough: the file's bytes untouched (default); jpeg/png: re-encode; "
+        help=f"passthrough: {passthrough} (default); jpeg/png: re-encode; "
         "tensor: decoded RGB uint8 HWC arrays of --size",
     )
     parser.add_argument(
@@ -143,6 +144,12 @@ def encode(path: str | os.PathLike[str], options: Any) -> dict[str, Any]:
             data = f.read()
     except OSError as e:
         raise BadImage(path, f"cannot read: {e.strerror or e}") from None
+    return encode_bytes(data, path, options)
+
+
+def encode_bytes(data: bytes, path: str, options: Any) -> dict[str, Any]:
+    """The image fields of image bytes already read (a record of a packed file); ``path`` names
+    them in errors. Raises :class:`BadImage`."""
     if options.encode == "passthrough":
         if options.verify:
             decode(path, data)
@@ -150,11 +157,22 @@ def encode(path: str | os.PathLike[str], options: Any) -> dict[str, Any]:
             raise BadImage(path, f"not an image file (starts with {data[:8]!r})")
         return {"data": data}
     if options.encode == "tensor":
-        image = decode(path, data, _draft_size(options))
-        image = fit(image, target_size(options), options.resize_mode)
+        draft = _draft_size(options)
+    else:
+        draft = (options.resize, options.resize) if options.resize else None
+    return encode_pixels(decode(path, data, draft), options)
+
+
+def encode_pixels(image: Image.Image | np.ndarray, options: Any) -> dict[str, Any]:
+    """The image fields of a decoded RGB image (a Pillow image, or a uint8 [H, W, 3] array, as
+    packed formats of pixels hold them). ``--encode passthrough`` keeps the pixels untouched, as
+    ``image`` of their own size: unlike :func:`schema`'s ``data``, there are no file bytes."""
+    if options.encode in ("passthrough", "tensor"):
+        if options.encode == "tensor":
+            image = fit(_as_image(image), target_size(options), options.resize_mode)
         array = np.asarray(image)
         return {"image": array, "height": array.shape[0], "width": array.shape[1], "channels": 3}
-    image = decode(path, data, (options.resize, options.resize) if options.resize else None)
+    image = _as_image(image)
     if options.resize:
         image = _shorter_side(image, options.resize)
     buffer = io.BytesIO()
@@ -163,6 +181,10 @@ def encode(path: str | os.PathLike[str], options: Any) -> dict[str, Any]:
     else:
         image.save(buffer, "PNG")
     return {"data": buffer.getvalue(), "height": image.height, "width": image.width, "channels": 3}
+
+
+def _as_image(image: Image.Image | np.ndarray) -> Image.Image:
+    return image if isinstance(image, Image.Image) else Image.fromarray(image)
 
 
 def _looks_like_image(data: bytes) -> bool:

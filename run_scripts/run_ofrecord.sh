@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Convert OneFlow OFRecord part files (a part-N file or a folder of them), without OneFlow.
+# Without INPUT it uses the demo files (made on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEMO=${DEMO:-out/demo-data}
+if [ -z "${INPUT:-}" ]; then
+    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
+    INPUT=$DEMO/ofrecord
+fi
+OUTPUT=${OUTPUT:-out/ofrecord}
+
+python writer.py \
+    --script ofrecord \
+    --input "$INPUT" \
+    --output "$OUTPUT" \
+    --partitions 2 \
+    --overwrite \
+    "$@"

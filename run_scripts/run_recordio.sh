@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Convert MXNet RecordIO files (.rec, with their .idx where present; a file or a folder of them),
+# as im2rec writes them, without MXNet. Without INPUT it uses the demo files (made on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEMO=${DEMO:-out/demo-data}
+if [ -z "${INPUT:-}" ]; then
+    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
+    INPUT=$DEMO/recordio
+fi
+OUTPUT=${OUTPUT:-out/recordio}
+
+python writer.py \
+    --script recordio \
+    --input "$INPUT" \
+    --output "$OUTPUT" \
+    --partitions 2 \
+    --overwrite \
+    "$@"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Convert TorchRecord's LMDB databases of caffe2 TensorProtos (one database, or a folder of the
+# db0/ db1/ ... sub-records its Writer makes), without caffe2. Needs lmdb:
+# pip install "recordmill[torchrecord]". Without INPUT it uses the demo databases (made on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEMO=${DEMO:-out/demo-data}
+if [ -z "${INPUT:-}" ]; then
+    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
+    INPUT=$DEMO/torchrecord
+fi
+OUTPUT=${OUTPUT:-out/torchrecord}
+
+python writer.py \
+    --script torchrecord \
+    --input "$INPUT" \
+    --output "$OUTPUT" \
+    --partitions 2 \
+    --overwrite \
+    "$@"
