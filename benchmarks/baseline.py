@@ -4,6 +4,7 @@
     python benchmarks/baseline.py smallrows OUT.parquet
     python benchmarks/baseline.py read DIR          # only read every file: Python's own floor
     python benchmarks/baseline.py tensors DIR OUT.parquet   # decode + resize to 128 x 128, no draft
+    python benchmarks/baseline.py emptytasks N      # call the emptytasks plugin's dict_data N times
 
 Written the way a user would without recordmill: batches of dicts through
 ``pa.Table.from_pylist`` and one ``pq.ParquetWriter`` with pyarrow's default settings.
@@ -35,16 +36,16 @@ def image_rows(root: Path):
             }
 
 
-def small_rows_module():
-    """The smallrows benchmark plugin, imported from its file."""
-    spec = importlib.util.spec_from_file_location("smallrows", HERE / "smallrows" / "plugin.py")
+def plugin_module(name: str = "smallrows"):
+    """A benchmark plugin, imported from its file."""
+    spec = importlib.util.spec_from_file_location(name, HERE / name / "plugin.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def small_rows():
-    module = small_rows_module()
+    module = plugin_module()
     options = argparse.Namespace(rows=2_000_000, tasks=32)
     for task_id in range(options.tasks):
         yield from module.rows(task_id, options)
@@ -102,10 +103,15 @@ def write_tensors(root: Path, out: Path, size: int = 128) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("workload", choices=["images", "smallrows", "read", "tensors"])
+    parser.add_argument(
+        "workload", choices=["images", "smallrows", "read", "tensors", "emptytasks"]
+    )
     parser.add_argument("paths", nargs="+", type=Path)
     args = parser.parse_args()
-    if args.workload == "tensors":
+    if args.workload == "emptytasks":
+        module = plugin_module("emptytasks")
+        print(sum(len(list(module.dict_data(t))) for t in range(int(str(args.paths[0])))), "rows")
+    elif args.workload == "tensors":
         print(write_tensors(args.paths[0], args.paths[1]), "rows")
     elif args.workload == "read":
         print(sum(len(row["data"]) for row in image_rows(args.paths[0])), "bytes")

@@ -218,6 +218,18 @@ def workloads(which: set[str]) -> dict[str, list[str]]:
                 str(WORK / "plain.parquet"),
             ],
         }
+    if "emptytasks" in which:
+        empty = ["--script", HERE / "emptytasks", "--output", out, "--workers", 2]
+        for tasks in (100_000, 1_000_000):
+            commands[f"{tasks:,} empty tasks: recordmill --workers 2"] = writer(
+                *empty, "--tasks", tasks
+            )
+        commands["1,000,000 empty tasks: the plugin called in a plain loop (floor)"] = [
+            sys.executable,
+            str(HERE / "baseline.py"),
+            "emptytasks",
+            "1000000",
+        ]
     return commands
 
 
@@ -327,6 +339,14 @@ def main() -> None:
         print(
             f"- dask / process pool: {medians[dask] / medians[process]:.2f} (goal <= 1.3); "
             f"overhead {extra / 100 * 1000:.1f} ms per task, {extra / 20000 * 1e6:.0f} us per row"
+        )
+    small, big = (f"{n:,} empty tasks: recordmill --workers 2" for n in (100_000, 1_000_000))
+    if small in results and big in results:
+        peak = {name: max(r[1] for r in results[name]) for name in (small, big)}
+        print(
+            f"- 1,000,000 / 100,000 empty tasks: {medians[big] / medians[small]:.1f}x the time "
+            f"(goal: about 10x, flat per task; {medians[big]:.1f} us per task), peak RSS "
+            f"{peak[big] / peak[small]:.2f}x (goal: about 1.0)"
         )
     x2 = "images x2: recordmill --workers 2"
     if x2 in results:

@@ -17,7 +17,7 @@ import io
 from pathlib import Path
 
 import numpy as np
-from baseline import small_rows_module
+from baseline import plugin_module
 from PIL import Image
 
 WORKERS = 2
@@ -46,7 +46,7 @@ def tensor_rows(folders: list[tuple[int, str]], size: int = 128):
 
 
 def small_rows(tasks: list[int]):
-    module = small_rows_module()
+    module = plugin_module()
     options = argparse.Namespace(rows=2_000_000, tasks=32)
     for task_id in tasks:
         yield from module.rows(task_id, options)
