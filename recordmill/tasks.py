@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
+import sys
 import time
 import traceback
 import warnings
@@ -192,10 +194,28 @@ def _plugin(ref: PluginRef) -> DatasetPlugin:
 def task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     """The rows of one task as checked Arrow batches. Rejected inputs go to ``result.rejects``;
     with no schema declared, ``result.schema`` is the one inferred from the first row."""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.ExitStack() as quiet:
         if not job.settings.progress:  # --quiet: nor the plugin's or its libraries' warnings
             warnings.simplefilter("ignore")
+            quiet.enter_context(_silent_stderr())
         yield from _task_batches(job, result)
+
+
+@contextlib.contextmanager
+def _silent_stderr() -> Iterator[None]:
+    """Standard error (file descriptor 2) sent to the null device: what C libraries print there
+    themselves (libtiff's warnings), which Python's warnings filter never sees. Errors still
+    reach the user: the worker sends them to the main process, which prints them."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:

@@ -389,6 +389,7 @@ def test_quiet_means_no_warnings_either(tmp_path):
     plugin = make_plugin(
         tmp_path / "warns",
         """
+        import os
         import warnings
 
         def task_number():
@@ -396,6 +397,7 @@ def test_quiet_means_no_warnings_either(tmp_path):
 
         def dict_data(task_id):
             warnings.warn("a library's warning about task %d" % task_id)
+            os.write(2, b"a C library's own print about task %d\\n" % task_id)  # as libtiff does
             yield {"a": task_id}
         """,
     )
@@ -403,3 +405,4 @@ def test_quiet_means_no_warnings_either(tmp_path):
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     loud = run_writer("--script", plugin, "--output", tmp_path / "l")
     assert loud.returncode == 0 and "a library's warning about task" in loud.stderr
+    assert "a C library's own print about task 1" in loud.stderr
