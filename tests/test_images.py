@@ -223,6 +223,29 @@ def test_passthrough_takes_every_format_pillow_opens(tmp_path, fmt, kw):
         images.encode(tmp_path / "not.img", options())
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [{"encode": "tensor", "size": [6, 10]}, {"encode": "png", "resize": 5}, {"encode": "jpeg"}],
+)
+def test_bytes_and_pixels_give_what_a_file_gives(tmp_path, kw):
+    """encode_bytes (packed files' records) and encode_pixels (their decoded arrays) are the
+    steps of encode after reading the file, or after decoding it."""
+    pixels = np.random.default_rng(0).integers(0, 255, (12, 20, 3), dtype=np.uint8)
+    path = save(tmp_path / "x.png", Image.fromarray(pixels), "PNG")
+    expected = images.encode(path, options(**kw))
+    for fields in (
+        images.encode_bytes(path.read_bytes(), "record 3", options(**kw)),
+        images.encode_pixels(pixels, options(**kw)),
+    ):
+        assert fields.keys() == expected.keys()
+        for name, value in expected.items():
+            assert np.array_equal(fields[name], value), name
+    with pytest.raises(images.BadImage, match="record 3: not an image file"):
+        images.encode_bytes(b"text", "record 3", options())
+    kept = images.encode_pixels(pixels, options())
+    assert np.array_equal(kept["image"], pixels) and kept["height"] == 12
+
+
 def test_reject_reasons_are_the_same_in_every_run():
     from recordmill.rejects import Reject
 

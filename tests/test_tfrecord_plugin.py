@@ -99,6 +99,27 @@ def test_a_damaged_record_is_named_or_skipped(tfrecord_dir, tmp_path):
     assert reject["source"].endswith("train-1.tfrecord:0")
 
 
+def test_a_record_that_does_not_parse_is_named_or_skipped(tmp_path):
+    """Valid CRCs around bytes that are no tf.train.Example (field 1 announces 255 bytes, none
+    follow): one line naming file, record and offset, or a reject (it was a traceback)."""
+    path = tmp_path / "bad.tfrecord"
+    good = ours.encode_example({"label": 7})
+    ours.write_records(path, [b"\x0a\xff", good])
+    common = ["--script", "tfrecord", "--input", path, "--quiet"]
+    failed = run_writer(*common, "--output", tmp_path / "fail")
+    assert failed.returncode == 1
+    assert "Traceback" not in failed.stderr
+    (line,) = [x for x in failed.stderr.splitlines() if x.startswith("recordmill: error:")]
+    assert f"{path}: record 0 at byte 0: not a tf.train.Example message" in line
+    assert "--on-bad-input skip" in line
+    skipped = run_writer(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
+    assert skipped.returncode == 0, skipped.stderr
+    (reject,) = recordmill.read_rejects(tmp_path / "skip")
+    assert reject["source"] == f"{path}:0"
+    assert "record 0 at byte 0: not a tf.train.Example message" in reject["reason"]
+    assert read_dataset(tmp_path / "skip")["label"].to_pylist() == [7]
+
+
 def test_a_truncated_file_is_named(tfrecord_dir, tmp_path):
     path = tfrecord_dir / "train-0.tfrecord"
     path.write_bytes(path.read_bytes()[:-7])
