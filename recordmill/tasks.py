@@ -194,11 +194,19 @@ def _plugin(ref: PluginRef) -> DatasetPlugin:
 def task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     """The rows of one task as checked Arrow batches. Rejected inputs go to ``result.rejects``;
     with no schema declared, ``result.schema`` is the one inferred from the first row."""
+    with quieted(job.settings):
+        yield from _task_batches(job, result)
+
+
+@contextlib.contextmanager
+def quieted(settings: WriteSettings) -> Iterator[None]:
+    """With ``--quiet``, nor the warnings of the plugin or its libraries, nor what C libraries
+    print themselves, while tasks run."""
     with warnings.catch_warnings(), contextlib.ExitStack() as quiet:
-        if not job.settings.progress:  # --quiet: nor the plugin's or its libraries' warnings
+        if not settings.progress:
             warnings.simplefilter("ignore")
             quiet.enter_context(_silent_stderr())
-        yield from _task_batches(job, result)
+        yield
 
 
 @contextlib.contextmanager
@@ -271,55 +279,30 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
 
 def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> ChunkResult:
     """Produce, check and stage the rows of a chunk of tasks; ``report`` receives ``(rows,
-    bytes)``. Inferred schemas must agree from task to task, as across chunks."""
+    bytes)``, at most every ``REPORT_SECONDS``."""
     result = ChunkResult(job.tasks.start, schema=job.schema)
     staging = job.staging
     fragment = layout.fragment_file(job.tasks.start)
     sink = writer = None
-    small: list[pa.RecordBatch] = []  # batches of small tasks, joined before they are written
-    small_bytes = 0
-    unreported = [0, 0, time.monotonic()]  # rows, bytes, when last reported: a message per 0.1 s
-
-    def stage(batches: list[pa.RecordBatch]) -> None:
-        nonlocal sink, writer
-        batch = batches[0] if len(batches) == 1 else _joined(batches)
-        with writing(staging.path(fragment)):
-            if writer is None:
-                staging.makedirs(layout.TASKS_DIR)
-                sink = staging.output(fragment)
-                writer = pa.ipc.new_file(sink, batch.schema)
-            writer.write_batch(batch)
-        result.batch_rows.append(batch.num_rows)
-
+    unreported = [0, 0]
+    reported = time.monotonic()
     try:
-        for task_id in job.tasks:
-            task = TaskJob(job.plugin, job.options, task_id, job.schema, staging, job.settings)
-            done = TaskResult(task_id, schema=job.schema)
-            for batch in task_batches(task, done):
-                if job.schema is None:
-                    _same_schema(result, task_id, done.schema)
-                done.rows += batch.num_rows
-                result.nbytes += batch.nbytes
-                if small or batch.nbytes < SMALL_BATCH_BYTES:
-                    small.append(batch)
-                    small_bytes += batch.nbytes
-                    if small_bytes >= SMALL_BATCH_BYTES:
-                        stage(small)
-                        small, small_bytes = [], 0
-                else:
-                    stage([batch])
-                unreported[0] += batch.num_rows
-                unreported[1] += batch.nbytes
-                if time.monotonic() - unreported[2] >= REPORT_SECONDS:
-                    report((unreported[0], unreported[1]))
-                    unreported[:] = [0, 0, time.monotonic()]
-            add_run(result.task_rows, done.rows)
-            result.rejects += [(task_id, r) for r in done.rejects]
+        with quieted(job.settings):  # once for the chunk: it costs a file to open
+            for batch in _chunk_batches(job, result):
+                with writing(staging.path(fragment)):
+                    if writer is None:
+                        staging.makedirs(layout.TASKS_DIR)
+                        sink = staging.output(fragment)
+                        writer = pa.ipc.new_file(sink, batch.schema)
+                    writer.write_batch(batch)
+                result.batch_rows.append(batch.num_rows)
+                unreported = [unreported[0] + batch.num_rows, unreported[1] + batch.nbytes]
+                if time.monotonic() - reported >= REPORT_SECONDS:
+                    report(tuple(unreported))
+                    unreported, reported = [0, 0], time.monotonic()
         if unreported[0]:
-            report((unreported[0], unreported[1]))
+            report(tuple(unreported))
         with writing(staging.path(fragment)):
-            if small:
-                stage(small)
             if writer is not None:
                 writer.close()
                 sink.close()
@@ -337,6 +320,34 @@ def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> 
     return result
 
 
+def _chunk_batches(job: ChunkJob, result: ChunkResult) -> Iterator[pa.RecordBatch]:
+    """The batches of the chunk's tasks, in order, batches smaller than ``SMALL_BATCH_BYTES``
+    (small tasks) joined; each task's rows and rejects counted in ``result``. Inferred schemas
+    must agree from task to task, as across chunks."""
+    small: list[pa.RecordBatch] = []
+    small_bytes = 0
+    for task_id in job.tasks:
+        task = TaskJob(job.plugin, job.options, task_id, job.schema, job.staging, job.settings)
+        done = TaskResult(task_id, schema=job.schema)
+        for batch in _task_batches(task, done):
+            if job.schema is None:
+                _same_schema(result, task_id, done.schema)
+            done.rows += batch.num_rows
+            result.nbytes += batch.nbytes
+            if not small and batch.nbytes >= SMALL_BATCH_BYTES:
+                yield batch
+                continue
+            small.append(batch)
+            small_bytes += batch.nbytes
+            if small_bytes >= SMALL_BATCH_BYTES:
+                yield _joined(small)
+                small, small_bytes = [], 0
+        add_run(result.task_rows, done.rows)
+        result.rejects += [(task_id, r) for r in done.rejects]
+    if small:
+        yield _joined(small)
+
+
 def _same_schema(result: ChunkResult, task_id: int, schema: pa.Schema | None) -> None:
     """Take the first task's inferred schema for the chunk; later tasks must agree with it."""
     if result.schema is None:
@@ -346,6 +357,8 @@ def _same_schema(result: ChunkResult, task_id: int, schema: pa.Schema | None) ->
 
 
 def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
