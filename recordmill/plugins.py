@@ -30,7 +30,7 @@ from typing import Any
 import pluggy
 
 from recordmill import hookspecs
-from recordmill.errors import PluginError
+from recordmill.errors import PluginError, RecordmillError
 from recordmill.mindrecord import LEGACY_MODULE, MindRecordPlugin
 
 ENTRY_POINT_GROUP = "recordmill.plugins"
@@ -289,13 +289,16 @@ class DatasetPlugin:
     def add_options(self, parser: Any) -> None:
         self.pm.hook.add_options(parser=parser)
 
+    def _raised(self, call: str, error: Exception) -> PluginError:
+        if isinstance(error, RecordmillError):  # a message for the user, from a recordmill helper
+            return PluginError(f"plugin {self.name}: {error}")
+        return PluginError(f"plugin {self.name}: {call} raised {type(error).__name__}: {error}")
+
     def task_number(self, options: Any) -> int:
         try:
             n = self.pm.hook.task_number(options=options)
         except Exception as e:
-            raise PluginError(
-                f"plugin {self.name}: task_number() raised {type(e).__name__}: {e}"
-            ) from e
+            raise self._raised("task_number()", e) from e
         if isinstance(n, bool) or not hasattr(n, "__index__") or int(n) < 0:
             raise PluginError(
                 f"plugin {self.name}: task_number() must return an int >= 0, got {n!r}"
@@ -313,9 +316,7 @@ class DatasetPlugin:
         try:
             n = self.pm.hook.task_rows(task_id=task_id, options=options)
         except Exception as e:
-            raise PluginError(
-                f"plugin {self.name}: task_rows({task_id}) raised {type(e).__name__}: {e}"
-            ) from e
+            raise self._raised(f"task_rows({task_id})", e) from e
         if n is None:
             return None
         if isinstance(n, bool) or not hasattr(n, "__index__") or int(n) < 0:

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 DEMO=${DEMO:-out/demo-data}
 if [ -z "${LIST:-}" ]; then
-    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
     LIST=$DEMO/images_train.lst
+    # Made on first use, and again when an older demo folder lacks these inputs.
+    [ -e "$LIST" ] || python -m recordmill demo-data "$DEMO"
     ROOT=$DEMO/images
 fi
 OUTPUT=${OUTPUT:-out/filelist}

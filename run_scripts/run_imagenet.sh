@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 
 DEMO=${DEMO:-out/demo-data}
 if [ -z "${IMAGE_DIR:-}" ]; then
-    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
     IMAGE_DIR=$DEMO/images
+    # Made on first use, and again when an older demo folder lacks these inputs.
+    [ -e "$IMAGE_DIR" ] || python -m recordmill demo-data "$DEMO"
     LABEL_FILE=${LABEL_FILE:-$DEMO/labels.txt}
 fi
 LABEL_FILE=${LABEL_FILE:-}       # optional: lines of "n02119789 0 [class name]"

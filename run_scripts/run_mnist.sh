@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 DEMO=${DEMO:-out/demo-data}
 if [ -z "${DATA_DIR:-}" ]; then
-    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
     DATA_DIR=$DEMO/mnist
+    # Made on first use, and again when an older demo folder lacks these inputs.
+    [ -e "$DATA_DIR" ] || python -m recordmill demo-data "$DEMO"
 fi
 OUTPUT=${OUTPUT:-out/mnist}
 

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 DEMO=${DEMO:-out/demo-data}
 if [ -z "${INPUT:-}" ]; then
-    [ -d "$DEMO" ] || python -m recordmill demo-data "$DEMO"
     INPUT=$DEMO/ofrecord
+    # Made on first use, and again when an older demo folder lacks these inputs.
+    [ -e "$INPUT" ] || python -m recordmill demo-data "$DEMO"
 fi
 OUTPUT=${OUTPUT:-out/ofrecord}
 

@@ -368,6 +368,17 @@ def test_each_subcommand_misused_is_one_clear_line(tmp_path):
         ["head", tmp_path / "empty", "-n", "x"],
         ["write", "--script", "no-such-plugin", "--output", tmp_path / "o"],
         ["write", "--partitions", "three"],
+        # Every built-in plugin given an input that is not there.
+        *[
+            ["write", "--script", name, flag, tmp_path / "nosuch", "--output", tmp_path / "o"]
+            for name, flag in (
+                ("imagenet", "--image-dir"),
+                ("filelist", "--list"),
+                ("mnist", "--data-dir"),
+                *((n, "--input") for n in ("csv", "tfrecord", "mindrecord", "recordio")),
+                *((n, "--input") for n in ("ofrecord", "torchrecord")),
+            )
+        ],
     ]
     for argv in cases:
         argv = [str(tmp_path / a) if a in ("nosuch", "afile") else str(a) for a in argv]

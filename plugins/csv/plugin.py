@@ -53,10 +53,10 @@ def _files(path):
     if os.path.isfile(path):
         return (path,)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"--input {path} is neither a file nor a folder")
+        raise InputError(f"--input {path} is neither a file nor a folder")
     names = sorted(n for n in os.listdir(path) if n.lower().endswith(CSV_SUFFIXES + JSONL_SUFFIXES))
     if not names:
-        raise FileNotFoundError(f"--input {path} holds no .csv, .tsv, .jsonl or .ndjson files")
+        raise InputError(f"--input {path} holds no .csv, .tsv, .jsonl or .ndjson files")
     return tuple(os.path.join(path, n) for n in names)
 
 

@@ -15,6 +15,7 @@ array of K with ``--label-width K``), file_name (the path as listed), and the im
 import functools
 import os
 
+from recordmill.errors import InputError
 from recordmill.formats import images
 from recordmill.formats.filelists import parse_line
 
@@ -37,8 +38,11 @@ def add_options(parser):
 
 @functools.lru_cache(maxsize=4)
 def _lines(path):
-    with open(path) as f:
-        return f.readlines()
+    try:
+        with open(path) as f:
+            return f.readlines()
+    except OSError as e:
+        raise InputError(f"--list {path}: cannot read it: {e.strerror or e}") from None
 
 
 def _ranges(options):

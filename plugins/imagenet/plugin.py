@@ -18,6 +18,7 @@ import functools
 import os
 import random
 
+from recordmill.errors import InputError
 from recordmill.formats import images
 
 
@@ -48,7 +49,7 @@ def add_options(parser):
 def _class_dirs(image_dir):
     # Cached: a worker runs many tasks over the same folder.
     if not os.path.isdir(image_dir):
-        raise FileNotFoundError(f"--image-dir {image_dir} is not a folder")
+        raise InputError(f"--image-dir {image_dir} is not a folder")
     return sorted(e.name for e in os.scandir(image_dir) if e.is_dir())
 
 

@@ -15,6 +15,7 @@ import os
 
 from PIL import Image
 
+from recordmill.errors import InputError
 from recordmill.formats.idx import read_idx
 
 
@@ -38,7 +39,7 @@ def _find(options, kind):
         path = os.path.join(options.data_dir, name)
         if os.path.isfile(path):
             return path
-    raise FileNotFoundError(f"found neither {' nor '.join(names)} in --data-dir {options.data_dir}")
+    raise InputError(f"found neither {' nor '.join(names)} in --data-dir {options.data_dir}")
 
 
 @functools.lru_cache(maxsize=2)

@@ -82,10 +82,10 @@ def _files(path, pattern):
     if os.path.isfile(path):
         return (path,)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"--input {path} is neither a file nor a folder")
+        raise InputError(f"--input {path} is neither a file nor a folder")
     names = sorted(n for n in os.listdir(path) if fnmatch.fnmatch(n, pattern))
     if not names:
-        raise FileNotFoundError(f"--input {path} holds no file matching --pattern {pattern!r}")
+        raise InputError(f"--input {path} holds no file matching --pattern {pattern!r}")
     return tuple(os.path.join(path, n) for n in names)
 
 

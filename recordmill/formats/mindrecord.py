@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from recordmill.errors import InputError
+
 DTYPES = {"int32": "<i4", "int64": "<i8", "float32": "<f4", "float64": "<f8"}
 TYPES = ("int32", "int64", "float32", "float64", "string", "bytes")
 MAX_HEADER = 1 << 30  # MindSpore allows up to 128 MB; a larger length is damage, not a header
@@ -132,7 +134,7 @@ def shard_paths(path: str | os.PathLike[str]) -> list[str]:
     if os.path.isdir(path):
         names = sorted(n for n in os.listdir(path) if is_shard_name(n))
         if not names:
-            raise FileNotFoundError(f"--input {path} holds no MindRecord file (x.mindrecord[N])")
+            raise InputError(f"--input {path} holds no MindRecord file (x.mindrecord[N])")
         found: list[str] = []
         for name in names:
             full = os.path.join(path, name)
@@ -140,7 +142,7 @@ def shard_paths(path: str | os.PathLike[str]) -> list[str]:
                 found.extend(p for p in _siblings(full) if p not in found)
         return found
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"--input {path} is neither a file nor a folder")
+        raise InputError(f"--input {path} is neither a file nor a folder")
     return _siblings(path)
 
 
@@ -153,7 +155,7 @@ def _siblings(path: str) -> list[str]:
     paths = [os.path.join(folder, os.path.basename(n)) for n in names] or [path]
     missing = [p for p in paths if not os.path.isfile(p)]
     if missing:
-        raise FileNotFoundError(
+        raise InputError(
             f"{path}: its header lists shards {', '.join(names)}; missing: {', '.join(missing)}"
         )
     return paths

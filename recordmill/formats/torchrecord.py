@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from recordmill.errors import ConfigError
+from recordmill.errors import ConfigError, InputError
 from recordmill.formats.protobuf import ProtobufError, encode_varint, fields, message, varint
 
 # caffe2's TensorProto.DataType: name, the field holding the values, the numpy type they become.
@@ -237,12 +237,12 @@ def databases(path: str | os.PathLike[str]) -> tuple[str, ...]:
     if os.path.basename(path) == "data.mdb" and os.path.isfile(path):
         return (os.path.dirname(path) or ".",)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"--input {path} is not a folder")
+        raise InputError(f"--input {path} is not a folder")
     if os.path.isfile(os.path.join(path, "data.mdb")):
         return (path,)
     names = [n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n, "data.mdb"))]
     if not names:
-        raise FileNotFoundError(
+        raise InputError(
             f"--input {path} is not an LMDB database (no data.mdb) and holds none (db0/, db1/...)"
         )
     return tuple(os.path.join(path, n) for n in sorted(names, key=natural_key))
