@@ -400,11 +400,7 @@ def _reject_counter(
         nonlocal count
         count += len(result.rejects)
         if limit is not None and count > limit:
-            _, last = result.rejects[-1]
-            raise RecordmillError(
-                f"{count} inputs rejected, more than --max-rejects {limit}; "
-                f"the last: {last.source}: {last.reason}"
-            )
+            raise rejects.too_many(count, limit, result.rejects[-1][1])
 
     return task_done
 

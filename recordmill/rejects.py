@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from recordmill import layout
 from recordmill import manifest as manifest_file
-from recordmill.errors import OutputError
+from recordmill.errors import OutputError, RecordmillError
 from recordmill.storage import Store
 
 REJECTS_KEY = b"recordmill.rejects"
@@ -74,3 +74,11 @@ def read(
 
 def as_record(task_id: int, reject: Reject) -> dict[str, Any]:
     return {"task_id": task_id, **{k: v for k, v in asdict(reject).items() if v is not None}}
+
+
+def too_many(count: int, limit: int, last: Reject) -> RecordmillError:
+    """The error that stops a run rejecting more than ``--max-rejects``."""
+    return RecordmillError(
+        f"{count} inputs rejected, more than --max-rejects {limit}; "
+        f"the last: {last.source}: {last.reason}"
+    )

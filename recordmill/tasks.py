@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -29,7 +30,7 @@ from recordmill.convert import RowConverter
 from recordmill.errors import RecordmillError, RowError, TaskError, writing
 from recordmill.options import Options
 from recordmill.plugins import DatasetPlugin, PluginRef
-from recordmill.rejects import Reject
+from recordmill.rejects import Reject, too_many
 from recordmill.schema import check_same_schema, infer_schema
 from recordmill.settings import WriteSettings
 from recordmill.storage import Store
@@ -209,21 +210,32 @@ def quieted(settings: WriteSettings) -> Iterator[None]:
         yield
 
 
+_silenced = {"count": 0, "saved": -1}  # tasks running silenced (threads of a Dask worker)
+_silenced_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def _silent_stderr() -> Iterator[None]:
     """Standard error (file descriptor 2) sent to the null device: what C libraries print there
     themselves (libtiff's warnings), which Python's warnings filter never sees. Errors still
-    reach the user: the worker sends them to the main process, which prints them."""
-    sys.stderr.flush()
-    saved = os.dup(2)
+    reach the user: the worker sends them to the main process, which prints them. The first
+    task in redirects, the last out restores, for tasks that run in threads of one process."""
+    with _silenced_lock:
+        if not _silenced["count"]:
+            sys.stderr.flush()
+            _silenced["saved"] = os.dup(2)
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+        _silenced["count"] += 1
     try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
         yield
     finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        with _silenced_lock:
+            _silenced["count"] -= 1
+            if not _silenced["count"]:
+                sys.stderr.flush()
+                os.dup2(_silenced["saved"], 2)
+                os.close(_silenced["saved"])
 
 
 def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
@@ -344,6 +356,9 @@ def _chunk_batches(job: ChunkJob, result: ChunkResult) -> Iterator[pa.RecordBatc
                 small, small_bytes = [], 0
         add_run(result.task_rows, done.rows)
         result.rejects += [(task_id, r) for r in done.rejects]
+        limit = job.settings.max_rejects
+        if limit is not None and len(result.rejects) > limit:  # no need to finish the chunk
+            raise too_many(len(result.rejects), limit, result.rejects[-1][1])
     if small:
         yield _joined(small)
 

@@ -15,7 +15,7 @@ from recordmill import manifest as manifest_file
 from recordmill.errors import SchemaError
 from recordmill.tasks import CHUNKS, MAX_CHUNK, chunks
 from recordmill.verify import verify
-from tests.conftest import REPO, make_plugin, read_dataset, wait_for_staged_tasks
+from tests.conftest import REPO, make_plugin, read_dataset, run_writer, wait_for_staged_tasks
 
 # Task t yields t % 3 rows; with SLOW_FROM set, a task from there on sleeps (to be killed there).
 MANY_TASKS = """
@@ -143,3 +143,31 @@ def test_a_killed_run_of_chunks_resumes_task_by_task(many, tmp_path):
         progress=False,
     )
     assert rows_of(read_dataset(out)) == expected(5000)
+
+
+def test_max_rejects_stops_a_chunk_as_soon_as_it_is_passed(tmp_path):
+    # 3,000 tasks run in chunks of 2: task 2k rejects 20 inputs, task 2k+1 would hang.
+    plugin = make_plugin(
+        tmp_path / "rejecting",
+        """
+        import time
+
+        import recordmill
+
+        def task_number():
+            return 3000
+
+        def dict_data(task_id):
+            if task_id % 2:
+                time.sleep(600)
+            for i in range(20):
+                yield recordmill.Reject(f"input {task_id}.{i}", "unreadable")
+        """,
+    )
+    result = run_writer(
+        "--script", plugin, "--output", tmp_path / "out", "--on-bad-input", "skip",
+        "--max-rejects", "15", "--quiet", timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "20 inputs rejected, more than --max-rejects 15; the last: input" in result.stderr
+    assert not (tmp_path / "out").exists()
