@@ -69,8 +69,9 @@ class Executor:
         one finishes, in any order. ``report((rows, bytes))`` moves the progress bar; an
         executor whose workers cannot call it back calls it with ``result.progress()`` when a
         job is done. A job whose worker died is run again up to ``retries`` times, then raises
-        :class:`recordmill.pool.WorkerLost` naming ``f"{unit} {index}"``; an exception that
-        ``fn`` raised is raised here (after ``retries`` tries when ``retries_on_error``)."""
+        :class:`recordmill.pool.WorkerLost` naming the job (its ``name``, else ``f"{unit}
+        {index}"``); an exception that ``fn`` raised is raised here (after ``retries`` tries
+        when ``retries_on_error``)."""
         raise NotImplementedError
 
     def close(self) -> None:
