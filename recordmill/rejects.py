@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from recordmill import layout
 from recordmill import manifest as manifest_file
-from recordmill.errors import OutputError, RecordmillError
+from recordmill.errors import InputError, OutputError, RecordmillError
 from recordmill.storage import Store
 
 REJECTS_KEY = b"recordmill.rejects"
@@ -43,6 +43,16 @@ class Reject:
     def __post_init__(self) -> None:
         # "<_io.BytesIO object at 0x7f...>" differs from run to run: rejects must not.
         object.__setattr__(self, "reason", _ADDRESS.sub(r"<\1>", self.reason))
+
+
+def bad_input(options: Any, source: str, reason: str, *, skipped: str = "") -> Reject:
+    """A :class:`Reject` of bad input with ``--on-bad-input skip``; otherwise raises
+    :class:`InputError`. ``skipped`` (what reading passed over to go on) ends the Reject's reason
+    only: a run that fails passes nothing over."""
+    if options.get("on_bad_input", "fail") == "skip":
+        return Reject(source, reason + skipped)
+    # Not the format's own error: a dict_data handler of those must not take it for another one.
+    raise InputError(f"{reason} (--on-bad-input skip records it and goes on)")
 
 
 def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: str) -> str:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import recordmill
 from recordmill.formats import mindrecord as mr
+from recordmill.formats import mindrecord_writer as mw
 from tests.conftest import REPO, run_writer
 
 DATA = REPO / "tests" / "data" / "mindrecord"
@@ -94,10 +96,10 @@ def test_our_integer_compression_is_mindsporess():
     data = (DATA / "shards.mindrecord0").read_bytes()[header.header_size :]
     (length,) = struct.unpack_from("<Q", data, 0)
     first_id = next(mr.rows(header))[1]["id"]
-    assert data[8 : 8 + length] == mr.compress_ints(make.shards_row(first_id)["tokens"])
+    assert data[8 : 8 + length] == mw.compress_ints(make.shards_row(first_id)["tokens"])
     assert page["start_row_id"] == 0
     edge = np.array([0, -1, 127, -128, 128, -129, 2**15, -(2**31), 2**31, -(2**63), 2**63 - 1])
-    assert mr.uncompress_ints(mr.compress_ints(edge)).tolist() == edge.tolist()
+    assert mr.uncompress_ints(mw.compress_ints(edge)).tolist() == edge.tolist()
 
 
 def test_a_missing_shard_is_named(tmp_path):
@@ -195,11 +197,20 @@ def test_a_damaged_header_is_named(tmp_path):
     assert "x.mindrecord: header at byte 8: not a MindRecord header" in line
 
 
+def test_versions_compare_as_numbers():
+    """Int arrays are compressed from format version 3.0 on: 10.0 too, 2.9 not."""
+    header = mr.Header("x", {"a": {"type": "int64", "shape": [-1]}}, ("a",), (), 0, 0, "3.0", ())
+    versions = ("2.9", "3.0", "3.1", "10.0", "")
+    compressed = {v: replace(header, version=v).compressed_ints for v in versions}
+    assert compressed == {"2.9": False, "3.0": True, "3.1": True, "10.0": True, "": False}
+    assert mr.version_numbers("10.0") > mr.version_numbers("3.0") == (3, 0)
+
+
 def test_the_demo_writer_is_read_back_exactly(tmp_path):
     """Our writer (make_demo) writes what MindSpore's FileReader reads (checked once with
     mindspore 2.10, and below when it imports); our reader gives back every value, from a
     folder that holds the .db files too."""
-    mr.make_demo(tmp_path / "demo", np.random.default_rng(0))
+    mw.make_demo(tmp_path / "demo", np.random.default_rng(0))
     assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == [
         "demo.mindrecord0",
         "demo.mindrecord0.db",
@@ -209,7 +220,7 @@ def test_the_demo_writer_is_read_back_exactly(tmp_path):
     out = tmp_path / "out"
     convert("--input", tmp_path / "demo", "--output", out, "--workers", "1")
     rows = written(out)
-    assert rows == [expected(r) for r in mr.demo_rows(np.random.default_rng(0))]
+    assert rows == [expected(r) for r in mw.demo_rows(np.random.default_rng(0))]
     assert rows[0]["data"][:2] == b"\xff\xd8"  # JPEG bytes stay bytes
 
 
@@ -217,13 +228,13 @@ def test_schemas_without_blob_or_raw_fields(tmp_path):
     """MindSpore writes a 4-byte dummy blob when no field is a blob, and a dummy raw map when
     every field is one; both read as the fields alone."""
     scalars = [{"id": i, "x": np.float32(i / 3), "s": "é" * i} for i in range(5)]
-    mr.write_dataset(
+    mw.write_dataset(
         tmp_path / "s.mindrecord",
         {"id": {"type": "int64"}, "x": {"type": "float32"}, "s": {"type": "string"}},
         scalars,
     )
     blobs = [{"b": bytes([i]) * i} for i in range(5)]
-    mr.write_dataset(tmp_path / "b.mindrecord", {"b": {"type": "bytes"}}, blobs)
+    mw.write_dataset(tmp_path / "b.mindrecord", {"b": {"type": "bytes"}}, blobs)
     for name, rows in (("s", scalars), ("b", blobs)):
         got = [r for _, r, _ in mr.rows(mr.read_header(tmp_path / f"{name}.mindrecord"))]
         assert [expected(r) for r in got] == [expected(r) for r in rows]

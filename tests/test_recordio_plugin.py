@@ -190,6 +190,7 @@ def test_a_corrupted_byte_is_named_or_skipped(tmp_path):
     assert failed.returncode == 1
     (line,) = [x for x in failed.stderr.splitlines() if x.startswith("recordmill: error:")]
     assert f"{path}: record 2 at byte 1004: no record header" in line and "damaged" in line
+    assert "passed over" not in line  # a run that fails passes nothing over
     assert "Traceback" not in failed.stderr
     skipped = run_writer(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
     assert skipped.returncode == 0, skipped.stderr
@@ -202,6 +203,10 @@ def test_a_corrupted_byte_is_named_or_skipped(tmp_path):
 
 def test_a_corrupted_byte_without_the_index_skips_to_the_next_record_start(tmp_path):
     folder, path = damaged(tmp_path, flip_magic_of_record_2, "im2rec.rec")
+    with pytest.raises(InputError) as failed:
+        rows_of(options("--input", folder))
+    assert "record 2 at byte 1004: no record header" in str(failed.value)
+    assert "passed over" not in str(failed.value)
     rows = rows_of(options("--input", folder, on_bad_input="skip"))
     assert [type(r) for r in rows] == [dict, dict, Reject, dict, dict, dict]
     assert rows[2].source == f"{path}:2" and "bytes 1004 to 1256 passed over" in rows[2].reason

@@ -105,7 +105,7 @@ def _source_check(name, demo, out):
             np.allclose(r["image_bbox"], s["image/bbox"]) for r, s in zip(rows, source, strict=True)
         )
     elif name == "mindrecord":
-        from recordmill.formats.mindrecord import demo_rows
+        from recordmill.formats.mindrecord_writer import demo_rows
 
         # The demo's rows as generated (demo.py seeds them with 1), in any shard order.
         made = {r["id"]: r for r in demo_rows(np.random.default_rng(1))}
@@ -118,40 +118,48 @@ def _source_check(name, demo, out):
     elif name == "recordio":
         import struct
 
-        # Read with struct straight from the files: each record's IRHeader (flag, label, id, id2).
-        ids = []
+        # Read with struct straight from the files: each record's parts joined with the magic
+        # between them, then its IRHeader (flag, label, id, id2), labels and image bytes.
+        magic, records, split = 0xCED7230A, [], 0
         for rec in ("train.rec", "val.rec"):
-            data, pos = (demo / "recordio" / rec).read_bytes(), 0
+            data, pos, parts = (demo / "recordio" / rec).read_bytes(), 0, []
             while pos < len(data):
-                magic, lrecord = struct.unpack_from("<II", data, pos)
-                assert magic == 0xCED7230A
-                length, flag = lrecord & ((1 << 29) - 1), lrecord >> 29
-                if flag in (0, 1):  # a whole record, or the first of its parts: the header
-                    ids.append(struct.unpack_from("<IfQQ", data, pos + 8)[2])
+                found, lrecord = struct.unpack_from("<II", data, pos)
+                assert found == magic
+                length, cflag = lrecord & ((1 << 29) - 1), lrecord >> 29
+                assert cflag in ((0, 1) if not parts else (2, 3))
+                parts.append(data[pos + 8 : pos + 8 + length])
                 pos += 8 + length + (-length % 4)
-        assert [r["index"] for r in rows] == ids
+                if cflag in (0, 3):  # the record's last part
+                    split += len(parts) > 1
+                    payload = struct.pack("<I", magic).join(parts)
+                    flag, label, index, _ = struct.unpack_from("<IfQQ", payload)
+                    labels = list(struct.unpack_from(f"<{flag}f", payload, 24)) if flag else [label]
+                    records.append((index, labels, payload[24 + 4 * flag :]))
+                    parts = []
+            assert not parts
+        assert split == 2  # record 7 of each file holds the magic: written in parts on purpose
+        assert [r["index"] for r in rows] == [index for index, _, _ in records]
+        assert [r["label"].tolist() for r in rows] == [labels for _, labels, _ in records]
+        assert [r["data"] for r in rows] == [image for _, _, image in records]
         assert [list(r["label"]) for r in rows[:20]] == [[i % 4] for i in range(20)]
     elif name == "ofrecord":
-        import struct
+        from recordmill.formats.ofrecord import demo_rows
 
-        records = []
-        for part in sorted((demo / "ofrecord").glob("part-*")):
-            data, pos = part.read_bytes(), 0
-            while pos < len(data):
-                (length,) = struct.unpack_from("<q", data, pos)
-                records.append(data[pos + 8 : pos + 8 + length])
-                pos += 8 + length
-        assert len(rows) == len(records)
-        # Every image's bytes are in their record's protobuf, as they were written.
-        assert all(r["images"] in record for r, record in zip(rows, records, strict=True))
+        made = demo_rows(np.random.default_rng(3))  # demo.py seeds the ofrecord inputs with 3
+        assert [r["id"] for r in rows] == [m["id"] for m in made]
+        assert [r["labels"] for r in rows] == [m["labels"] for m in made]
+        assert all(
+            np.array_equal(r["scores"], m["scores"]) for r, m in zip(rows, made, strict=True)
+        )
+        assert [r["images"] for r in rows] == [m["images"] for m in made]
     elif name == "torchrecord":
-        import lmdb
+        from recordmill.formats.torchrecord import demo_rows
 
-        from recordmill.formats.torchrecord import encode_record
-
+        # The generator's values (demo.py seeds the torchrecord inputs with 4), not a re-encoding.
+        made = {(m["database"], m["key"]): m for m in demo_rows(np.random.default_rng(4))}
+        assert sorted((r["database"], r["key"]) for r in rows) == sorted(made)
         for row in rows:
-            env = lmdb.open(str(demo / "torchrecord" / row["database"]), readonly=True, lock=False)
-            with env.begin() as txn:
-                raw = txn.get(row["key"].encode())
-            env.close()
-            assert encode_record(row["image"], row["label"]) == raw
+            source = made[row["database"], row["key"]]
+            assert row["label"] == source["label"]
+            assert np.array_equal(row["image"], source["image"])

@@ -133,7 +133,7 @@ def test_other_sizes_and_an_int64_label(tmp_path):
     )
     assert failed.returncode == 1 and "Traceback" not in failed.stderr
     assert "key '1' (record 1): the image is 7 x 4 pixels" in failed.stderr
-    assert "--encode tensor --size H W, or --encode png" in failed.stderr
+    assert "--encode tensor --size S (or --size H W), or --encode png" in failed.stderr
 
     result = recordmill.write(
         "torchrecord", tmp_path / "png", options={"input": str(mixed / "db0"), "encode": "png"}
@@ -175,6 +175,23 @@ def test_tasks_are_databases_or_key_ranges():
         assert sum(sizes) == 24 and min(sizes) >= 1
         keys = [r["key"] for t in range(count) for r in plugin.dict_data(t, options)]
         assert keys == [str(i) for i in range(12)] * 2
+
+
+def test_a_label_keeps_the_first_records_kind(tmp_path):
+    """The first label has two values, so the column is a list: a later one-value label is a
+    list of one there, not a scalar that fails the row."""
+    image = np.zeros((2, 3, 3), np.uint8)
+    labels = [np.array([1.5, 2.5], np.float32), np.array([7.0], np.float32), np.float32(3)]
+    records = [
+        tr.encode_tensor_protos(
+            [tr.encode_tensor(image.tobytes(), tr.BYTE, [3, 2]), tr.encode_tensor(label)]
+        )
+        for label in labels
+    ]
+    tr.write_database(tmp_path / "db", records)
+    recordmill.write("torchrecord", tmp_path / "out", options={"input": str(tmp_path / "db")})
+    got = [r["label"].tolist() for r in recordmill.open(str(tmp_path / "out"))]
+    assert got == [[1.5, 2.5], [7.0], [3.0]]
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ with ``--on-bad-input skip`` becomes a reject.
 
 import functools
 
-from recordmill import Reject
 from recordmill.errors import InputError
 from recordmill.formats.mindrecord import (
     MindRecordError,
@@ -27,6 +26,7 @@ from recordmill.formats.mindrecord import (
     rows,
     shard_paths,
 )
+from recordmill.rejects import bad_input
 from recordmill.schema import safe_name
 
 
@@ -110,22 +110,16 @@ def schema(options):
 def dict_data(task_id, options):
     path, page_ids, _, problem = _tasks(options.input, options.pages_per_task)[task_id]
     if problem:
-        yield _bad(options, path, problem)
+        yield bad_input(options, path, problem)
         return
     try:
         header = read_header(path)
     except MindRecordError as e:
-        yield _bad(options, path, str(e))
+        yield bad_input(options, path, str(e))
         return
     columns = _schema(options.input)[1]
     for source, row, problem in rows(header, page_ids):
         if problem:
-            yield _bad(options, source, problem)
+            yield bad_input(options, source, problem)
         else:
             yield {column: row[name] for column, name in columns.items()}
-
-
-def _bad(options, source, reason):
-    if options.get("on_bad_input", "fail") == "skip":
-        return Reject(source, reason)
-    raise InputError(f"{reason} (--on-bad-input skip records it and goes on)")

@@ -26,6 +26,7 @@ from recordmill.formats import features, images
 from recordmill.formats.features import INFER_RECORDS
 from recordmill.formats.ofrecord import OFRecordError, parse_ofrecord, records
 from recordmill.formats.protobuf import ProtobufError
+from recordmill.rejects import bad_input
 from recordmill.schema import from_yaml, safe_name
 
 TYPES = {
@@ -124,7 +125,7 @@ def dict_data(task_id, options):
             try:
                 parsed = parse_ofrecord(data)
             except ProtobufError as e:
-                yield features.bad(
+                yield bad_input(
                     options, f"{path}:{index}", f"{where}: not an OFRecord message: {e}"
                 )
                 continue
@@ -134,7 +135,7 @@ def dict_data(task_id, options):
             yield row
     except OFRecordError as e:
         # A length past the end of the file: nothing after it can be found.
-        yield features.bad(options, path, str(e))
+        yield bad_input(options, path, str(e))
 
 
 def _with_image(row, name, source, options):

@@ -21,7 +21,6 @@ does not match its ``.rec`` fails the run naming file, record and byte offset; w
 ``--on-bad-input skip`` it becomes a reject and reading goes on at the next record start.
 """
 
-import fnmatch
 import functools
 import os
 from pathlib import Path
@@ -29,9 +28,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from recordmill import Reject
 from recordmill.errors import InputError
 from recordmill.formats import images
+from recordmill.formats.features import input_files
 from recordmill.formats.recordio import (
     RecordIOError,
     find_start,
@@ -40,6 +39,7 @@ from recordmill.formats.recordio import (
     records,
     unpack,
 )
+from recordmill.rejects import bad_input
 
 INFER_RECORDS = 1000  # records read, across the files in order, to tell the label width
 
@@ -77,18 +77,6 @@ def add_options(parser):
     images.add_options(parser)
 
 
-@functools.lru_cache(maxsize=4)
-def _files(path, pattern):
-    if os.path.isfile(path):
-        return (path,)
-    if not os.path.isdir(path):
-        raise InputError(f"--input {path} is neither a file nor a folder")
-    names = sorted(n for n in os.listdir(path) if fnmatch.fnmatch(n, pattern))
-    if not names:
-        raise InputError(f"--input {path} holds no file matching --pattern {pattern!r}")
-    return tuple(os.path.join(path, n) for n in names)
-
-
 class Task(NamedTuple):
     path: str
     start: int
@@ -102,7 +90,7 @@ def _tasks(input_path, pattern, tasks, no_index):
     if tasks < 1:
         raise ValueError(f"--tasks must be at least 1, got {tasks}")
     plan = []
-    for path in _files(input_path, pattern):
+    for path in input_files(input_path, pattern):
         index = Path(path).with_suffix(".idx")
         try:
             if index.is_file() and not no_index:
@@ -157,7 +145,7 @@ def task_rows(task_id, options):
 @functools.lru_cache(maxsize=4)
 def _inferred_width(input_path, pattern):
     widths, seen = set(), 0
-    for path in _files(input_path, pattern):
+    for path in input_files(input_path, pattern):
         for record in records(path):
             if record.problem:
                 break  # damage is not evidence; dict_data reports it
@@ -204,7 +192,10 @@ def dict_data(task_id, options):
         number = record.number
         source = f"{task.path}:{record.offset if number is None else number}"
         if record.problem:
-            yield _bad(options, source, record.problem)
+            skipped = ""
+            if record.resume is not None:
+                skipped = f"; bytes {record.offset} to {record.resume} passed over"
+            yield bad_input(options, source, record.problem, skipped=skipped)
         elif options.no_image_header:
             yield {"offset": record.offset, "data": record.data}
         else:
@@ -220,14 +211,14 @@ def _image_row(data, where, source, width, options):
     try:
         image = unpack(data)
     except ValueError as e:
-        return _bad(
+        return bad_input(
             options,
             source,
             f"{where}: {e} (damaged, or not an image record: --no-image-header reads raw records)",
         )
     labels = image.labels
     if width > 0 and len(labels) != width:
-        return _bad(
+        return bad_input(
             options,
             source,
             f"{where} has {len(labels)} labels where the schema has {width} "
@@ -235,7 +226,7 @@ def _image_row(data, where, source, width, options):
         )
     if options.label_type != "float32":
         if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
-            return _bad(
+            return bad_input(
                 options,
                 source,
                 f"{where}: label {labels.tolist()} is not a whole number; use --label-type float32",
@@ -245,7 +236,7 @@ def _image_row(data, where, source, width, options):
     try:
         fields = images.encode_bytes(image.image, where, options)
     except images.BadImage as e:
-        return _bad(options, source, f"{where}: bad image: {e.reason}")
+        return bad_input(options, source, f"{where}: bad image: {e.reason}")
     return {"index": image.id, "label": label, **fields}
 
 
@@ -253,9 +244,3 @@ def _whence(options):
     if options.label_width is not None:
         return f"--label-width {options.label_width}"
     return f"told by the first {INFER_RECORDS} records"
-
-
-def _bad(options, source, reason):
-    if options.get("on_bad_input", "fail") == "skip":
-        return Reject(source, reason)
-    raise InputError(f"{reason} (--on-bad-input skip records it and goes on)")

@@ -22,6 +22,7 @@ import functools
 from recordmill.formats import features
 from recordmill.formats.features import INFER_RECORDS
 from recordmill.formats.tfrecord import COMPRESSIONS, TFRecordError, parse_example, records
+from recordmill.rejects import bad_input
 from recordmill.schema import from_yaml, safe_name
 
 TYPES = {"bytes": "bytes", "float": "float32", "int64": "int64"}
@@ -78,7 +79,7 @@ def dict_data(task_id, options):
     try:
         for index, offset, data, problem in records(path, options.compression_type):
             if problem:
-                yield features.bad(options, f"{path}:{index}", problem)
+                yield bad_input(options, f"{path}:{index}", problem)
                 continue
             where = f"{path}: record {index} at byte {offset}"
             try:
@@ -87,9 +88,9 @@ def dict_data(task_id, options):
                 # A ProtobufError, or a feature name not UTF-8, a float_list not a multiple of
                 # 4 bytes: the CRC matched (the writer wrote it so), yet the record is damaged.
                 reason = f"{where}: not a tf.train.Example message: {e}"
-                yield features.bad(options, f"{path}:{index}", reason)
+                yield bad_input(options, f"{path}:{index}", reason)
                 continue
             yield features.to_row(parsed, spec, where, options)
     except TFRecordError as e:
         # A damaged header, a truncated file or compressed stream: nothing after it is trusted.
-        yield features.bad(options, path, str(e))
+        yield bad_input(options, path, str(e))

@@ -23,7 +23,6 @@ import os
 
 import numpy as np
 
-from recordmill import Reject
 from recordmill.errors import InputError, SchemaError
 from recordmill.formats import images
 from recordmill.formats.protobuf import ProtobufError
@@ -35,6 +34,7 @@ from recordmill.formats.torchrecord import (
     parse_tensor_protos,
     rgb_image,
 )
+from recordmill.rejects import bad_input
 
 
 def add_options(parser):
@@ -167,9 +167,17 @@ def _image_fields(pixels, options, where, first):
         raise SchemaError(
             f"{where}: the image is {pixels.shape[1]} x {pixels.shape[0]} pixels, the "
             f"first record's {width} x {height} ({first[0]}); --encode passthrough keeps "
-            "one size: pass --encode tensor --size H W, or --encode png"
+            "one size: pass --encode tensor --size S (or --size H W), or --encode png"
         )
     return images.encode_pixels(pixels, options)
+
+
+def _label(label, first_label):
+    """``label`` of the schema's kind, which the first record's label set: a one-value tensor
+    after a first label of several values is a list of one, not a scalar."""
+    if isinstance(first_label, np.ndarray) and not isinstance(label, np.ndarray):
+        return np.atleast_1d(label)
+    return label
 
 
 def _name(db, options):
@@ -181,7 +189,7 @@ def dict_data(task_id, options):
     path, first, end = _plan(options.input, options.tasks)[task_id]
     name = _name(path, options)
     # Before this task's database is opened: LMDB opens a database once per process.
-    first_record = _first_record(options.input) if options.encode == "passthrough" else None
+    first_record = _first_record(options.input)
     try:
         with Database(path) as db:
             keys = _keys(db)[first:end]
@@ -189,21 +197,16 @@ def dict_data(task_id, options):
                 text = key.decode(errors="replace")
                 where = f"{path}: key {text!r} (record {number})"
                 if value is None:
-                    yield _bad(options, f"{path}:{text}", f"{where}: the key has gone")
+                    yield bad_input(options, f"{path}:{text}", f"{where}: the key has gone")
                     continue
                 try:
                     pixels, label = _parse(value)
                 except (ProtobufError, ValueError) as e:
-                    yield _bad(options, f"{path}:{text}", f"{where}: {e} (damaged record)")
+                    yield bad_input(options, f"{path}:{text}", f"{where}: {e} (damaged record)")
                     continue
                 fields = _image_fields(pixels, options, where, first_record)
+                label = _label(label, first_record[2])
                 yield {"database": name, "key": text, "label": label, **fields}
     except TorchRecordError as e:
         # A database that cannot be opened, or LMDB failing inside it: nothing after is trusted.
-        yield _bad(options, path, str(e))
-
-
-def _bad(options, source, reason):
-    if options.get("on_bad_input", "fail") == "skip":
-        return Reject(source, reason)
-    raise InputError(f"{reason} (--on-bad-input skip records it and goes on)")
+        yield bad_input(options, path, str(e))

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from recordmill.formats import mindrecord, ofrecord, recordio, torchrecord
+from recordmill.formats import mindrecord_writer, ofrecord, recordio, torchrecord
 from recordmill.formats.filelists import make_list
 from recordmill.formats.idx import write_idx
 from recordmill.formats.tfrecord import encode_example, write_records
@@ -31,7 +31,7 @@ def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
     _tables(root, rng)
     _tfrecords(root / "tfrecord", rng)
     # The packed formats of the other tools, each from its own seed (the inputs above unchanged).
-    mindrecord.make_demo(root / "mindrecord", np.random.default_rng(1))
+    mindrecord_writer.make_demo(root / "mindrecord", np.random.default_rng(1))
     recordio.make_demo(root / "recordio", np.random.default_rng(2))
     ofrecord.make_demo(root / "ofrecord", np.random.default_rng(3))
     if importlib.util.find_spec("lmdb") is not None:  # recordmill[torchrecord]

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from recordmill.errors import InputError
-from recordmill.rejects import Reject
 from recordmill.schema import safe_name
 
 INFER_RECORDS = 1000  # records read, across the files in order, to infer the schema from
@@ -147,11 +146,3 @@ def whence(options: Any) -> str:
     if options.schema:
         return f"--schema {options.schema}"
     return f"inferred from the first {INFER_RECORDS} records"
-
-
-def bad(options: Any, source: str, reason: str) -> Reject:
-    """A :class:`Reject` with ``--on-bad-input skip``; otherwise raises :class:`InputError`."""
-    if options.get("on_bad_input", "fail") == "skip":
-        return Reject(source, reason)
-    # Not the format's own error: a dict_data handler of those must not take it for another one.
-    raise InputError(f"{reason} (--on-bad-input skip records it and goes on)")

@@ -22,6 +22,7 @@ import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -173,25 +174,39 @@ def write_records(path: str | os.PathLike[str], payloads: list[bytes]) -> None:
             f.write(struct.pack("<q", len(data)) + data)
 
 
+DEMO_PARTS, DEMO_PART_ROWS = 2, 20
+
+
+def demo_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The records :func:`make_demo` writes, in file order: ``images`` (a 28 x 28 JPEG, a bar
+    whose position is the label), ``labels``, ``scores`` (float32, one per class) and ``id``."""
+    rows = []
+    for number in range(DEMO_PARTS * DEMO_PART_ROWS):
+        label = int(rng.integers(0, 10))
+        pixels = np.zeros((28, 28), dtype=np.uint8)
+        pixels[4:24, 2 + 2 * label : 5 + 2 * label] = 255
+        buffer = io.BytesIO()
+        Image.fromarray(pixels, "L").save(buffer, "JPEG", quality=90)
+        scores = rng.random(10).astype(np.float32)
+        rows.append({"images": buffer.getvalue(), "labels": label, "scores": scores, "id": number})
+    return rows
+
+
 def make_demo(folder: Path, rng: np.random.Generator) -> None:
     """Two part files of 20 records each, as OneFlow's MNIST example makes them: ``images`` (a
-    28 x 28 JPEG, a bar whose position is the label) and ``labels`` (int32), plus ``scores``
-    (float32, one per class) and ``id`` (int64)."""
+    JPEG), ``labels`` (int32), plus ``scores`` (float32) and ``id`` (int64): :func:`demo_rows`."""
     folder.mkdir(parents=True, exist_ok=True)
-    for part in range(2):
-        payloads = []
-        for i in range(20):
-            label = int(rng.integers(0, 10))
-            pixels = np.zeros((28, 28), dtype=np.uint8)
-            pixels[4:24, 2 + 2 * label : 5 + 2 * label] = 255
-            buffer = io.BytesIO()
-            Image.fromarray(pixels, "L").save(buffer, "JPEG", quality=90)
-            scores = rng.random(10).astype(np.float32)
-            record = {
-                "images": ("bytes", [buffer.getvalue()]),
-                "labels": ("int32", [label]),
-                "scores": ("float", scores),
-                "id": ("int64", [part * 20 + i]),
-            }
-            payloads.append(encode_ofrecord(record))
+    rows = demo_rows(rng)
+    for part in range(DEMO_PARTS):
+        payloads = [
+            encode_ofrecord(
+                {
+                    "images": ("bytes", [row["images"]]),
+                    "labels": ("int32", [row["labels"]]),
+                    "scores": ("float", row["scores"]),
+                    "id": ("int64", [row["id"]]),
+                }
+            )
+            for row in rows[part * DEMO_PART_ROWS : (part + 1) * DEMO_PART_ROWS]
+        ]
         write_records(folder / f"part-{part}", payloads)

@@ -42,12 +42,14 @@ class RecordIOError(ValueError):
 
 class Record(NamedTuple):
     """One logical record: ``number`` counts from 0 in its file (None where a task that starts
-    mid-file cannot know it); ``data`` is None when ``problem`` says why it could not be read."""
+    mid-file cannot know it); ``data`` is None when ``problem`` says why it could not be read, and
+    ``resume`` is then the byte where reading went on (None if nothing was passed over)."""
 
     number: int | None
     offset: int
     data: bytes | None
     problem: str | None
+    resume: int | None = None
 
 
 class ImageRecord(NamedTuple):
@@ -146,8 +148,8 @@ def records(
     """The records of ``path`` that start in [``start``, ``end``), in file order; ``start`` must be
     a record start (see :func:`find_start`). ``offsets`` (from an ``.idx``), when given, are the
     starts expected, record ``first_number`` first: a record elsewhere is a problem. After a
-    problem, reading goes on at the next record start (the next of ``offsets``), and the Record
-    with the problem says which bytes were passed over."""
+    problem, reading goes on at the next record start (the next of ``offsets``), which the Record
+    with the problem holds as ``resume``."""
     path = os.fspath(path)
     size = os.path.getsize(path)
     end = size if end is None else min(end, size)
@@ -182,7 +184,7 @@ def records(
                 resume = find_start(f, pos + 4, size)
                 number = None  # how many records the skipped bytes held is unknown
             resume = min(resume, end)
-            yield Record(failed, pos, None, f"{problem}; bytes {pos} to {resume} passed over")
+            yield Record(failed, pos, None, problem, resume)
             pos = resume
         if pos > end and offsets is None:
             # The last record ran past the next task's first start: the file is damaged there.

@@ -366,18 +366,32 @@ def write_database(path: str | os.PathLike[str], records: list[bytes]) -> None:
     env.close()
 
 
-def make_demo(folder: Path, rng: np.random.Generator) -> None:
-    """Two databases (``db0``, ``db1``) of 16 RGB images of 24 x 16 pixels and their labels, as
-    TorchRecord's ``Writer(db_num=2)`` writes them. Needs the ``lmdb`` package."""
+DEMO_DATABASES, DEMO_RECORDS = 2, 16  # databases, records in each
+
+
+def demo_rows(rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The records :func:`make_demo` writes, database by database in key order: ``database``,
+    ``key``, ``image`` (RGB pixels [16, 24, 3]: a label-coloured gradient) and ``label``."""
     yy, xx = np.mgrid[0:16, 0:24]
-    for db in range(2):
-        records = []
-        for _ in range(16):
+    rows = []
+    for db in range(DEMO_DATABASES):
+        for key in range(DEMO_RECORDS):
             label = int(rng.integers(0, 10))
             pixels = np.stack(
                 [xx * 10 + label * 5, yy * 15, np.full_like(xx, 25 * label)], axis=-1
             ) + rng.integers(0, 8, size=(16, 24, 3))
-            records.append(encode_record(np.clip(pixels, 0, 255).astype(np.uint8), label))
+            image = np.clip(pixels, 0, 255).astype(np.uint8)
+            rows.append({"database": f"db{db}", "key": str(key), "image": image, "label": label})
+    return rows
+
+
+def make_demo(folder: Path, rng: np.random.Generator) -> None:
+    """Two databases (``db0``, ``db1``) of 16 RGB images of 24 x 16 pixels and their labels, as
+    TorchRecord's ``Writer(db_num=2)`` writes them (see :func:`demo_rows`). Needs ``lmdb``."""
+    rows = demo_rows(rng)
+    for db in range(DEMO_DATABASES):
+        chosen = rows[db * DEMO_RECORDS : (db + 1) * DEMO_RECORDS]
+        records = [encode_record(row["image"], row["label"]) for row in chosen]
         write_database(Path(folder) / f"db{db}", records)
 
 
@@ -387,6 +401,7 @@ __all__ = [
     "Tensor",
     "TorchRecordError",
     "databases",
+    "demo_rows",
     "encode_record",
     "encode_tensor",
     "encode_tensor_protos",
