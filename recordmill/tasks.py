@@ -166,6 +166,14 @@ def load_records(staging: Store) -> list[ChunkResult]:
         if match is None:
             continue
         record = json.loads(staging.read_text(layout.TASKS_DIR, name))
+        if "first" not in record:  # one task's record, as recordmill 0.1.0 wrote them
+            task_id = record["task_id"]
+            record |= {
+                "first": task_id,
+                "task_rows": [[record["rows"], 1]],
+                "schema_task": task_id,
+                "rejects": [[task_id, r] for r in record["rejects"]],
+            }
         schema = record["schema"]
         found.append(
             ChunkResult(

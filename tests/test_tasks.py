@@ -3,6 +3,7 @@ and a run of them reads exactly as a run of single tasks would."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -171,3 +172,35 @@ def test_max_rejects_stops_a_chunk_as_soon_as_it_is_passed(tmp_path):
     assert result.returncode == 1
     assert "20 inputs rejected, more than --max-rejects 15; the last: input" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resume_reads_the_task_records_of_the_version_before_chunks(many, tmp_path):
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "writer.py",
+            "--script",
+            many,
+            "--output",
+            out,
+            "--quiet",
+            "--tasks",
+            "10",
+        ],
+        cwd=REPO,
+        env={**os.environ, "SLOW_FROM": "6"},
+        start_new_session=True,
+    )
+    wait_for_staged_tasks(out, 4, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    for record in (tmp_path / ".out.recordmill-partial" / "_tasks").glob("*.json"):
+        new = json.loads(record.read_text())
+        ((rows, _),) = new["task_rows"]
+        old = {"task_id": new["first"], "rows": rows, "batch_rows": new["batch_rows"]}
+        old |= {"nbytes": new["nbytes"], "schema": new["schema"]}
+        old["rejects"] = [r for _, r in new["rejects"]]
+        record.write_text(json.dumps(old))
+    recordmill.write(many, out, options={"tasks": 10}, resume=True, progress=False)
+    assert rows_of(read_dataset(out)) == expected(10)
