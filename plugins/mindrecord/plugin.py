@@ -18,7 +18,8 @@ with ``--on-bad-input skip`` becomes a reject.
 
 import functools
 
-from recordmill.errors import InputError
+from recordmill.errors import ConfigError, InputError
+from recordmill.formats import TASK_BYTES
 from recordmill.formats.mindrecord import (
     MindRecordError,
     read_header,
@@ -39,9 +40,8 @@ def add_options(parser):
     parser.add_argument(
         "--pages-per-task",
         type=int,
-        default=8,
-        help="blob pages per task (MindSpore's default page is 32 MB); 0: one task per shard "
-        "(default: %(default)s)",
+        help="blob pages per task; 0: one task per shard (default: about 32 MB of pages a task: "
+        "one of MindSpore's default pages)",
     )
 
 
@@ -56,7 +56,10 @@ def _tasks(input_path, pages_per_task):
             tasks.append((path, None, None, str(e)))
             continue
         pages = header.blob_pages
-        step = pages_per_task if pages_per_task > 0 else max(1, len(pages))
+        if pages_per_task is None:
+            step = max(1, TASK_BYTES // header.page_size)
+        else:
+            step = pages_per_task if pages_per_task > 0 else max(1, len(pages))
         for start in range(0, len(pages), step):
             chunk = pages[start : start + step]
             count = sum(p["end_row_id"] - p["start_row_id"] for p in chunk)
@@ -65,8 +68,8 @@ def _tasks(input_path, pages_per_task):
 
 
 def task_number(options):
-    if options.pages_per_task < 0:
-        raise ValueError(f"--pages-per-task must be 0 or more, got {options.pages_per_task}")
+    if options.pages_per_task is not None and options.pages_per_task < 0:
+        raise ConfigError(f"--pages-per-task must be 0 or more, got {options.pages_per_task}")
     return len(_tasks(options.input, options.pages_per_task))
 
 
@@ -96,7 +99,7 @@ def _schema(input_path):
     for name in spec:
         column = safe_name(name)
         if column in columns:
-            raise ValueError(
+            raise InputError(
                 f"fields {columns[column]!r} and {name!r} both become column {column!r}"
             )
         columns[column] = name

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from recordmill.errors import InputError
-from recordmill.formats import images
+from recordmill.formats import images, tasks_for
 from recordmill.formats.features import input_files
 from recordmill.formats.recordio import (
     RecordIOError,
@@ -50,7 +50,10 @@ def add_options(parser):
         "--pattern", default="*.rec", help="files to take from a folder (default: %(default)s)"
     )
     parser.add_argument(
-        "--tasks", type=int, default=1, help="tasks per file: ranges of its records (default: 1)"
+        "--tasks",
+        type=int,
+        default=0,
+        help="tasks per file: ranges of its records (default: 0, a task per 32 MB of the file)",
     )
     parser.add_argument(
         "--no-index",
@@ -87,16 +90,15 @@ class Task(NamedTuple):
 
 @functools.lru_cache(maxsize=4)
 def _tasks(input_path, pattern, tasks, no_index):
-    if tasks < 1:
-        raise ValueError(f"--tasks must be at least 1, got {tasks}")
     plan = []
     for path in input_files(input_path, pattern):
         index = Path(path).with_suffix(".idx")
+        count = tasks_for(os.path.getsize(path), tasks)
         try:
             if index.is_file() and not no_index:
-                plan.extend(_indexed(path, str(index), tasks))
+                plan.extend(_indexed(path, str(index), count))
             else:
-                plan.extend(_byte_ranges(path, tasks))
+                plan.extend(_byte_ranges(path, count))
         except RecordIOError as e:
             raise InputError(str(e)) from None
     return tuple(plan)

@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from recordmill.errors import InputError, SchemaError
-from recordmill.formats import images
+from recordmill.formats import images, tasks_for
 from recordmill.formats.protobuf import ProtobufError
 from recordmill.formats.torchrecord import (
     Database,
@@ -46,8 +46,9 @@ def add_options(parser):
     parser.add_argument(
         "--tasks",
         type=int,
-        default=1,
-        help="split each database into this many key ranges, one task each (default: 1)",
+        default=0,
+        help="split each database into this many key ranges, one task each (default: 0, a "
+        "task per 32 MB of its data.mdb)",
     )
     images.add_options(
         parser, passthrough="the pixels untouched, uint8 HWC arrays of the first record's size"
@@ -58,8 +59,6 @@ def add_options(parser):
 def _plan(path, tasks):
     """(database, first, end) of each task: positions in the database's key order; (database,
     None, None) for a database that cannot be opened (its task reports why)."""
-    if tasks < 1:
-        raise ValueError(f"--tasks must be at least 1, got {tasks}")
     plan = []
     for db in databases(path):
         try:
@@ -68,7 +67,9 @@ def _plan(path, tasks):
         except TorchRecordError:
             plan.append((db, None, None))
             continue
-        parts = max(1, min(tasks, entries))
+        parts = max(
+            1, min(tasks_for(os.path.getsize(os.path.join(db, "data.mdb")), tasks), entries)
+        )
         bounds = [entries * part // parts for part in range(parts + 1)]
         plan.extend((db, bounds[i], bounds[i + 1]) for i in range(parts))
     return tuple(plan)
