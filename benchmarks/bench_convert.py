@@ -6,20 +6,20 @@
     python benchmarks/bench_convert.py --small --runs 1    # a few hundred records, end to end
 
 For the four built-in plugins that read packed files (recordio, mindrecord, ofrecord,
-torchrecord), it makes the inputs once under benchmarks/data/convert/ (git-ignored): the JPEGs of
-bench_write's image folder (its first 25 classes of 200 files, or the same files made anew with
-make_imagefolder.py and removed once packed: 5,000 JPEGs, 148 MB) packed as an im2rec ``train.rec`` + ``train.idx``,
-a 4-shard MindRecord dataset (label int32, data bytes, file_name string; MindSpore's default 32 MB
-pages), 4 OFRecord part files (images bytes, labels int32), and a TorchRecord LMDB of
-``Writer(db_num=2)`` (20,000 RGB images of 64 x 64 pixels: TorchRecord stores decoded pixels).
-About 740 MB on disk in all, made in about 20 s.
+torchrecord), it makes the inputs once under benchmarks/data/convert-20k/ (git-ignored): the
+JPEGs of bench_write's image folder (100 classes of 200 files, or the same files made anew with
+make_imagefolder.py and removed once packed: 20,000 JPEGs, about 590 MB) packed as an im2rec
+``train.rec`` + ``train.idx``, a 4-shard MindRecord dataset (label int32, data bytes, file_name
+string; MindSpore's default 32 MB pages), 4 OFRecord part files (images bytes, labels int32), and a
+TorchRecord LMDB of ``Writer(db_num=2)`` (40,000 RGB images of 64 x 64 pixels: TorchRecord stores
+decoded pixels). About 2.5 GB on disk in all.
 
 Each command is a whole process, timed with the page cache warm, and its peak memory is the largest
 sum of the RSS of the process and its children, sampled every 20 ms; rounds are interleaved and the
 table shows medians. The commands, for each format:
 
 - recordmill ``writer.py --script NAME --partitions 4`` with ``--workers 2`` and ``--workers 1``
-  (recordio's single ``.rec`` is one task unless ``--tasks`` says otherwise: both are run);
+  (recordio also with ``--tasks 4``: its default is a task per 32 MB of the file);
 - the plain loop (``convert_baseline.py``): one process reading the records the simple way, batches
   of 1,000 dicts -> ``pa.Table.from_pylist`` -> one ``pq.ParquetWriter``, as ``baseline.py``;
 - the original tool's own reader writing the same Parquet, when its Python is given
@@ -61,7 +61,7 @@ COLUMNS = {
 }
 SIZES = {
     # classes x JPEGs per class (the first classes of bench_write's folder), TorchRecord records
-    False: {"classes": 25, "per_class": 200, "tensors": 20_000, "side": 64},
+    False: {"classes": 100, "per_class": 200, "tensors": 40_000, "side": 64},
     True: {"classes": 4, "per_class": 50, "tensors": 400, "side": 64},
 }
 
@@ -304,7 +304,7 @@ def main() -> None:
     unknown = set(formats) - set(FORMATS)
     if unknown:
         parser.error(f"unknown formats {sorted(unknown)}; choose from {', '.join(FORMATS)}")
-    root = DATA / ("convert-small" if args.small else "convert")
+    root = DATA / ("convert-small" if args.small else "convert-20k")
     work = DATA / "convert-out"
     inputs = make_inputs(root, args.small)
     for fmt in formats:  # warm the page cache
