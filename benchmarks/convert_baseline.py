@@ -24,32 +24,9 @@ import argparse
 import struct
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+from baseline import write  # the same loop as the other plain baselines
 
-BATCH = 1000
 MAGIC = 0xCED7230A
-
-
-def write(rows, out: Path) -> int:
-    """Exactly baseline.py's loop."""
-    writer = None
-    batch, total = [], 0
-    for row in rows:
-        batch.append(row)
-        if len(batch) == BATCH:
-            table = pa.Table.from_pylist(batch)
-            writer = writer or pq.ParquetWriter(out, table.schema)
-            writer.write_table(table)
-            total += len(batch)
-            batch = []
-    if batch:
-        table = pa.Table.from_pylist(batch)
-        writer = writer or pq.ParquetWriter(out, table.schema)
-        writer.write_table(table)
-        total += len(batch)
-    writer.close()
-    return total
 
 
 # ---- plain loops --------------------------------------------------------------------------------

@@ -8,10 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import recordmill
+from recordmill import layout
 from recordmill import manifest as manifest_file
 from recordmill.errors import SchemaError
 from recordmill.tasks import CHUNKS, MAX_CHUNK, chunks
@@ -107,32 +109,26 @@ def test_inferred_schemas_are_compared_within_a_chunk(many, tmp_path):
         )
 
 
+def killed_run(many, out, tasks: int, slow_from: int, finished: int) -> Path:
+    """Start writing ``tasks`` tasks of the many-tasks plugin, kill the run once ``finished``
+    chunks are staged (tasks from ``slow_from`` on sleep meanwhile); its task records' folder."""
+    process = subprocess.Popen(
+        [sys.executable, "writer.py", "--script", many, "--output", out, "--tasks", str(tasks)],
+        cwd=REPO,
+        env={**os.environ, "SLOW_FROM": str(slow_from)},
+        start_new_session=True,
+    )
+    wait_for_staged_tasks(out, finished, process)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    return out.parent / layout.staging_folder(out.name) / layout.TASKS_DIR
+
+
 def test_a_killed_run_of_chunks_resumes_task_by_task(many, tmp_path):
     """Chunks finished before the kill are kept; a resume that runs single tasks
     (--task-timeout) fills exactly the gaps."""
     out = tmp_path / "out"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "writer.py",
-            "--script",
-            many,
-            "--output",
-            out,
-            "--quiet",
-            "--tasks",
-            "5000",
-        ],
-        cwd=REPO,
-        env={**os.environ, "SLOW_FROM": "4000"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    wait_for_staged_tasks(out, 100, process)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    records = list((tmp_path / ".out.recordmill-partial" / "_tasks").glob("*.json"))
+    records = list(killed_run(many, out, 5000, slow_from=4000, finished=100).glob("*.json"))
     assert 100 <= len(records) < 2048  # chunks, not tasks
     recordmill.write(
         many,
@@ -176,26 +172,7 @@ def test_max_rejects_stops_a_chunk_as_soon_as_it_is_passed(tmp_path):
 
 def test_a_resume_reads_the_task_records_of_the_version_before_chunks(many, tmp_path):
     out = tmp_path / "out"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "writer.py",
-            "--script",
-            many,
-            "--output",
-            out,
-            "--quiet",
-            "--tasks",
-            "10",
-        ],
-        cwd=REPO,
-        env={**os.environ, "SLOW_FROM": "6"},
-        start_new_session=True,
-    )
-    wait_for_staged_tasks(out, 4, process)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    for record in (tmp_path / ".out.recordmill-partial" / "_tasks").glob("*.json"):
+    for record in killed_run(many, out, 10, slow_from=6, finished=4).glob("*.json"):
         new = json.loads(record.read_text())
         ((rows, _),) = new["task_rows"]
         old = {"task_id": new["first"], "rows": rows, "batch_rows": new["batch_rows"]}
