@@ -422,3 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RecordmillError as e:
         print(f"recordmill: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (recordmill rejects PATH | head): stop quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

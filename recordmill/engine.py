@@ -75,7 +75,8 @@ class Summary:
             else ""
         )
         return (
-            f"recordmill: wrote {self.rows:,} rows in {self.partitions} partitions "
+            f"recordmill: wrote {self.rows:,} rows in {self.partitions} "
+            f"partition{'s' if self.partitions != 1 else ''} "
             f"({human_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
             f"in {self.seconds:.1f} s ({phases}){skipped}"
         )

@@ -417,3 +417,22 @@ def test_quiet_means_no_warnings_either(tmp_path):
     loud = run_writer("--script", plugin, "--output", tmp_path / "l")
     assert loud.returncode == 0 and "a library's warning about task" in loud.stderr
     assert "a C library's own print about task 1" in loud.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
+    """``recordmill head PATH -n 400 | head -1``: no BrokenPipeError traceback."""
+    out = tmp_path / "out"
+    written = run_writer(
+        *("--script", REPO / "templates" / "template", "--output", out, "--partitions", "1")
+    )
+    assert written.returncode == 0, written.stderr
+    assert " rows in 1 partition (" in written.stdout  # not "1 partitions"
+    piped = subprocess.run(
+        f"{sys.executable} -m recordmill head {out} -n 400 | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.stdout.startswith("[0] ") and piped.stdout.count("\n") == 1
+    assert piped.stderr == "", piped.stderr
