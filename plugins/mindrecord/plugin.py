@@ -4,7 +4,8 @@
 
 ``--input`` is any shard of a dataset (``x.mindrecord``, or ``x.mindrecord0`` .. ``N-1``: its
 header lists the others, which are read too) or a folder (every dataset in it). The ``.db`` index
-files are not needed. Tasks are runs of ``--pages-per-task`` pages of one shard, and each task's
+files are not needed. Tasks are runs of ``--pages-per-task`` pages of one shard (by default about
+32 MB of pages: one of MindSpore's default pages), and each task's
 row count comes from the shard's header, so rows are written straight to the partitions.
 
 The schema is the header's: ``int32``, ``int64``, ``float32``, ``float64``, ``string`` and

@@ -2,8 +2,8 @@
 
     python writer.py --script recordio --input /data/train.rec --output out/train
 
-``--input`` is a ``.rec`` file or a folder (every file in it matching ``--pattern``); one task per
-file, or ``--tasks N`` per file. With the ``.idx`` file beside a ``.rec`` (``train.idx`` for
+``--input`` is a ``.rec`` file or a folder (every file in it matching ``--pattern``); a task per
+32 MB of each file, or ``--tasks N`` per file. With the ``.idx`` file beside a ``.rec`` (``train.idx`` for
 ``train.rec``, as ``MXIndexedRecordIO`` and im2rec write it), tasks are ranges of its entries and
 their row counts are known at once; without it (or with ``--no-index``), tasks are byte ranges
 that each begin at the first record starting in them, which the format lets a reader find.

@@ -3,8 +3,8 @@
     python writer.py --script torchrecord --input torchrecord/ --encode png --output out/tr
 
 ``--input`` is one database (a folder holding ``data.mdb``) or a folder of them, the "sub-records"
-``db0``, ``db1``, ... that TorchRecord's ``Writer(db_num=N)`` makes; one task per database, or
-``--tasks N`` key ranges of each. Records are read in the Writer's order (keys ``0``, ``1``, ...,
+``db0``, ``db1``, ... that TorchRecord's ``Writer(db_num=N)`` makes; a task per 32 MB of each
+database's ``data.mdb``, or ``--tasks N`` key ranges of each. Records are read in the Writer's order (keys ``0``, ``1``, ...,
 ``10`` as numbers). Needs the ``lmdb`` package: ``pip install "recordmill[torchrecord]"``.
 
 Each record holds TorchRecord's two tensors: the image (BYTE, dims width x height, RGB pixels) and
