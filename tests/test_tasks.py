@@ -15,7 +15,7 @@ import pytest
 import recordmill
 from recordmill import layout
 from recordmill import manifest as manifest_file
-from recordmill.errors import SchemaError
+from recordmill.errors import RowError, SchemaError
 from recordmill.tasks import CHUNKS, MAX_CHUNK, chunks
 from recordmill.verify import verify
 from tests.conftest import REPO, make_plugin, read_dataset, run_writer, wait_for_staged_tasks
@@ -28,6 +28,7 @@ MANY_TASKS = """
     def add_options(parser):
         parser.add_argument("--tasks", type=int, default=5000)
         parser.add_argument("--odd-task", type=int, default=-1)
+        parser.add_argument("--bad-row-of", type=int, default=-1)
 
     def task_number(options):
         return options.tasks
@@ -37,6 +38,8 @@ MANY_TASKS = """
             time.sleep(5)
         for i in range(task_id % 3):
             value = "text" if task_id == options.odd_task else task_id * 10 + i
+            if task_id == options.bad_row_of and i == 1:
+                value = "text"  # the task's first row made its schema: this row does not fit it
             yield {"task": task_id, "value": value}
 """
 
@@ -181,3 +184,19 @@ def test_a_resume_reads_the_task_records_of_the_version_before_chunks(many, tmp_
         record.write_text(json.dumps(old))
     recordmill.write(many, out, options={"tasks": 10}, resume=True, progress=False)
     assert rows_of(read_dataset(out)) == expected(10)
+
+
+def test_a_bad_row_among_small_tasks_is_named_by_its_task_and_row(many, tmp_path):
+    """Tasks 2499-2501 are one chunk, and their 3 rows one batch: the third row is task 2501's
+    row 1."""
+    options = {"tasks": 5000, "bad_row_of": 2501}
+    with pytest.raises(RowError, match=r"task 2501, row 1, field 'value'"):
+        recordmill.write(many, tmp_path / "fail", options=options, progress=False)
+    summary = recordmill.write(
+        many, tmp_path / "skip", options=options, on_bad_input="skip", progress=False
+    )
+    kept = [row for row in expected(5000) if row != (2501, 25011)]
+    assert rows_of(read_dataset(tmp_path / "skip")) == kept
+    assert manifest_file.task_totals(summary.manifest) == (5000, len(kept))
+    (reject,) = recordmill.read_rejects(tmp_path / "skip")
+    assert (reject["task_id"], reject["row"], reject["field"]) == (2501, 1, "value")
