@@ -35,6 +35,8 @@ _LAZY = {
     "load_plugin": "recordmill.plugins",
     "resolve": "recordmill.plugins",
 }
+# Modules the README uses as attributes (recordmill.decode.image), imported when first used.
+_SUBMODULES = ("decode",)
 # Format helpers that moved to recordmill.formats: the old names work until the next release.
 _MOVED = ("demo", "filelists", "idx", "images", "tfrecord")
 
@@ -44,6 +46,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"recordmill.{name}")
     if name in _MOVED:
         warnings.warn(
             f"recordmill.{name} is now recordmill.formats.{name}; the old name works until the "

@@ -87,3 +87,12 @@ def test_reading_loads_nothing_of_the_write_side():
     assert done.returncode == 0, done.stderr
     loaded = set(eval(done.stdout))
     assert "pluggy" not in loaded and not loaded & WRITE_SIDE, sorted(loaded & WRITE_SIDE)
+
+
+def test_the_readme_s_decode_attribute_works_after_import_recordmill_alone():
+    import subprocess
+    import sys
+
+    code = "import recordmill\nprint(recordmill.decode.image.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "image", done.stderr
