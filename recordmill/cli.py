@@ -260,6 +260,10 @@ def make_list_main(args: argparse.Namespace) -> int:
 
 def demo_data_main(args: argparse.Namespace) -> int:
     root = make_demo_data(args.folder)
+    if not (root / "torchrecord").exists():
+        print(
+            'skipped torchrecord/: it needs the lmdb package, pip install "recordmill[torchrecord]"'
+        )
     print(
         f"wrote demo inputs to {root}: {', '.join(sorted(p.name + ('/' if p.is_dir() else '') for p in root.iterdir()))}"
     )

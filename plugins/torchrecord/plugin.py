@@ -31,6 +31,7 @@ from recordmill.formats.torchrecord import (
     TorchRecordError,
     databases,
     label_value,
+    lmdb_module,
     parse_tensor_protos,
     rgb_image,
 )
@@ -59,6 +60,7 @@ def add_options(parser):
 def _plan(path, tasks):
     """(database, first, end) of each task: positions in the database's key order; (database,
     None, None) for a database that cannot be opened (its task reports why)."""
+    lmdb_module()  # without lmdb, say so first, whatever else is wrong
     plan = []
     for db in databases(path):
         try:
