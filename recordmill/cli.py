@@ -277,7 +277,8 @@ def info_main(args: argparse.Namespace) -> int:
         print(json.dumps(m, indent=2))
         return 0
     print(
-        f"{args.path}: {m['total_rows']:,} rows in {len(m['partitions'])} {m['format']} partitions"
+        f"{args.path}: {m['total_rows']:,} rows in {len(m['partitions'])} {m['format']} "
+        f"partition{'s' if len(m['partitions']) != 1 else ''}"
     )
     print(
         f"created {m.get('created', '?')} by recordmill {m['versions']['recordmill']}, "

@@ -74,7 +74,8 @@ class WriteSettings:
             "--row-group-size",
             identity=True,
             type=int,
-            help="rows per Parquet row group / Arrow record batch (default: about 64 MB of data)",
+            help="rows per Parquet row group / Arrow record batch (default: about 1 MB of rows "
+            "of 1 KB and more, up to 64 MB of smaller rows)",
         ),
     )
     shuffle: bool = field(

@@ -275,3 +275,12 @@ def test_the_demo_files_read_back(tmp_path):
             pos += 8 + recordio.padded(lrecord & recordio.LENGTH_MASK)
         assert flags.count(1) == 1 and flags.count(3) == 1
     assert sum(f.stat().st_size for f in (tmp_path / "demo").iterdir()) < 200_000
+
+
+def test_an_index_given_as_input_is_pointed_to_its_rec(tmp_path):
+    result = run_writer(
+        "--script", "recordio", "--input", DATA / "im2rec.idx", "--output", tmp_path / "o"
+    )  # fmt: skip
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("recordmill: error:")]
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"give the .rec it indexes ({DATA / 'im2rec.rec'})" in line

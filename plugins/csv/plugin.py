@@ -1,4 +1,4 @@
-"""Built-in plugin ``csv``: CSV and JSON Lines files, a file or a folder of them.
+"""Built-in plugin ``csv``: CSV, TSV and JSON Lines files, a file or a folder of them.
 
     python writer.py --script csv --input data/ --schema columns.yaml --output out/table
 

@@ -1,4 +1,4 @@
-"""Built-in plugin ``filelist``: images named by a list file.
+"""Built-in plugin ``filelist``: images named by a list file (im2rec .lst, TorchRecord lists).
 
     python writer.py --script filelist --list train.lst --root /data/images --output out/train
 

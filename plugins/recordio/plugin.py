@@ -90,6 +90,11 @@ class Task(NamedTuple):
 
 @functools.lru_cache(maxsize=4)
 def _tasks(input_path, pattern, tasks, no_index):
+    if str(input_path).endswith(".idx") and os.path.isfile(input_path):
+        raise InputError(
+            f"--input {input_path} is an index: give the .rec it indexes "
+            f"({input_path[:-4]}.rec); the .idx beside it is found by itself"
+        )
     plan = []
     for path in input_files(input_path, pattern):
         index = Path(path).with_suffix(".idx")
