@@ -422,7 +422,7 @@ def _chunk_batches(job: ChunkJob, result: ChunkResult) -> Iterator[pa.RecordBatc
         _check_max_rejects(job.settings.max_rejects, result.rejects)
     if pending:
         yield from flush()
-    # Rejects in task order (a task's plugin rejects, then those its rows got when converted).
+    # Rejects in task order; within a task, as they came (the same in every run).
     result.rejects.sort(key=lambda pair: pair[0])
     for task_id in job.tasks:
         add_run(result.task_rows, kept[task_id])
