@@ -258,3 +258,31 @@ def test_a_negative_length_is_refused_with_its_name(tmp_path):
     (tmp_path / "part-0").write_bytes(struct.pack("<q", -1))
     with pytest.raises(InputError, match="part-0: record 0 at byte 0: the record's length is -1"):
         convert(tmp_path / "out", input=tmp_path / "part-0")
+
+
+def test_zeroed_bytes_make_no_rows(tmp_path):
+    """512 zero bytes from the second record on: a length of 0 (OneFlow writes none) is damage,
+    not an empty record to make a row of None values from."""
+    second = offsets(DATA / "mnist" / "part-1")[1]
+
+    def damage(data):
+        data[second : second + 512] = bytes(512)
+        return data
+
+    folder, path = damaged_copy(tmp_path, "mnist/part-1", damage)
+    failed = write("--input", folder, "--output", tmp_path / "fail")
+    line = one_error_line(failed.stderr)
+    assert failed.returncode == 1 and f"{path}: record 1 at byte {second}: " in line
+    convert(tmp_path / "skip", "skip", input=folder)
+    rows = dataset_rows(tmp_path / "skip")
+    assert len(rows) == len(offsets(DATA / "mnist" / "part-0")) + 1  # part-0, then record 0
+    assert all(value is not None for row in rows for value in row.values())
+    (reject,) = recordmill.read_rejects(tmp_path / "skip")
+    assert f"record 1 at byte {second}: the record's length is 0" in reject["reason"]
+
+
+def test_a_message_of_zeroed_fields_does_not_parse():
+    with pytest.raises(ProtobufError, match="field numbered 0"):
+        ofrecord.parse_ofrecord(b"\x0a\x00" + bytes(6))  # an empty feature entry, then zeros
+    with pytest.raises(ProtobufError, match="holds no feature"):
+        ofrecord.parse_ofrecord(b"")

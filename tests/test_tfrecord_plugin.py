@@ -215,3 +215,13 @@ def test_a_list_where_the_schema_has_one_value_names_the_fix(tmp_path):
     assert result.returncode == 1
     assert "record 1" in result.stderr and "holds 2 values for feature 'score'" in result.stderr
     assert "score: {type: float32, shape: [-1]}" in result.stderr
+
+
+def test_an_empty_file_is_one_error_line_naming_schema(tmp_path):
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    result = run_writer(
+        "--script", "tfrecord", "--input", tmp_path / "empty.tfrecord", "--output", tmp_path / "o"
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("recordmill: error:")]
+    assert "holds no records to take the schema from; pass --schema" in line

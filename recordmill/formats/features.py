@@ -71,7 +71,7 @@ def infer_schema(
     if not spec and first_damage is not None:
         raise InputError(str(first_damage))
     if not spec:
-        raise ValueError(
+        raise InputError(
             f"--input {input_path} holds no records to take the schema from; pass --schema"
         )
     return without_names(spec)
@@ -92,12 +92,12 @@ def learn(
             spec[name_of_column] = {"type": types[kind], "feature": name, "nullable": True}
         known = spec.setdefault(name_of_column, {"type": types[kind], "feature": name})
         if known["feature"] != name:
-            raise ValueError(
+            raise InputError(
                 f"features {known['feature']!r} and {name!r} both become column "
                 f"{name_of_column!r}; pass --schema naming one of them"
             )
         if known["type"] != types[kind]:
-            raise ValueError(
+            raise InputError(
                 f"{path}: feature {name!r} is a {kind}_list here and a {known['type']} list in "
                 "an earlier record; pass --schema"
             )
@@ -122,13 +122,13 @@ def to_row(
     for feature, (_, values) in features.items():
         name = column(feature)
         if name not in spec:
-            raise ValueError(
+            raise InputError(
                 f"{where} has feature {feature!r}, which the schema lacks ({whence(options)}"
                 f"); pass --schema with it ({name}: {{type: ...}}, nullable: true)"
             )
         if not spec[name].get("shape"):
             if len(values) != 1:
-                raise ValueError(
+                raise InputError(
                     f"{where} holds {len(values)} values for feature {feature!r}, which "
                     f"the schema has as one value ({whence(options)}); pass --schema "
                     f"with {name}: {{type: {spec[name]['type']}, shape: [-1]}}"

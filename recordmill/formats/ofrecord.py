@@ -12,7 +12,8 @@ serialized ``OFRecord`` protobuf message (``oneflow/core/record/record.proto``):
 
 The number lists are declared ``[packed = true]``; unpacked ones (one field per value), which any
 protobuf parser accepts as well, are read too. There is no checksum: a damaged length or a file
-cut short is found by the lengths, a damaged message only if it no longer parses.
+cut short is found by the lengths (a length of 0 too: OneFlow writes no empty record), a damaged
+message only if it no longer parses or holds no feature.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def records(path: str | os.PathLike[str]) -> Iterator[tuple[int, int, bytes]]:
                 )
             (length,) = struct.unpack("<q", head)
             left = size - offset - 8
+            if length == 0:  # OneFlow writes no empty record (its reader refuses them)
+                raise OFRecordError(f"{where}: the record's length is 0 (a damaged length)")
             if length < 0 or length > left:
                 # Checked before reading: a damaged length must not make us allocate gigabytes.
                 raise OFRecordError(
@@ -147,6 +150,8 @@ def parse_ofrecord(data: bytes) -> dict[str, tuple[str, list[bytes] | np.ndarray
         except UnicodeDecodeError:
             raise ProtobufError(f"a feature name is not UTF-8: {name[:40]!r}") from None
         features[key] = _feature(feature)  # a repeated key: the last one wins, as in protobuf
+    if not features:
+        raise ProtobufError("the record holds no feature")
     return features
 
 

@@ -36,6 +36,8 @@ def fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     while pos < end:
         key, pos = varint(buf, pos)
         number, wire = key >> 3, key & 7
+        if number == 0:  # no message has a field 0: zeroed or damaged bytes
+            raise ProtobufError("a field numbered 0 (damaged bytes)")
         if wire == 0:
             value, pos = varint(buf, pos)
             yield number, wire, value
