@@ -213,6 +213,37 @@ def test_a_corrupted_byte_without_the_index_skips_to_the_next_record_start(tmp_p
     assert [r["index"] for r in rows if isinstance(r, dict)] == [100, 101, 103, 104, 105]
 
 
+def test_a_length_that_runs_over_the_next_record_is_named_or_skipped(tmp_path):
+    """Record 0's length (bytes 4-7) made 256 bytes longer: its data would take record 1's
+    header. Without the .idx only the header inside its data tells."""
+
+    def longer_record_0(data):
+        lrecord = struct.unpack_from("<I", data, 4)[0]
+        struct.pack_into("<I", data, 4, lrecord + 256)
+        return data
+
+    folder, path = damaged(tmp_path, longer_record_0, "im2rec.rec")
+    with pytest.raises(
+        InputError, match=rf"{path}: record 0 at byte 0: its length \(\d+ bytes\) runs over"
+    ):
+        rows_of(options("--input", folder))
+    rows = rows_of(options("--input", folder, on_bad_input="skip"))
+    assert [type(r) for r in rows] == [Reject, dict, dict, dict, dict, dict]
+    assert [r["index"] for r in rows[1:]] == [101, 102, 103, 104, 105]
+
+
+def test_an_id_past_int64_is_named_or_skipped(tmp_path):
+    def id_top_byte_flipped(data):
+        data[8 + 8 + 7] ^= 0xFF  # record 0's IRHeader id (after magic, lrecord, flag, label)
+        return data
+
+    folder, path = damaged(tmp_path, id_top_byte_flipped, "im2rec.rec", "im2rec.idx")
+    with pytest.raises(InputError, match=rf"{path}: record 0 at byte 0: its header's id \d+ is"):
+        rows_of(options("--input", folder))
+    rows = rows_of(options("--input", folder, on_bad_input="skip"))
+    assert type(rows[0]) is Reject and [r["index"] for r in rows[1:]] == [101, 102, 103, 104, 105]
+
+
 def test_a_truncated_file_is_named_or_skipped(tmp_path):
     folder, path = damaged(tmp_path, lambda d: d[:-5], "im2rec.rec", "im2rec.idx")
     common = ["--script", "recordio", "--input", folder, "--quiet"]

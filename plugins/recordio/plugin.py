@@ -223,6 +223,10 @@ def _image_row(data, where, source, width, options):
             source,
             f"{where}: {e} (damaged, or not an image record: --no-image-header reads raw records)",
         )
+    if image.id >= 1 << 63:  # MXNet's id is a uint64; im2rec's are list indexes
+        return bad_input(
+            options, source, f"{where}: its header's id {image.id} is past int64 (damaged header)"
+        )
     labels = image.labels
     if width > 0 and len(labels) != width:
         return bad_input(

@@ -97,7 +97,24 @@ def _read_one(f: Any, offset: int, size: int) -> tuple[bytes, int]:
         parts.append(f.read(length))
         pos += 8 + padded(length)
         if cflag in (0, 3):
+            f.seek(pos)
+            if pos < size and f.read(4) != MAGIC_BYTES and _holds_a_header(parts[-1]):
+                # No header where the next record should start, and one inside this record's
+                # data (where the writer leaves none): its length is damaged, too long, and its
+                # data took bytes of the records after it. (A damaged header after an intact
+                # record is the next record's problem.)
+                raise RecordIOError(
+                    f"its length ({length} bytes{where}) runs over the next record's header: "
+                    "a damaged length"
+                )
             return MAGIC_BYTES.join(parts), pos
+
+
+def _holds_a_header(data: bytes) -> bool:
+    """Whether the magic number stands at a 4-byte aligned place in a record's data (the writer
+    splits a record there, so an intact record holds none)."""
+    words = np.frombuffer(data, "<u4", count=len(data) // 4)
+    return bool((words == MAGIC).any())
 
 
 def is_start(f: Any, pos: int, size: int) -> bool:
