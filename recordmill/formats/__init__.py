@@ -1,6 +1,8 @@
 """Helpers for the data formats that built-in plugins read (and that any plugin may use): the image
 pipeline (``images``), im2rec/TorchRecord list files (``filelists``), MNIST idx files (``idx``),
-TFRecord files (``tfrecord``), and the demo inputs of every built-in plugin (``demo``)."""
+the packed files of other tools (``tfrecord``, ``mindrecord``, ``recordio``, ``ofrecord``,
+``torchrecord``; ``protobuf`` and ``features`` for what several share), and the demo inputs of
+every built-in plugin (``demo``)."""
 
 from recordmill.errors import ConfigError
 
