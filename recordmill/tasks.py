@@ -42,6 +42,8 @@ MAX_BATCH_ROWS = 65536
 # Past this many tasks, tasks are sent in chunks: about this many chunks, of at most MAX_CHUNK.
 CHUNKS = 2048
 MAX_CHUNK = 10_000
+# Batches smaller than this (the rows of small tasks) are joined before they are staged.
+SMALL_BATCH_BYTES = 1 << 20
 # A worker reports the rows it made at most this often (a message each for a million small tasks
 # would cost more than the tasks).
 REPORT_SECONDS = 0.1
@@ -244,24 +246,7 @@ def _silent_stderr() -> Iterator[None]:
                 os.close(_silenced["saved"])
 
 
-class _Limit:
-    """How many rows a batch takes: ``FIRST_BATCH_ROWS`` until the first batch measured the
-    rows' size, then about ``BATCH_BYTES`` of them."""
-
-    def __init__(self) -> None:
-        self.rows = FIRST_BATCH_ROWS
-        self.measured = False
-
-    def measure(self, batch: pa.RecordBatch) -> None:
-        if not self.measured:
-            self.measured = True
-            per_row = max(1, batch.nbytes // batch.num_rows)
-            self.rows = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
-
-
-def _task_rows(job: TaskJob, result: TaskResult, limit: _Limit) -> Iterator[tuple[list[Any], int]]:
-    """The plugin's rows for one task, ``limit.rows`` at a time (fewer where it yielded
-    rejects, which go to ``result.rejects``), each piece with the number of its first row."""
+def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     task_id = job.task_id
     try:
         # The bad-input policy reaches the plugin as an option (see README: images), also under
@@ -277,69 +262,39 @@ def _task_rows(job: TaskJob, result: TaskResult, limit: _Limit) -> Iterator[tupl
         raise
     except Exception as e:
         raise _plugin_failed(task_id, e) from e
+    converter = None  # made for the first rows: an empty task (there may be millions) needs none
+    limit = FIRST_BATCH_ROWS
     position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
     while True:
-        piece: list[Any] = []
+        chunk: list[Any] = []
         try:
             # extend() keeps the rows taken before a plugin error, so its position is exact.
-            piece.extend(islice(rows, limit.rows))
+            chunk.extend(islice(rows, limit))
         except Exception as e:
-            raise _plugin_failed(task_id, e, row=position + len(piece)) from e
-        if not piece:
+            raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
+        if not chunk:
             return
-        if Reject in set(map(type, piece)):
-            result.rejects += [r for r in piece if type(r) is Reject]
-            piece = [r for r in piece if type(r) is not Reject]
-            if not piece:
+        if Reject in set(map(type, chunk)):
+            result.rejects += [r for r in chunk if type(r) is Reject]
+            chunk = [r for r in chunk if type(r) is not Reject]
+            if not chunk:
                 continue
-        if result.schema is None:
+        if converter is None and job.schema is not None:
+            converter = RowConverter(job.schema)
+        elif converter is None:
             try:
-                result.schema = infer_schema(piece[0])
+                converter = RowConverter(infer_schema(chunk[0]))
             except RowError as e:
                 raise e.located(task_id, position) from None
-        yield piece, position
-        position += len(piece)
-
-
-def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
-    limit = _Limit()
-    converter = None  # made for the first rows: an empty task (there may be millions) needs none
-    for piece, position in _task_rows(job, result, limit):
-        converter = converter or RowConverter(result.schema)
-        origins = _Origins([(job.task_id, position, len(piece))])
-        batch = _convert(converter, piece, origins, job.settings, job.schema is None)
-        result.rejects += [r for _, r in origins.rejects]
-        if batch is not None:
-            limit.measure(batch)
-            yield batch
-
-
-class _Origins:
-    """Where each row of a batch came from: runs of (task id, first row number, rows)."""
-
-    def __init__(self, runs: list[tuple[int, int, int]]):
-        self.runs = runs
-        self._each: list[tuple[int, int]] | None = None  # made when a row must be named
-        self.rejects: list[tuple[int, Reject]] = []
-
-    def __getitem__(self, index: int) -> tuple[int, int]:
-        return self.each()[index]
-
-    def each(self) -> list[tuple[int, int]]:
-        if self._each is None:
-            self._each = [(t, first + i) for t, first, n in self.runs for i in range(n)]
-        return self._each
-
-    def rows_by_task(self) -> dict[int, int]:
-        """Rows kept of each task, once rejected rows were taken out."""
-        kept: dict[int, int] = {}
-        if self._each is None:
-            for task_id, _, n in self.runs:
-                kept[task_id] = kept.get(task_id, 0) + n
-        else:
-            for task_id, _ in self._each:
-                kept[task_id] = kept.get(task_id, 0) + 1
-        return kept
+            result.schema = converter.schema
+        batch = _convert(converter, chunk, position, job, result)
+        position += len(chunk)
+        if batch is None:
+            continue
+        if limit == FIRST_BATCH_ROWS:  # the first batch measured the rows' size
+            per_row = max(1, batch.nbytes // batch.num_rows)
+            limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
+        yield batch
 
 
 def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> ChunkResult:
@@ -386,52 +341,34 @@ def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> 
 
 
 def _chunk_batches(job: ChunkJob, result: ChunkResult) -> Iterator[pa.RecordBatch]:
-    """The batches of the chunk's tasks, in order, the rows of small tasks converted together;
-    each task's rows and rejects counted in ``result``. Inferred schemas must agree from task to
-    task, as across chunks."""
-    limit = _Limit()
-    converter = None
-    kept = dict.fromkeys(job.tasks, 0)
-    pending: list[Any] = []  # rows of one task or more, converted once there are enough
-    runs: list[tuple[int, int, int]] = []
-
-    def flush() -> Iterator[pa.RecordBatch]:
-        origins = _Origins(runs)
-        batch = _convert(converter, pending, origins, job.settings, job.schema is None)
-        result.rejects.extend(origins.rejects)
-        for task_id, n in origins.rows_by_task().items():
-            kept[task_id] += n
-        if batch is not None:
-            limit.measure(batch)
-            result.nbytes += batch.nbytes
-            yield batch
-
+    """The batches of the chunk's tasks, in order, batches smaller than ``SMALL_BATCH_BYTES``
+    (small tasks) joined; each task's rows and rejects counted in ``result``. Inferred schemas
+    must agree from task to task, as across chunks."""
+    small: list[pa.RecordBatch] = []
+    small_bytes = 0
     for task_id in job.tasks:
         task = TaskJob(job.plugin, job.options, task_id, job.schema, job.staging, job.settings)
         done = TaskResult(task_id, schema=job.schema)
-        for piece, position in _task_rows(task, done, limit):
+        for batch in _task_batches(task, done):
             if job.schema is None:
                 _same_schema(result, task_id, done.schema)
-            converter = converter or RowConverter(result.schema)
-            pending += piece
-            runs.append((task_id, position, len(piece)))
-            if len(pending) >= limit.rows:
-                yield from flush()
-                pending, runs = [], []
+            done.rows += batch.num_rows
+            result.nbytes += batch.nbytes
+            if not small and batch.nbytes >= SMALL_BATCH_BYTES:
+                yield batch
+                continue
+            small.append(batch)
+            small_bytes += batch.nbytes
+            if small_bytes >= SMALL_BATCH_BYTES:
+                yield _joined(small)
+                small, small_bytes = [], 0
+        add_run(result.task_rows, done.rows)
         result.rejects += [(task_id, r) for r in done.rejects]
-        _check_max_rejects(job.settings.max_rejects, result.rejects)
-    if pending:
-        yield from flush()
-    # Rejects in task order; within a task, as they came (the same in every run).
-    result.rejects.sort(key=lambda pair: pair[0])
-    for task_id in job.tasks:
-        add_run(result.task_rows, kept[task_id])
-
-
-def _check_max_rejects(limit: int | None, rejects: list[tuple[int, Reject]]) -> None:
-    """Stop the chunk as soon as it alone rejected more than ``--max-rejects``."""
-    if limit is not None and len(rejects) > limit:
-        raise too_many(len(rejects), limit, rejects[-1][1])
+        limit = job.settings.max_rejects
+        if limit is not None and len(result.rejects) > limit:  # no need to finish the chunk
+            raise too_many(len(result.rejects), limit, result.rejects[-1][1])
+    if small:
+        yield _joined(small)
 
 
 def _same_schema(result: ChunkResult, task_id: int, schema: pa.Schema | None) -> None:
@@ -442,49 +379,51 @@ def _same_schema(result: ChunkResult, task_id: int, schema: pa.Schema | None) ->
         check_same_schema({result.schema_task: result.schema, task_id: schema})
 
 
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
 def _convert(
-    converter: RowConverter,
-    rows: list[Any],
-    origins: _Origins,
-    settings: WriteSettings,
-    inferred: bool,
+    converter: RowConverter, chunk: list[Any], position: int, job: TaskJob, result: TaskResult
 ) -> pa.RecordBatch | None:
-    """The rows as a batch; with ``on_bad_input="skip"``, without the rows that do not fit, each
-    recorded in ``origins.rejects`` (None when no row is left). ``origins`` names each row."""
-    while rows:
+    """The chunk as a batch; with ``on_bad_input="skip"``, without the rows that do not fit, each
+    recorded as a reject (None when no row is left). ``position`` numbers the chunk's first row."""
+    numbers: list[int] | None = None  # the rows' own numbers, once some were taken out
+    while chunk:
         try:
-            return converter.to_batch(rows)
+            return converter.to_batch(chunk)
         except RowError as e:
             if e.row is None:
-                raise e.located(origins.runs[0][0]) from None
-            task_id, number = origins[e.row]
+                raise e.located(job.task_id) from None
+            index = e.row
+            if numbers is None:
+                numbers = list(range(position, position + len(chunk)))
             error = RowError(
-                e.reason, row=number, field=e.field, expected=e.expected, got=e.got
-            ).located(task_id)
-            if settings.on_bad_input != "skip":
-                if inferred and e.field is not None:
+                e.reason, row=numbers[index], field=e.field, expected=e.expected, got=e.got
+            ).located(job.task_id)
+            if job.settings.on_bad_input != "skip":
+                if job.schema is None and e.field is not None:
                     error.reason += (
                         " (the schema was inferred from the task's first row; "
                         "a schema() hook sets it)"
                     )
-                raise error.located(task_id) from None
+                raise error.located(job.task_id) from None
             # Take the bad row out and convert the rest again: cheap while bad rows are rare.
-            row = rows[e.row]
+            row = chunk[index]
             value = row.get(e.field) if isinstance(row, Mapping) and e.field else None
-            origins.rejects.append(
-                (
-                    task_id,
-                    Reject(
-                        f"task {task_id} row {number}",
-                        str(error),
-                        row=number,
-                        field=e.field,
-                        value=None if value is None else repr(value)[:200],
-                    ),
+            result.rejects.append(
+                Reject(
+                    f"task {job.task_id} row {numbers[index]}",
+                    str(error),
+                    row=numbers[index],
+                    field=e.field,
+                    value=None if value is None else repr(value)[:200],
                 )
             )
-            rows = rows[: e.row] + rows[e.row + 1 :]
-            del origins.each()[e.row]
+            del chunk[index]
+            del numbers[index]
     return None
 
 
