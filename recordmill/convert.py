@@ -176,6 +176,9 @@ def _scalar_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         if numbers:
             return _one_by_one(values, target)
         raise
+    if numbers and pa.types.is_integer(array.type) and np.float16 in set(map(type, values)):
+        # pyarrow reads numpy float16 scalars as integers (1.5 -> 1): each value on its own.
+        return _one_by_one(values, target)
     if array.type == target:
         return array
     source, dest = _kind(array.type), _kind(target)

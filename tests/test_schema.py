@@ -484,3 +484,15 @@ def test_arrays_convert_without_pandas_installed():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[np.float32(10.0), np.uint64(3), np.float16(20.0)]"
+
+
+@pytest.mark.parametrize("target", ["float16", "float32", "float64"])
+def test_numpy_float16_beside_an_int_keeps_its_fraction(target):
+    # pyarrow reads np.float16 scalars as integers when it picks a type for them (1.5 -> 1).
+    batch = convert({"x": {"type": target}}, [{"x": 1}, {"x": np.float16(1.5)}])
+    assert batch.column("x").to_pylist() == [1.0, 1.5]
+
+
+def test_numpy_float16_with_a_fraction_is_no_int():
+    with pytest.raises(RowError, match=r"row 1, field 'x': .*expected int64, got float16"):
+        convert({"x": {"type": "int64"}}, [{"x": 1}, {"x": np.float16(1.5)}])
