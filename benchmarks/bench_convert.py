@@ -106,7 +106,7 @@ def make_inputs(root: Path, small: bool) -> dict:
     done = root / "expected.json"
     if done.is_file():
         return json.loads(done.read_text())
-    from recordmill.formats import mindrecord_writer, ofrecord, recordio, torchrecord
+    from recordmill.inputs import mindrecord_writer, ofrecord, recordio, torchrecord
 
     start = time.perf_counter()
     for name in FORMATS:

@@ -55,7 +55,7 @@ def recordio_rows(path: Path):
 
 
 def ofrecord_rows(folder: Path):
-    from recordmill.formats.ofrecord import parse_ofrecord
+    from recordmill.inputs.ofrecord import parse_ofrecord
 
     for path in sorted(folder.glob("part-*"), key=lambda p: int(p.name.split("-")[1])):
         with open(path, "rb") as f:
@@ -69,7 +69,7 @@ def ofrecord_rows(folder: Path):
 
 
 def mindrecord_rows(shard: Path):
-    from recordmill.formats.mindrecord import read_header, rows, shard_paths
+    from recordmill.inputs.mindrecord import read_header, rows, shard_paths
 
     for path in shard_paths(shard):
         for _, row, problem in rows(read_header(path)):
@@ -81,7 +81,7 @@ def mindrecord_rows(shard: Path):
 def torchrecord_rows(folder: Path):
     import lmdb
 
-    from recordmill.formats.torchrecord import parse_tensor_protos
+    from recordmill.inputs.torchrecord import parse_tensor_protos
 
     for db in sorted(d for d in folder.iterdir() if (d / "data.mdb").is_file()):
         env = lmdb.open(str(db), readonly=True, lock=False)

@@ -6,9 +6,12 @@ reads loads nothing of the write side.
 """
 
 import importlib
-import warnings
 from typing import Any
 
+from recordmill import compat
+from recordmill.dataset.manifest import read as read_manifest
+from recordmill.dataset.rejects import Reject
+from recordmill.dataset.rejects import read as read_rejects
 from recordmill.errors import (
     ConfigError,
     OutputError,
@@ -18,27 +21,21 @@ from recordmill.errors import (
     SchemaError,
     TaskError,
 )
-from recordmill.manifest import read as read_manifest
-from recordmill.reader import Dataset, open
-from recordmill.rejects import Reject
-from recordmill.rejects import read as read_rejects
+from recordmill.read.dataset import Dataset, open
 from recordmill.version import __version__
 
 _LAZY = {
-    "write": "recordmill.engine",
-    "Summary": "recordmill.engine",
-    "hookimpl": "recordmill.hookspecs",
-    "hookspec": "recordmill.hookspecs",
-    "Options": "recordmill.options",
-    "PluginRef": "recordmill.plugins",
-    "available_plugins": "recordmill.plugins",
-    "load_plugin": "recordmill.plugins",
-    "resolve": "recordmill.plugins",
+    "write": "recordmill.engine.pipeline",
+    "Summary": "recordmill.engine.pipeline",
+    "hookimpl": "recordmill.plugin.hookspecs",
+    "hookspec": "recordmill.plugin.hookspecs",
+    "Options": "recordmill.plugin.options",
+    "PluginRef": "recordmill.plugin.manager",
+    "available_plugins": "recordmill.plugin.manager",
+    "load_plugin": "recordmill.plugin.manager",
+    "resolve": "recordmill.plugin.manager",
 }
-# Modules the README uses as attributes (recordmill.decode.image), imported when first used.
-_SUBMODULES = ("decode",)
-# Format helpers that moved to recordmill.formats: the old names work until the next release.
-_MOVED = ("demo", "filelists", "idx", "images", "tfrecord")
+compat.install()  # recordmill.torch, recordmill.decode and the module names of before the layers
 
 
 def __getattr__(name: str) -> Any:
@@ -46,16 +43,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:
-        return importlib.import_module(f"recordmill.{name}")
-    if name in _MOVED:
-        warnings.warn(
-            f"recordmill.{name} is now recordmill.formats.{name}; the old name works until the "
-            "next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return importlib.import_module(f"recordmill.formats.{name}")
+    if compat.new_name(f"recordmill.{name}") is not None:  # recordmill.decode.image, ...
+        return compat.resolve(f"recordmill.{name}")
     raise AttributeError(f"module 'recordmill' has no attribute {name!r}")
 
 

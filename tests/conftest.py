@@ -95,7 +95,7 @@ def read_dataset(path: Path) -> pa.Table:
 
 def edit_manifest(path: Path, change) -> None:
     """Call ``change(manifest)`` on a written dataset's manifest and write it back in place."""
-    from recordmill import layout, manifest
+    from recordmill.dataset import layout, manifest
 
     found = manifest.read(path)
     change(found)
@@ -105,7 +105,7 @@ def edit_manifest(path: Path, change) -> None:
 
 def wait_for_staged_tasks(out: Path, count: int, process: subprocess.Popen, timeout: float = 60):
     """Wait until a running writer has finished ``count`` tasks (their records are staged)."""
-    from recordmill import layout
+    from recordmill.dataset import layout
 
     tasks = out.parent / layout.staging_folder(out.name) / layout.TASKS_DIR
     deadline = time.monotonic() + timeout

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import recordmill
-from recordmill.reader import to_numpy
+from recordmill.read.dataset import to_numpy
 from tests.conftest import read_dataset, run_writer
 
 ROWS = [

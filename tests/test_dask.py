@@ -173,9 +173,9 @@ def test_a_worker_killed_mid_run_loses_no_row(cluster, tmp_path):
 def test_a_plugin_the_workers_cannot_see_is_named(cluster, tmp_path):
     from types import SimpleNamespace
 
+    from recordmill.dataset.storage import Store
+    from recordmill.engine.settings import WriteSettings
     from recordmill.executors import DaskExecutor
-    from recordmill.settings import WriteSettings
-    from recordmill.storage import Store
 
     address, _ = cluster
     ref = recordmill.resolve(str(make_plugin(tmp_path / "xyz", PLUGIN)))

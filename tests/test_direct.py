@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill import layout
-from recordmill.direct import plan
-from recordmill.verify import verify
+from recordmill.dataset import layout
+from recordmill.engine.direct import plan
+from recordmill.read.verify import verify
 from tests.conftest import REPO, make_plugin, run_writer
 
 PLUGIN = """
@@ -210,7 +210,7 @@ def test_a_worker_that_dies_writing_a_partition_is_replaced(slow, tmp_path):
 
 
 def test_tasks_much_larger_than_partitions_take_the_staged_path():
-    from recordmill.direct import pays
+    from recordmill.engine.direct import pays
 
     assert pays([5, 0, 4, 3, 9, 2, 6], 4)  # 36 rows made for 29 written
     assert not pays([5, 0, 12, 3, 9], 4)  # 44 made for 29: task 2 is in three partitions

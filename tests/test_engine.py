@@ -9,8 +9,8 @@ import pytest
 
 import recordmill
 from recordmill.errors import OutputError, PluginError, RowError, SchemaError, TaskError
-from recordmill.reader import to_numpy
-from recordmill.verify import verify
+from recordmill.read.dataset import to_numpy
+from recordmill.read.verify import verify
 from tests.conftest import make_plugin, read_dataset
 
 
@@ -156,13 +156,15 @@ def test_manifest_records_what_was_written(counting_plugin, tmp_path):
     }
     assert manifest["tasks"] == [{"task_id": 0, "rows": 3}, {"task_id": 1, "rows": 4}]
     assert [f["name"] for f in manifest["schema"]["fields"]] == ["task", "i", "name"]
-    assert recordmill.manifest.arrow_schema(manifest) == pq.read_schema(
+    assert recordmill.dataset.manifest.arrow_schema(manifest) == pq.read_schema(
         out / manifest["partitions"][0]["file"]
     )
     for part in manifest["partitions"]:
         path = out / part["file"]
         assert part["bytes"] == path.stat().st_size
-        assert part["checksum"] == recordmill.storage.Store.at(path.parent).sha256(path.name)
+        assert part["checksum"] == recordmill.dataset.storage.Store.at(path.parent).sha256(
+            path.name
+        )
 
 
 def test_arrow_format_is_memory_mappable(counting_plugin, tmp_path):
@@ -378,7 +380,7 @@ def test_shuffle_moves_tensor_and_list_values_with_their_rows(tmp_path, fmt):
 
 
 def test_default_compression_is_zstd_except_for_bytes(tmp_path):
-    template = recordmill.plugins.BUILTIN_DIR.parent / "templates" / "template"
+    template = recordmill.plugin.manager.TEMPLATE_DIR
     out = tmp_path / "out"
     recordmill.write(template, out, progress=False)
     meta = pq.ParquetFile(next(out.glob("part-*"))).metadata.row_group(0)

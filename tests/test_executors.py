@@ -7,8 +7,8 @@ import pytest
 
 import recordmill
 from recordmill import executors
+from recordmill.engine.settings import WriteSettings
 from recordmill.errors import ConfigError
-from recordmill.settings import WriteSettings
 from tests.conftest import COUNTING_PLUGIN, install_package, make_plugin, run_writer
 
 # One job at a time in this process, logging each job's index to --journal.

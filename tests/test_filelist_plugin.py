@@ -8,8 +8,8 @@ import sys
 import numpy as np
 from PIL import Image
 
-from recordmill.formats.filelists import make_list
-from recordmill.reader import to_numpy
+from recordmill.inputs.filelists import make_list
+from recordmill.read.dataset import to_numpy
 from tests.conftest import read_dataset, run_writer
 
 

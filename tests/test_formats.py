@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recordmill.errors import ConfigError
-from recordmill.formats import TASK_BYTES, tasks_for
+from recordmill.inputs import TASK_BYTES, tasks_for
 
 
 def test_packed_inputs_split_by_size_unless_told():

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 import recordmill
-from recordmill.reader import to_numpy
+from recordmill.read.dataset import to_numpy
 from tests.conftest import read_dataset, run_writer, write_both_ways
 
 

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import recordmill
-from recordmill.formats import images
+from recordmill.inputs import images
 from tests.conftest import read_dataset, run_writer
 
 
@@ -247,7 +247,7 @@ def test_bytes_and_pixels_give_what_a_file_gives(tmp_path, kw):
 
 
 def test_reject_reasons_are_the_same_in_every_run():
-    from recordmill.rejects import Reject
+    from recordmill.dataset.rejects import Reject
 
     a = Reject("x.jpg", "cannot identify image file <_io.BytesIO object at 0x7f3a2b1c0d90>")
     b = Reject("x.jpg", "cannot identify image file <_io.BytesIO object at 0x7f00deadbeef>")

@@ -1,32 +1,30 @@
-"""The module graph: no import cycles inside recordmill, and the read side (reading, verifying,
-decoding, PyTorch) imports nothing of the write side, nor pluggy."""
+"""The architecture as rules on folders: no import cycles; the read side (``read/``) and our
+format (``dataset/``) import nothing of the write side (``engine/``, ``plugin/``, ``executors/``,
+``cli/``) nor pluggy; and no module, function or class grows past the sizes a newcomer can read."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import recordmill
 
 PACKAGE = Path(recordmill.__file__).resolve().parent
-READ_SIDE = ["recordmill.reader", "recordmill.torch", "recordmill.verify", "recordmill.decode"]
-WRITE_SIDE = {
-    "recordmill.cli",
-    "recordmill.convert",
-    "recordmill.engine",
-    "recordmill.executors",
-    "recordmill.fragments",
-    "recordmill.hookspecs",
-    "recordmill.mindrecord",
-    "recordmill.options",
-    "recordmill.output",
-    "recordmill.partitions",
-    "recordmill.plugins",
-    "recordmill.pool",
-    "recordmill.settings",
-    "recordmill.tasks",
-    "recordmill.writers",
+WRITE_SIDE = ("engine", "plugin", "executors", "cli")
+# What each layer may import of recordmill, besides the single modules at the top (errors,
+# version, compat) and itself.
+ALLOWED = {
+    "dataset": set(),
+    "read": {"dataset"},
+    "inputs": {"dataset", "read"},
+    "plugin": {"dataset", "inputs"},
+    "executors": {"dataset", "plugin", "engine"},
+    "engine": {"dataset", "plugin", "executors", "inputs"},
+    "cli": {"dataset", "read", "plugin", "engine", "executors", "inputs"},
 }
+MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_CLASS_LINES = 500, 60, 200
 
 
 def module_name(path: Path) -> str:
@@ -35,6 +33,11 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def layer(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
 
 
 def imports(name: str) -> set[str]:
@@ -62,11 +65,34 @@ def reachable(start: str) -> set[str]:
     return seen
 
 
+def test_every_module_is_in_a_layer_or_a_single_job_module_at_the_top():
+    top = {n for n in MODULES if layer(n) is None}
+    assert top <= {
+        "recordmill",
+        "recordmill.__main__",
+        "recordmill.errors",
+        "recordmill.version",
+        "recordmill.compat",
+    }, top
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    for name in MODULES:
+        mine = layer(name)
+        if mine is None:
+            continue
+        for other in imports(name):
+            theirs = layer(other) if other.startswith("recordmill.") else None
+            if theirs is not None and theirs != mine:
+                assert theirs in ALLOWED[mine], f"{name} ({mine}/) imports {other} ({theirs}/)"
+
+
 def test_the_read_side_needs_nothing_of_the_write_side():
-    for name in READ_SIDE:
+    for name in [n for n in MODULES if layer(n) in ("read", "dataset")]:
         needed = reachable(name)
-        assert not needed & WRITE_SIDE, f"{name} imports {sorted(needed & WRITE_SIDE)}"
-        assert "pluggy" not in needed and "recordmill" not in needed, name
+        wrong = sorted(n for n in needed if layer(n) in WRITE_SIDE)
+        assert not wrong, f"{name} imports {wrong}"
+        assert "pluggy" not in needed, name
 
 
 def test_no_import_cycles():
@@ -76,23 +102,52 @@ def test_no_import_cycles():
 
 
 def test_reading_loads_nothing_of_the_write_side():
-    import subprocess
-    import sys
-
     code = (
-        "import sys, recordmill, recordmill.reader, recordmill.verify, recordmill.decode\n"
+        "import sys, recordmill, recordmill.read.verify, recordmill.decode\n"
         "print(sorted(m for m in sys.modules if m == 'pluggy' or m.startswith('recordmill.')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    loaded = set(eval(done.stdout))
-    assert "pluggy" not in loaded and not loaded & WRITE_SIDE, sorted(loaded & WRITE_SIDE)
+    loaded = eval(done.stdout)
+    assert "pluggy" not in loaded, loaded
+    assert not [m for m in loaded if layer(m) in WRITE_SIDE], loaded
 
 
 def test_the_readme_s_decode_attribute_works_after_import_recordmill_alone():
-    import subprocess
-    import sys
-
     code = "import recordmill\nprint(recordmill.decode.image.__name__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "image", done.stderr
+
+
+def test_the_old_module_names_are_the_new_modules():
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "import recordmill.torch, recordmill.read.torch, recordmill.hookspecs\n"
+        "assert recordmill.torch is recordmill.read.torch\n"
+        "try:\n    import recordmill.formats.images\nexcept DeprecationWarning as e:\n"
+        "    print(e)\n"
+        "warnings.simplefilter('ignore')\n"
+        "import recordmill.formats.images, recordmill.inputs.images\n"
+        "assert recordmill.formats.images is recordmill.inputs.images\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "recordmill.formats is now recordmill.inputs" in done.stdout
+
+
+def test_modules_functions_and_classes_stay_small():
+    too_big = []
+    for name, path in MODULES.items():
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_big.append(f"module {name}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            limit = {
+                ast.FunctionDef: MAX_FUNCTION_LINES,
+                ast.AsyncFunctionDef: MAX_FUNCTION_LINES,
+                ast.ClassDef: MAX_CLASS_LINES,
+            }.get(type(node))
+            if limit is not None and node.end_lineno - node.lineno + 1 > limit:
+                lines = node.end_lineno - node.lineno + 1
+                too_big.append(f"{name}.{node.name}: {lines} lines (at most {limit})")
+    assert not too_big, "\n".join(too_big)

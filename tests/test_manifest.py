@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import recordmill
-from recordmill import manifest
+from recordmill.dataset import manifest
 from tests.conftest import run_writer
 
 

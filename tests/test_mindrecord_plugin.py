@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill.formats import mindrecord as mr
-from recordmill.formats import mindrecord_writer as mw
+from recordmill.inputs import mindrecord as mr
+from recordmill.inputs import mindrecord_writer as mw
 from tests.conftest import REPO, run_writer
 
 DATA = REPO / "tests" / "data" / "mindrecord"

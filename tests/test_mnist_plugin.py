@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recordmill.formats.idx import read_idx, write_idx
-from recordmill.reader import to_numpy
+from recordmill.inputs.idx import read_idx, write_idx
+from recordmill.read.dataset import to_numpy
 from tests.conftest import read_dataset, run_writer, write_both_ways
 
 

@@ -14,8 +14,8 @@ from PIL import Image
 
 import recordmill
 from recordmill.errors import InputError, RecordmillError
-from recordmill.formats import ofrecord
-from recordmill.formats.protobuf import ProtobufError
+from recordmill.inputs import ofrecord
+from recordmill.inputs.protobuf import ProtobufError
 from tests.conftest import REPO, run_writer
 
 DATA = REPO / "tests" / "data" / "ofrecord"

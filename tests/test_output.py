@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from recordmill import layout
-from recordmill import manifest as manifest_file
-from recordmill.output import KILL_AT
-from recordmill.storage import Store
-from recordmill.verify import verify
+from recordmill.dataset import layout
+from recordmill.dataset import manifest as manifest_file
+from recordmill.dataset.storage import Store
+from recordmill.engine.output import KILL_AT
+from recordmill.read.verify import verify
 from tests.conftest import make_plugin, run_writer
 
 PLUGIN = """

@@ -8,14 +8,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from recordmill.layout import partition_file
-from recordmill.partitions import (
+from recordmill.dataset.layout import partition_file
+from recordmill.dataset.rows import bounds
+from recordmill.engine.partitions import (
     PartitionJob,
     default_row_group_size,
     fragments_done_after,
 )
-from recordmill.rows import bounds
-from recordmill.settings import WriteSettings
+from recordmill.engine.settings import WriteSettings
 
 
 @pytest.mark.parametrize(

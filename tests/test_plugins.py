@@ -14,7 +14,7 @@ import pytest
 
 import recordmill
 from recordmill.errors import PluginError
-from recordmill.plugins import BUILTIN_DIR, available_plugins, load_plugin, resolve
+from recordmill.plugin.manager import BUILTIN_DIR, available_plugins, load_plugin, resolve
 from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset
 
 
@@ -182,7 +182,7 @@ def test_two_copies_of_the_template_do_not_collide(tmp_path):
     a = make_plugin(tmp_path / "a" / "xyz", template.read_text())
     b = make_plugin(tmp_path / "b" / "xyz", template.read_text().replace("default=4", "default=9"))
     assert load_plugin(str(a)).obj is not load_plugin(str(b)).obj
-    options = recordmill.options.plugin_options
+    options = recordmill.plugin.options.plugin_options
     assert options(load_plugin(str(a))).tasks == 4
     assert options(load_plugin(str(b))).tasks == 9
 
@@ -193,7 +193,7 @@ def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    for name in ("recordmill", "plugins", "templates"):
+    for name in ("recordmill", "templates"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     build = [*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
@@ -208,10 +208,11 @@ def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
             if p.is_file() and "__pycache__" not in p.parts
         }
 
-    builtins = sorted(d.name for d in (REPO / "plugins").iterdir() if (d / "plugin.py").is_file())
+    builtin_dir = REPO / "recordmill" / "plugin" / "builtin"
+    builtins = sorted(d.name for d in builtin_dir.iterdir() if (d / "plugin.py").is_file())
     assert {"imagenet", "filelist", "mnist", "csv", "tfrecord"} <= set(builtins)
-    for rel in files(REPO / "plugins"):
-        assert f"recordmill/builtin_plugins/{rel}" in names
+    for rel in files(builtin_dir):
+        assert f"recordmill/plugin/builtin/{rel}" in names
     template = files(REPO / "templates" / "template")
     assert "plugin.py" in template
     for rel in template:
@@ -246,7 +247,7 @@ def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
         if not line.startswith(" ")  # the line under each says what the plugin reads
     }
     for name in builtins:
-        assert sources[name] == str(site / "recordmill" / "builtin_plugins" / name / "plugin.py")
+        assert sources[name] == str(site / "recordmill" / "plugin" / "builtin" / name / "plugin.py")
     new = cli("new", "xyz")
     assert new.returncode == 0, new.stderr
     assert files(work / "xyz") == template

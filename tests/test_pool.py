@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from recordmill.pool import WorkerLost, WorkerPool
+from recordmill.executors.pool import WorkerLost, WorkerPool
 
 
 def sleepy(seconds: float, report) -> int:

@@ -133,8 +133,8 @@ def test_exactly_the_rows_in_order_whatever_the_workers(tmp_path, data, partitio
 
 @given(name=st.text(max_size=8))
 def test_a_field_name_is_taken_exactly_when_it_follows_the_rule(name):
+    from recordmill.dataset.schema import NAME_RULE, safe_name, to_arrow_schema
     from recordmill.errors import SchemaError
-    from recordmill.schema import NAME_RULE, safe_name, to_arrow_schema
 
     try:
         schema = to_arrow_schema({name: "int32"})

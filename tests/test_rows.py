@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recordmill.rows import RowIndex, bounds
+from recordmill.dataset.rows import RowIndex, bounds
 
 SIZES = [3, 0, 4, 1, 0, 2]  # empty groups too
 
@@ -46,7 +46,7 @@ def test_bounds_are_balanced_and_consecutive():
 def test_recut_makes_runs_of_exactly_the_size_asked():
     import pyarrow as pa
 
-    from recordmill.rows import recut
+    from recordmill.dataset.rows import recut
 
     batches = [pa.record_batch({"x": list(range(a, b))}) for a, b in [(0, 3), (3, 3), (3, 10)]]
     runs = list(recut(batches, 4))

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 import recordmill
-import recordmill.formats.demo
+import recordmill.inputs.demo
 from tests.conftest import REPO
 
 SCRIPTS = {
@@ -28,7 +28,7 @@ SCRIPTS = {
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo") / "data"
-    recordmill.formats.demo.make_demo_data(folder)
+    recordmill.inputs.demo.make_demo_data(folder)
     return folder
 
 
@@ -105,7 +105,7 @@ def _source_check(name, demo, out):
             np.allclose(r["image_bbox"], s["image/bbox"]) for r, s in zip(rows, source, strict=True)
         )
     elif name == "mindrecord":
-        from recordmill.formats.mindrecord_writer import demo_rows
+        from recordmill.inputs.mindrecord_writer import demo_rows
 
         # The demo's rows as generated (demo.py seeds them with 1), in any shard order.
         made = {r["id"]: r for r in demo_rows(np.random.default_rng(1))}
@@ -144,7 +144,7 @@ def _source_check(name, demo, out):
         assert [r["data"] for r in rows] == [image for _, _, image in records]
         assert [list(r["label"]) for r in rows[:20]] == [[i % 4] for i in range(20)]
     elif name == "ofrecord":
-        from recordmill.formats.ofrecord import demo_rows
+        from recordmill.inputs.ofrecord import demo_rows
 
         made = demo_rows(np.random.default_rng(3))  # demo.py seeds the ofrecord inputs with 3
         assert [r["id"] for r in rows] == [m["id"] for m in made]
@@ -154,7 +154,7 @@ def _source_check(name, demo, out):
         )
         assert [r["images"] for r in rows] == [m["images"] for m in made]
     elif name == "torchrecord":
-        from recordmill.formats.torchrecord import demo_rows
+        from recordmill.inputs.torchrecord import demo_rows
 
         # The generator's values (demo.py seeds the torchrecord inputs with 4), not a re-encoding.
         made = {(m["database"], m["key"]): m for m in demo_rows(np.random.default_rng(4))}

@@ -6,16 +6,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from recordmill.convert import RowConverter
-from recordmill.errors import RowError, SchemaError
-from recordmill.reader import to_numpy
-from recordmill.schema import (
+from recordmill.dataset.schema import (
     LIST_MAX_ELEMENTS,
     describe,
     infer_schema,
     tensor_spec,
     to_arrow_schema,
 )
+from recordmill.engine.convert import RowConverter
+from recordmill.errors import RowError, SchemaError
+from recordmill.read.dataset import to_numpy
 
 SCALARS = {
     "bool": (True, pa.bool_()),
@@ -240,7 +240,7 @@ def test_inference_rejects_what_it_cannot_type():
 
 
 def test_schema_from_yaml(tmp_path):
-    from recordmill.schema import from_yaml
+    from recordmill.dataset.schema import from_yaml
 
     path = tmp_path / "s.yaml"
     path.write_text("label: int32\nfeat: {type: float32, shape: [3]}\n")
@@ -471,9 +471,9 @@ def test_arrays_convert_without_pandas_installed():
 
         sys.meta_path.insert(0, NoPandas())
         import numpy as np
-        from recordmill.convert import RowConverter
-        from recordmill.reader import to_numpy
-        from recordmill.schema import to_arrow_schema
+        from recordmill.engine.convert import RowConverter
+        from recordmill.read.dataset import to_numpy
+        from recordmill.dataset.schema import to_arrow_schema
         schema = to_arrow_schema({"x": {"type": "float32", "shape": [4]},
                                   "t": {"type": "uint8", "shape": [-1, 2]},
                                   "i": {"type": "float16", "shape": [20]}})

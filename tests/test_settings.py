@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 import recordmill
+from recordmill.engine.settings import WriteSettings, add_flags, from_args
 from recordmill.errors import ConfigError
-from recordmill.settings import WriteSettings, add_flags, from_args
 from tests.conftest import COUNTING_PLUGIN, make_plugin, run_writer
 
 

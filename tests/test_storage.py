@@ -10,8 +10,8 @@ import time
 import pytest
 
 import recordmill
-from recordmill.storage import Store
-from recordmill.verify import verify
+from recordmill.dataset.storage import Store
+from recordmill.read.verify import verify
 from tests.conftest import REPO, make_plugin, run_writer
 
 PLUGIN = """
@@ -115,7 +115,7 @@ def test_a_hashing_sink_gives_the_checksum_of_what_it_wrote(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from recordmill.storage import HashingSink, Store
+    from recordmill.dataset.storage import HashingSink, Store
 
     store = Store.at(str(tmp_path))
     sink = HashingSink(store.output("t.parquet"))

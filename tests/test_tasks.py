@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 import recordmill
-from recordmill import layout
-from recordmill import manifest as manifest_file
+from recordmill.dataset import layout
+from recordmill.dataset import manifest as manifest_file
+from recordmill.engine.tasks import CHUNKS, MAX_CHUNK, chunks
 from recordmill.errors import RowError, SchemaError
-from recordmill.tasks import CHUNKS, MAX_CHUNK, chunks
-from recordmill.verify import verify
+from recordmill.read.verify import verify
 from tests.conftest import REPO, make_plugin, read_dataset, run_writer, wait_for_staged_tasks
 
 # Task t yields t % 3 rows; with SLOW_FROM set, a task from there on sleeps (to be killed there).

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill.formats import tfrecord as ours
+from recordmill.inputs import tfrecord as ours
 from tests.conftest import REPO, read_dataset, run_writer
 
 tfrecord = pytest.importorskip("tfrecord", reason="the independent writer: pip install tfrecord")

@@ -9,9 +9,8 @@ import recordmill
 from tests.conftest import make_plugin
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
-from torch.utils.data import DataLoader  # noqa: E402
-
 import recordmill.torch as rtorch  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
 
 PLUGIN = """
     import numpy as np

@@ -17,10 +17,10 @@ from tests.conftest import REPO, read_dataset, run_writer
 
 lmdb = pytest.importorskip("lmdb", reason='pip install "recordmill[torchrecord]"')
 
-from recordmill.formats import protobuf  # noqa: E402
-from recordmill.formats import torchrecord as tr  # noqa: E402
-from recordmill.options import plugin_options  # noqa: E402
-from recordmill.plugins import load_plugin  # noqa: E402
+from recordmill.inputs import protobuf  # noqa: E402
+from recordmill.inputs import torchrecord as tr  # noqa: E402
+from recordmill.plugin.manager import load_plugin  # noqa: E402
+from recordmill.plugin.options import plugin_options  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "torchrecord"
 EXPECTED = json.loads((DATA / "expected.json").read_text())
@@ -161,7 +161,7 @@ def test_other_sizes_and_an_int64_label(tmp_path):
 
 
 def tr_fit(array, side):
-    from recordmill.formats import images
+    from recordmill.inputs import images
 
     return np.asarray(images.fit(Image.fromarray(array), (side, side), "shorter-side+center-crop"))
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import recordmill
-from recordmill.verify import verify
+from recordmill.read.verify import verify
 from tests.conftest import COUNTING_PLUGIN, edit_manifest, make_plugin
 
 
@@ -61,7 +61,7 @@ def test_flipped_bytes_keep_the_size_but_not_the_checksum(copy):
     data[40] ^= 0xFF  # inside the first column chunk, not the footer
     part.write_bytes(bytes(data))
     assert verify(copy) == [
-        f"part-00000-of-00003.parquet: checksum {recordmill.storage.Store.at(part.parent).sha256(part.name)} does not match "
+        f"part-00000-of-00003.parquet: checksum {recordmill.dataset.storage.Store.at(part.parent).sha256(part.name)} does not match "
         f"the manifest's {recordmill.read_manifest(copy)['partitions'][0]['checksum']}"
     ]
 

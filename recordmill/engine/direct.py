@@ -1,0 +1,152 @@
+"""Writing each byte once: partitions made straight from the plugin's rows.
+
+When every task says how many rows it yields (the ``task_rows`` hook), where each row lands is
+known before any row is made: partition p holds global rows ``bounds(total, P)[p]``, which are a
+run of whole tasks plus, at its ends, part of a task it shares with its neighbour. A worker then
+writes partition p itself, running those tasks in order and keeping only its rows, with no
+staged fragment in between: each payload byte is written once, and the checksum is computed on
+the way. A shared task is run by both partitions (each keeps its part): its rows are made again,
+never written twice; when that would make more than 1.5 rows per row written (tasks much larger
+than partitions), the run takes the staged path instead.
+
+Every count is checked as the rows come: a task that yields more or fewer rows than it announced
+fails the run, naming the task, the count announced and the count yielded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from recordmill.dataset.rows import bounds
+from recordmill.dataset.storage import Store
+from recordmill.engine.partitions import PartitionInfo, default_row_group_size, write_file
+from recordmill.engine.settings import WriteSettings
+from recordmill.engine.tasks import TaskJob, TaskResult, task_batches
+from recordmill.errors import TaskError
+from recordmill.plugin.manager import PluginRef
+
+# At most this many rows made for each row written, else the staged path is taken.
+MAX_REMADE = 1.5
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Rows ``first`` to ``end`` of task ``task_id``, which announced ``announced`` rows."""
+
+    task_id: int
+    first: int
+    end: int
+    announced: int
+
+
+@dataclass(frozen=True)
+class DirectJob:
+    """Partition ``index`` of ``count``: global rows ``start`` to ``stop``, made from
+    ``segments`` of tasks by the plugin itself."""
+
+    index: int
+    count: int
+    start: int
+    stop: int
+    segments: tuple[Segment, ...]
+    plugin: PluginRef
+    options: Any
+    schema: pa.Schema
+    staging: Store
+    settings: WriteSettings
+    row_group_size: int
+
+
+def plan(counts: Sequence[int], partitions: int) -> list[tuple[int, int, tuple[Segment, ...]]]:
+    """(start, stop, segments) of each partition: sizes differing by at most one row."""
+    starts = [0]
+    for n in counts:
+        starts.append(starts[-1] + n)
+    out = []
+    for lo, hi in bounds(starts[-1], partitions):
+        segments = tuple(
+            Segment(t, max(lo, a) - a, min(hi, b) - a, n)
+            for t, (a, b, n) in enumerate(zip(starts, starts[1:], counts, strict=False))
+            if n and max(lo, a) < min(hi, b)
+        )
+        out.append((lo, hi, segments))
+    return out
+
+
+def pays(counts: Sequence[int], partitions: int) -> bool:
+    """Whether writing straight from the rows costs little extra making of rows: a partition
+    that starts inside a task makes that task's rows from its first one, so tasks much larger
+    than partitions would be made several times over (then the staged path is cheaper)."""
+    total = sum(counts)
+    made = sum(s.end for _, _, segments in plan(counts, partitions) for s in segments)
+    return made <= total * MAX_REMADE
+
+
+def default_group_size(
+    plugin: PluginRef,
+    options: Any,
+    schema: pa.Schema,
+    staging: Store,
+    settings: WriteSettings,
+    counts: Sequence[int],
+) -> int:
+    """The row group size for rows not made yet: from the size of the first rows of the first
+    task with any (made here, in the main process, and thrown away)."""
+    task_id = next(t for t, n in enumerate(counts) if n)
+    job = TaskJob(plugin, options, task_id, schema, staging, settings)
+    batches = task_batches(job, TaskResult(task_id, rows=0, schema=schema))
+    try:
+        first = next(batches, None)
+    finally:
+        batches.close()
+    if first is None:
+        raise TaskError(
+            task_id, f"task_rows() announced {counts[task_id]} rows, dict_data() yielded 0"
+        )
+    total = sum(counts)
+    return default_row_group_size(total, total * max(1, first.nbytes // max(1, first.num_rows)))
+
+
+def write_direct_partition(
+    job: DirectJob, report: Callable[[Any], None] = lambda _: None
+) -> PartitionInfo:
+    """Make this partition's rows with the plugin and write them, checking every task's count."""
+    return write_file(job, _rows(job), report)
+
+
+def _rows(job: DirectJob) -> Iterator[pa.RecordBatch]:
+    for segment in job.segments:
+        task = TaskJob(
+            job.plugin, job.options, segment.task_id, job.schema, job.staging, job.settings
+        )
+        result = TaskResult(segment.task_id, rows=0, schema=job.schema)
+        seen = 0
+        batches = task_batches(task, result)
+        try:
+            for batch in batches:
+                if result.rejects:
+                    raise TaskError(
+                        segment.task_id,
+                        f"rejected an input ({result.rejects[0].reason}); a plugin that announces "
+                        "its row counts (task_rows) cannot leave rows out",
+                    )
+                lo, hi = max(segment.first - seen, 0), min(segment.end - seen, batch.num_rows)
+                if lo < hi:
+                    yield batch.slice(lo, hi - lo)
+                seen += batch.num_rows
+                if seen > segment.announced:
+                    break
+                if seen >= segment.end and segment.end < segment.announced:
+                    break  # the rest of this task belongs to the next partition
+        finally:
+            batches.close()
+        if seen > segment.announced or seen < segment.end:
+            got = f"more than {segment.announced}" if seen > segment.announced else str(seen)
+            raise TaskError(
+                segment.task_id,
+                f"task_rows() announced {segment.announced} rows, dict_data() yielded {got}",
+            )

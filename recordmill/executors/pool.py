@@ -1,0 +1,271 @@
+"""A small process pool: each worker runs one job at a time, handed out as workers become free.
+
+Unlike ``concurrent.futures``, the main process knows which job each worker holds, so a worker
+that dies (a segfault in a C extension, an OOM kill) is reported with the job it was running,
+and workers can send progress messages while a job runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from recordmill.errors import RecordmillError, TaskError
+
+# Modules the fork server imports once, so every worker starts with pyarrow already loaded.
+PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
+# Workers found dead between jobs that one run replaces before it gives up (a machine killing
+# every new process would otherwise be tried forever).
+IDLE_DEATHS = 16
+# A job that reports no progress for this long is shown in the progress bar, by its name.
+STALL_SECONDS = float(os.environ.get("RECORDMILL_STALL_SECONDS", 30))
+
+
+class WorkerLost(RecordmillError):
+    """A worker process died while running a job (as often as it was tried)."""
+
+    def __init__(self, key: Any, exitcode: int | None, attempts: int = 1):
+        tries = f", {attempts} times" if attempts > 1 else ""
+        super().__init__(
+            f"the worker running {key} died (exit code {exitcode}{_signal_name(exitcode)}{tries})"
+        )
+        self.key = key
+        self.exitcode = exitcode
+        self.attempts = attempts
+
+
+class TaskTimeout(WorkerLost):
+    """A job ran longer than the timeout (as often as it was tried)."""
+
+    def __init__(self, key: Any, attempts: int = 1):
+        RecordmillError.__init__(
+            self,
+            f"{key} ran longer than --task-timeout"
+            + (f" ({attempts} times)" if attempts > 1 else "")
+            + "; it was stopped",
+        )
+        self.key, self.exitcode, self.attempts = key, None, attempts
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None or exitcode >= 0:
+        return ""
+    try:
+        return f": killed by {signal.Signals(-exitcode).name}"
+    except ValueError:
+        return ""
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # fork is unsafe once pyarrow's threads exist in the parent; a fork server is fast and safe.
+    if sys.platform.startswith("linux"):
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _worker_main(conn: Connection) -> None:
+    def report(message: Any) -> None:
+        conn.send(("progress", message))
+
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if job is None:
+            # Nothing is left to finalize: skip the interpreter's slow teardown of pyarrow.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        fn, args = job
+        try:
+            result = fn(*args, report=report)
+        except BaseException as e:  # everything goes back to the main process, which decides
+            message = ("error", e, traceback.format_exc())
+            try:
+                conn.send(message)
+            except Exception:  # the exception itself would not pickle
+                conn.send(("error", TaskError(-1, f"{type(e).__name__}: {e}"), message[2]))
+            continue
+        conn.send(("done", result))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    key: Any = None
+    args: tuple[Any, ...] = ()
+    attempt: int = 1
+    started: float = 0.0
+    heard: float = 0.0  # when it last reported progress (or started its job)
+    timed_out: bool = False
+
+
+def _wait_seconds(busy: Iterable[_Worker], timeout: float | None, watch: bool) -> float | None:
+    """How long to wait for workers: until the first busy job runs out of time, and at most a
+    second while stalled jobs are watched."""
+    now = time.monotonic()
+    left = None
+    if timeout is not None:
+        left = max(0.0, min((w.started + timeout - now for w in busy), default=timeout))
+    if watch:
+        left = 1.0 if left is None else min(left, 1.0)
+    return left
+
+
+class WorkerPool:
+    """``workers`` processes; use as a context manager so they are always cleaned up."""
+
+    def __init__(self, workers: int):
+        self._ctx = _context()
+        self._workers = [self._start() for _ in range(workers)]
+
+    def _start(self) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.terminate()
+
+    def imap_unordered(
+        self,
+        fn: Callable[..., Any],
+        jobs: Iterable[tuple[Any, tuple[Any, ...]]],
+        on_progress: Callable[[Any], None] | None = None,
+        retries: int = 0,
+        retry_errors: tuple[type[BaseException], ...] = (),
+        timeout: float | None = None,
+        on_stall: Callable[[list[tuple[Any, float]]], None] | None = None,
+    ) -> Iterator[tuple[Any, Any]]:
+        """Run ``fn(*args, report=...)`` for each ``(key, args)``; yield ``(key, result)`` as done.
+
+        A job whose worker dies runs again on a fresh worker, up to ``retries`` more times, and
+        so does a job that raised one of ``retry_errors``; after that, the death raises
+        :class:`WorkerLost` and the error re-raises here (an unexpected error gets the worker's
+        traceback as a note). A job running longer than ``timeout`` seconds has its worker
+        killed, and counts as a death. ``on_stall`` is told, about once a second, which jobs
+        have reported no progress for ``STALL_SECONDS`` and for how long.
+        """
+        pending = deque((key, args, 1) for key, args in jobs)
+        idle = list(self._workers)
+        busy: dict[Connection, _Worker] = {}
+        idle_deaths = 0
+        while pending or busy:
+            while pending and idle:
+                worker = idle.pop()
+                key, args, attempt = pending.popleft()
+                try:
+                    if not worker.process.is_alive():
+                        raise BrokenPipeError
+                    worker.conn.send((fn, args))
+                except OSError:  # it died while idle (killed, OOM): no job is lost, replace it
+                    idle_deaths += 1
+                    if idle_deaths > IDLE_DEATHS:
+                        raise WorkerLost("no job (idle)", worker.process.exitcode) from None
+                    pending.appendleft((key, args, attempt))
+                    idle.append(self._renew(worker))
+                    continue
+                worker.key, worker.args, worker.attempt = key, args, attempt
+                worker.started = worker.heard = time.monotonic()
+                busy[worker.conn] = worker
+            ready = wait(
+                list(busy) + [w.process.sentinel for w in busy.values()],
+                timeout=_wait_seconds(busy.values(), timeout, on_stall is not None),
+            )
+            if on_stall is not None:
+                now = time.monotonic()
+                on_stall(
+                    [(w.key, now - w.heard) for w in busy.values() if now - w.heard > STALL_SECONDS]
+                )
+            if timeout is not None:
+                for worker in busy.values():
+                    if time.monotonic() - worker.started > timeout and worker.process.is_alive():
+                        worker.timed_out = True
+                        worker.process.kill()  # its death is handled below, as any other
+            for conn in [r for r in ready if r in busy]:
+                worker = busy[conn]
+                try:
+                    kind, *payload = conn.recv()
+                except (EOFError, OSError):
+                    del busy[conn]
+                    idle.append(self._replace(worker, pending, retries))
+                    continue
+                if kind == "progress":
+                    worker.heard = time.monotonic()
+                    if on_progress is not None:
+                        on_progress(payload[0])
+                    continue
+                del busy[conn]
+                idle.append(worker)
+                if kind == "error":
+                    error, text = payload
+                    if isinstance(error, retry_errors) and worker.attempt <= retries:
+                        pending.append((worker.key, worker.args, worker.attempt + 1))
+                        continue
+                    if isinstance(error, retry_errors) and worker.attempt > 1:
+                        error.args = (f"{error} (tried {worker.attempt} times)",)
+                    if not isinstance(error, RecordmillError) and hasattr(error, "add_note"):
+                        error.add_note(f"in a worker process:\n{text}")  # an unexpected error
+                    raise error
+                yield worker.key, payload[0]
+            for conn, worker in list(busy.items()):
+                if not worker.process.is_alive() and not worker.conn.poll():
+                    del busy[conn]
+                    idle.append(self._replace(worker, pending, retries))
+
+    def _replace(self, dead: _Worker, pending: deque, retries: int) -> _Worker:
+        """A fresh worker in place of one that died; its job goes back in line, or, when it was
+        tried too often, the death is raised."""
+        dead.process.join(1)
+        if dead.attempt > retries:
+            if dead.timed_out:
+                raise TaskTimeout(dead.key, dead.attempt)
+            raise WorkerLost(dead.key, dead.process.exitcode, dead.attempt)
+        pending.appendleft((dead.key, dead.args, dead.attempt + 1))
+        return self._renew(dead)
+
+    def _renew(self, dead: _Worker) -> _Worker:
+        """A fresh worker in the dead one's place."""
+        dead.process.join(1)
+        dead.conn.close()
+        fresh = self._start()
+        self._workers[self._workers.index(dead)] = fresh
+        return fresh
+
+    def close(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(OSError):
+                worker.conn.send(None)
+        for worker in self._workers:
+            worker.process.join(5)
+        self.terminate()
+
+    def terminate(self) -> None:
+        for worker in self._workers:
+            if worker.process.is_alive():
+                worker.process.kill()
+        for worker in self._workers:
+            worker.process.join()
+            worker.conn.close()

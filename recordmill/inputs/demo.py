@@ -1,0 +1,105 @@
+"""Small demo inputs for every built-in plugin: ``recordmill demo-data DIR``.
+
+The run scripts in ``run_scripts/`` make them on first use, so each plugin can be tried at once.
+Everything is generated (seeded) here; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from recordmill.inputs import mindrecord_writer, ofrecord, recordio, torchrecord
+from recordmill.inputs.filelists import make_list
+from recordmill.inputs.idx import write_idx
+from recordmill.inputs.tfrecord import encode_example, write_records
+
+CLASSES = [("n01440764", "tench"), ("n01443537", "goldfish"), ("n01484850", "great white shark")]
+
+
+def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
+    root = Path(root)
+    rng = np.random.default_rng(0)
+    _images(root / "images", rng, images_per_class)
+    make_list(root / "images", root / "images", train_ratio=0.75, seed=0)
+    _mnist(root / "mnist", rng)
+    _tables(root, rng)
+    _tfrecords(root / "tfrecord", rng)
+    # The packed formats of the other tools, each from its own seed (the inputs above unchanged).
+    mindrecord_writer.make_demo(root / "mindrecord", np.random.default_rng(1))
+    recordio.make_demo(root / "recordio", np.random.default_rng(2))
+    ofrecord.make_demo(root / "ofrecord", np.random.default_rng(3))
+    if importlib.util.find_spec("lmdb") is not None:  # recordmill[torchrecord]
+        torchrecord.make_demo(root / "torchrecord", np.random.default_rng(4))
+    return root
+
+
+def _images(folder: Path, rng: np.random.Generator, per_class: int) -> None:
+    lines = []
+    for label, (synset, name) in enumerate(CLASSES):
+        (folder / synset).mkdir(parents=True, exist_ok=True)
+        lines.append(f"{synset} {label} {name}")
+        for i in range(per_class):
+            w, h = (int(v) for v in rng.integers(200, 640, size=2))
+            yy, xx = np.mgrid[0:h, 0:w]
+            pixels = np.stack([xx * 255 // w, yy * 255 // h, np.full_like(xx, 80 * label)], axis=-1)
+            image = Image.fromarray(pixels.astype(np.uint8))
+            if i % 4 == 3:
+                image.convert("L").save(folder / synset / f"{synset}_{i}.png")
+            else:
+                image.save(folder / synset / f"{synset}_{i}.JPEG", quality=90)
+    (folder.parent / "labels.txt").write_text("\n".join(lines) + "\n")
+
+
+def _mnist(folder: Path, rng: np.random.Generator) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in (("train", 300), ("t10k", 50)):
+        labels = rng.integers(0, 10, size=count, dtype=np.uint8)
+        pixels = np.zeros((count, 28, 28), dtype=np.uint8)
+        for i, label in enumerate(labels):  # a bar whose position is the label: learnable
+            pixels[i, 4:24, 2 + 2 * label : 5 + 2 * label] = 255
+        write_idx(folder / f"{split}-images-idx3-ubyte.gz", pixels)
+        write_idx(folder / f"{split}-labels-idx1-ubyte.gz", labels)
+
+
+def _tables(root: Path, rng: np.random.Generator) -> None:
+    rows = [
+        {
+            "id": i,
+            "text": f"sample {i}, with a comma",
+            "score": round(float(rng.random()), 4),
+            "label": i % 3,
+        }
+        for i in range(200)
+    ]
+    with open(root / "table.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (root / "table.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "table.schema.yaml").write_text(
+        "id: int64\ntext: string\nscore: float32\nlabel: int32\n"
+    )
+
+
+def _tfrecords(folder: Path, rng: np.random.Generator) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for shard in range(2):
+        payloads = []
+        for i in range(50):
+            pixels = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+            payloads.append(
+                encode_example(
+                    {
+                        "image/encoded": pixels.tobytes(),
+                        "image/class/label": int(i % 5),
+                        "image/bbox": [0.1, 0.2, 0.8, 0.9],
+                    }
+                )
+            )
+        write_records(folder / f"train-{shard:05d}-of-00002.tfrecord", payloads)

@@ -1,0 +1,324 @@
+"""PyTorch datasets over a written dataset (``pip install "recordmill[torch]"``).
+
+``MapDataset`` gives random access (``len`` and ``[i]``) for a ``DataLoader`` with a sampler;
+``IterableDataset`` streams rows and splits them across DataLoader workers and distributed ranks
+so that every row is read exactly once per epoch. Both take ``transform``, a function applied to
+each row dict (decode an image, build tensors), as TorchRecord's loader does. Arrays in the rows
+are writable numpy arrays of their stored dtype, so the default collate makes tensors of them
+without a warning.
+
+Resuming mid-epoch: ``recordmill.torch.DataLoader`` (a ``torch.utils.data.DataLoader``) counts
+the batches it has handed out; its ``state_dict()`` saved after batch k and given to
+``load_state_dict()`` in a new job makes the next batch k+1, with exactly the rows not yet seen, in
+the same order, whatever ``num_workers`` is. The order of an epoch is one seeded permutation cut
+into batches (``Sampler`` for a ``MapDataset``; for an ``IterableDataset`` with one rank batch b goes to
+worker ``b % num_workers``, and the DataLoader hands batches out in that order), so it does not
+depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    import torch
+    from torch.utils import data as torch_data
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
+    ) from e
+
+import pyarrow as pa
+
+from recordmill.read.dataset import Dataset
+from recordmill.read.dataset import open as open_dataset
+
+# With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
+# happen with this module's imports, as it does for Hugging Face datasets, so that DataLoader
+# workers forked later inherit it instead of each importing it again.
+pa.array([0])
+
+__all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler"]
+
+
+class _Source:
+    """The dataset, opened when the torch dataset is made (so a wrong path fails there, and
+    DataLoader workers forked later inherit what it loaded) and again in each process that
+    receives it pickled: file handles do not travel."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[str] | None,
+        decode: Mapping[str, Callable[[Any], Any]] | None,
+        cache_bytes: int | None,
+    ):
+        self.path = os.fspath(path)
+        self.columns = list(columns) if columns is not None else None
+        self.decode = dict(decode or {})
+        self.cache_bytes = cache_bytes
+        self._dataset: Dataset | None = None
+
+    def dataset(self) -> Dataset:
+        if self._dataset is None:
+            extra = {} if self.cache_bytes is None else {"cache_bytes": self.cache_bytes}
+            ds = open_dataset(self.path, decode=self.decode, **extra).warm()
+            self._dataset = ds.select(self.columns) if self.columns is not None else ds
+        return self._dataset
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_dataset": None}
+
+
+def _own(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with writable arrays: the reader's are read-only views of shared bytes, which
+    ``torch.as_tensor`` (the default collate) warns about."""
+    for name, value in row.items():
+        if isinstance(value, np.ndarray) and not value.flags.writeable:
+            row[name] = value.copy()
+    return row
+
+
+class _Position:
+    """Where an epoch stands: ``epoch`` picks the permutation (``seed + epoch``), ``position``
+    counts the rows of it already handed out (by all ranks together)."""
+
+    def __init__(self, shuffle: bool, seed: int):
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.position = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch`` (from its first row, unless it is the epoch already under way)."""
+        if epoch != self.epoch:
+            self.epoch, self.position = epoch, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "rows": self._length(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        mine = self.state_dict()
+        for key in ("seed", "shuffle", "rows"):
+            if state.get(key, mine[key]) != mine[key]:
+                raise ValueError(
+                    f"cannot resume: the saved state has {key}={state[key]!r}, this one "
+                    f"{mine[key]!r}; resume with the dataset and settings the state was saved with"
+                )
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if epoch < 0 or not 0 <= position <= mine["rows"]:
+            raise ValueError(
+                f"cannot resume: the saved state has epoch {epoch} and position {position}; "
+                f"a position is 0 to {mine['rows']} (the rows of an epoch)"
+            )
+        self.epoch, self.position = epoch, position
+
+    def _order(self) -> np.ndarray:
+        """This epoch's rows not yet handed out, in order."""
+        n = self._length()
+        if self.shuffle:
+            return np.random.default_rng(self.seed + self.epoch).permutation(n)[self.position :]
+        return np.arange(self.position, n)
+
+    def _advance(self, rows: int) -> None:
+        self.position = min(self._length(), self.position + rows)
+
+    def _end_epoch(self) -> None:
+        self.epoch, self.position = self.epoch + 1, 0
+
+    def _length(self) -> int:
+        raise NotImplementedError
+
+
+def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    distributed = torch.distributed
+    if distributed.is_available() and distributed.is_initialized():
+        return distributed.get_rank(), distributed.get_world_size()
+    return 0, 1
+
+
+class MapDataset(torch_data.Dataset):
+    """``len(ds)`` and ``ds[i]`` -> ``transform(row)`` (the row dict when no transform)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[str] | None = None,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        decode: Mapping[str, Callable[[Any], Any]] | None = None,
+        cache_bytes: int | None = None,
+    ):
+        self.source = _Source(path, columns, decode, cache_bytes)
+        self.source.dataset()
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.source.dataset())
+
+    def __getitem__(self, index: int) -> Any:
+        row = _own(self.source.dataset()[index])
+        return self.transform(row) if self.transform else row
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """A DataLoader batch's rows, gathered together (torch calls this when it exists)."""
+        rows = [_own(row) for row in self.source.dataset().rows(indices)]
+        return [self.transform(row) for row in rows] if self.transform else rows
+
+
+class Sampler(_Position, torch_data.Sampler):
+    """The indices of an epoch for a ``MapDataset``: a permutation drawn from ``seed + epoch``
+    (or ``0..n-1`` without ``shuffle``); with ``rank``/``world_size`` (or an initialized
+    ``torch.distributed``) every ``world_size``-th of them, from ``rank`` on. It resumes from
+    ``state_dict()`` (see :class:`DataLoader`)."""
+
+    def __init__(
+        self,
+        data_source: Any,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ):
+        _Position.__init__(self, shuffle, seed)
+        self.rows = data_source if isinstance(data_source, int) else len(data_source)
+        self.rank, self.world_size = _distributed(rank, world_size)
+
+    def _length(self) -> int:
+        return self.rows
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._order()[self.rank :: self.world_size].tolist())
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.rows - self.position, self.world_size))
+
+
+class IterableDataset(_Position, torch_data.IterableDataset):
+    """Streams ``transform(row)`` for this process's share of the rows.
+
+    The rows of an epoch (a permutation drawn from ``seed + epoch`` with ``shuffle``, else the
+    stored order) are cut into batches of ``batch_size``: give the DataLoader's batch size.
+    Batch b goes to distributed rank ``b % world_size`` (``rank``/``world_size``, or
+    ``torch.distributed`` when it is initialized) and, within a rank, to DataLoader worker
+    ``(b // world_size) % num_workers``, which is the order the DataLoader hands batches out in:
+    every row goes to exactly one (rank, worker), and a rank's batches do not depend on the
+    number of workers. Call :meth:`set_epoch` each epoch, or use :class:`DataLoader`, which also
+    moves to the next epoch after a complete one and can resume mid-epoch.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[str] | None = None,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        decode: Mapping[str, Callable[[Any], Any]] | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        batch_size: int = 1,
+        read_batch_size: int = 1024,
+        cache_bytes: int | None = None,
+    ):
+        _Position.__init__(self, shuffle, seed)
+        self.source = _Source(path, columns, decode, cache_bytes)
+        self.source.dataset()
+        self.transform = transform
+        self.rank = rank
+        self.world_size = world_size
+        self.batch_size = batch_size
+        self.read_batch_size = read_batch_size
+
+    def _length(self) -> int:
+        return len(self.source.dataset())
+
+    def _share(self) -> tuple[int, int]:
+        """This (rank, worker)'s number and how many there are, batches being dealt out to
+        them in turn: rank first, then worker."""
+        rank, world = _distributed(self.rank, self.world_size)
+        info = torch_data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        return rank + worker * world, world * workers
+
+    def __iter__(self) -> Iterator[Any]:
+        ds = self.source.dataset()
+        index, count = self._share()
+        order = self._order()
+        size = max(1, self.batch_size)
+        batches = np.arange(index, -(-len(order) // size), count)
+        mine = (batches[:, None] * size + np.arange(size)).ravel()
+        rows = order[mine[mine < len(order)]]
+        for row in ds.iter_rows(rows, batch_size=self.read_batch_size):
+            row = _own(row)
+            yield self.transform(row) if self.transform else row
+
+
+class DataLoader(torch_data.DataLoader):
+    """A ``torch.utils.data.DataLoader`` over a ``MapDataset`` or an ``IterableDataset`` that
+    can resume mid-epoch: ``state_dict()`` / ``load_state_dict()``.
+
+    For a map-style dataset it uses a :class:`Sampler` (``shuffle``, ``seed``; or the one given
+    as ``sampler``); for an ``IterableDataset`` it sets the dataset's ``batch_size`` to its own.
+    Each batch handed out advances the position; a complete pass moves to the next epoch. Keep
+    ``persistent_workers`` off: workers that outlive an epoch do not see the new position.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        seed: int = 0,
+        **kwargs: Any,
+    ):
+        if kwargs.get("persistent_workers"):
+            raise ValueError(
+                "recordmill.torch.DataLoader cannot resume with persistent_workers; leave it off"
+            )
+        if isinstance(dataset, IterableDataset):
+            dataset.batch_size = batch_size
+            self.position: _Position = dataset
+            super().__init__(dataset, batch_size=batch_size, **kwargs)
+        else:
+            sampler = kwargs.pop("sampler", None)
+            if sampler is None:
+                sampler = Sampler(dataset, shuffle=shuffle, seed=seed)
+            if not isinstance(sampler, Sampler):
+                raise TypeError("give a recordmill.torch.Sampler as sampler, or none")
+            self.position = sampler
+            super().__init__(dataset, batch_size=batch_size, sampler=sampler, **kwargs)
+        self._step = (
+            batch_size
+            * _distributed(
+                getattr(self.position, "rank", None), getattr(self.position, "world_size", None)
+            )[1]
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        for batch in super().__iter__():
+            self.position._advance(self._step)
+            yield batch
+        self.position._end_epoch()
+
+    def set_epoch(self, epoch: int) -> None:
+        self.position.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader stands: the epoch and the rows of it already handed out."""
+        return self.position.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state``: the next batch is the one after the last one handed out."""
+        self.position.load_state_dict(state)

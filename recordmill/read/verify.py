@@ -1,0 +1,89 @@
+"""``recordmill verify``: re-read a dataset and check it against its manifest, on local disk or
+object storage alike."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from recordmill.dataset import layout, rejects
+from recordmill.dataset import manifest as manifest_file
+from recordmill.dataset.storage import Store
+from recordmill.errors import OutputError
+from recordmill.read.dataset import group_rows, open_partition
+
+
+def verify(path: str | os.PathLike[str]) -> list[str]:
+    """Every problem found, one line each; an empty list means the dataset is intact."""
+    store = Store.at(path)
+    try:
+        manifest = manifest_file.load(store)
+        expected_schema = manifest_file.arrow_schema(manifest)
+    except (OutputError, ValueError, KeyError) as e:
+        return [f"manifest: {e}"]
+    problems = []
+    listed = {p["file"] for p in manifest["partitions"]}
+    for extra in store.listdir():
+        if layout.PARTITION.match(extra) and extra not in listed:
+            problems.append(f"{extra}: a partition file the manifest does not list")
+    total = 0
+    for entry in manifest["partitions"]:
+        sizes = manifest_file.group_sizes(manifest, entry)
+        problems += _check_partition(store, entry, manifest["format"], expected_schema, sizes)
+        total += entry["rows"]
+    if total != manifest["total_rows"]:
+        problems.append(
+            f"manifest: partitions hold {total} rows, total_rows says {manifest['total_rows']}"
+        )
+    _, task_rows = manifest_file.task_totals(manifest)
+    if manifest.get("tasks") and task_rows != manifest["total_rows"]:
+        problems.append(
+            f"manifest: tasks hold {task_rows} rows, total_rows says {manifest['total_rows']}"
+        )
+    rejected = (manifest.get("rejects") or {}).get("count", 0)
+    if rejected:
+        try:
+            listed_rejects = len(rejects.read(store, manifest))
+        except OutputError as e:
+            problems.append(f"rejects: {e}")
+        else:
+            if listed_rejects != rejected:
+                problems.append(f"rejects: {listed_rejects} listed, the manifest counts {rejected}")
+    return problems
+
+
+def _check_partition(
+    store: Store, entry: dict, fmt: str, schema: pa.Schema, expected: list[int] | None
+) -> list[str]:
+    name = entry["file"]
+    if not store.is_file(name):
+        return [f"{name}: missing"]
+    problems = []
+    size = store.size(name)
+    if size != entry["bytes"]:
+        problems.append(
+            f"{name}: {size} bytes, the manifest says {entry['bytes']} (truncated or altered)"
+        )
+    checksum = store.sha256(name)
+    if checksum != entry["checksum"]:
+        problems.append(
+            f"{name}: checksum {checksum} does not match the manifest's {entry['checksum']}"
+        )
+    try:
+        handle = open_partition(store, name, fmt)
+        found = handle.schema if fmt == "arrow" else handle.schema_arrow
+        groups = group_rows(handle)
+    except (pa.ArrowInvalid, OSError) as e:
+        return [*problems, f"{name}: cannot be read: {e}"]
+    rows = sum(groups)
+    if rows != entry["rows"]:
+        problems.append(f"{name}: {rows} rows, the manifest says {entry['rows']}")
+    elif expected is not None and groups != expected:
+        problems.append(
+            f"{name}: {len(groups)} row groups, the manifest says {entry['row_groups']} of "
+            f"{expected[0]} rows (the last smaller)"
+        )
+    if not found.equals(schema):
+        problems.append(f"{name}: its schema differs from the manifest's")
+    return problems
