@@ -248,9 +248,9 @@ def test_shuffled_large_values_arrive_whole_and_in_order(tmp_path, fmt):
 
 
 def test_big_columns_of_small_values_are_gathered_where_they_lie(dataset, monkeypatch):
-    import recordmill.read.dataset
+    import recordmill.read.gather
 
-    monkeypatch.setattr(recordmill.read.dataset, "JOIN_BYTES", 0)  # no column is joined
+    monkeypatch.setattr(recordmill.read.gather, "JOIN_BYTES", 0)  # no column is joined
     ds = recordmill.open(str(dataset))
     order = np.random.default_rng(3).permutation(len(ds))
     assert [r["name"] for r in ds.rows(order)] == [f"row {i}" for i in order]

@@ -1,0 +1,276 @@
+"""A dataset's partition files, opened and checked against the manifest, and where each row lies.
+
+Local partitions are all opened when the dataset is opened, so a run that replaces the dataset
+(``--overwrite``) cannot change what a reader reads: open files stay readable wherever their folder
+goes. Each file's size, its row groups (Parquet) or record batches (Arrow IPC) and its schema are
+checked against the manifest before a row of it is returned; Arrow IPC batches carry a CRC-32 per
+column that :meth:`Files.verify` checks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import resource
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from recordmill.dataset import manifest as manifest_file
+from recordmill.dataset.checksum import column_crc32
+from recordmill.dataset.manifest import arrow_schema
+from recordmill.dataset.rows import RowIndex
+from recordmill.dataset.storage import Store
+from recordmill.errors import OutputError
+
+
+@dataclass(frozen=True)
+class Group:
+    """A row group (Parquet) or record batch (Arrow IPC) of a partition, and its row count."""
+
+    partition: int
+    index: int
+    rows: int
+
+
+class Files:
+    """The open partition files of one dataset version, and the global row-group map."""
+
+    def __init__(self, store: Store, manifest: dict[str, Any], checksums: bool = True):
+        self.store = store
+        self.manifest = manifest
+        self.format = manifest["format"]
+        self.arrow = self.format == "arrow"
+        self.checksums = checksums  # Arrow IPC batches' CRC-32, on sequential/shuffled reads
+        self.schema = arrow_schema(manifest).remove_metadata()
+        self.names = self.schema.names
+        self.groups: list[Group] = []
+        self.index = RowIndex([])
+        self._starts: list[int] = [0]  # first global row of each group, then the total
+        self._pinned = self._pin() if store.local else {}
+        self._verified: set[tuple[int, str]] = set()  # (group, column) whose checksum matched
+        self._build = threading.Lock()
+        self._pid = -1
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """Readers belong to one process: a forked DataLoader worker opens its own (the parent's
+        file positions would be shared with it)."""
+        self._pid = os.getpid()
+        self._handles: dict[tuple[int, int], Any] = {}
+        self._build = threading.Lock()
+
+    def ready(self) -> Files:
+        """Build the global row-group map once: from the manifest, where it records each
+        partition's row groups (all of ``row_group_size`` rows but the last), else from every
+        file's footer."""
+        if self._pid != os.getpid():
+            self._fresh()
+        if self.index.total or not self.manifest["total_rows"]:
+            return self
+        with self._build:  # threads of one process share the map: build it once, whole
+            if self.index.total:
+                return self
+            groups, starts = [], [0]
+            for p in range(len(self.manifest["partitions"])):
+                for i, n in enumerate(self.expected_rows(p) or group_rows(self.handle(p))):
+                    groups.append(Group(p, i, n))
+                    starts.append(starts[-1] + n)
+            self.groups, self._starts = groups, starts
+            self.index = RowIndex([g.rows for g in groups])
+        return self
+
+    def locate(self, row: int) -> tuple[int, int]:
+        """The group holding global ``row``, and the row's number within it."""
+        g = bisect.bisect_right(self._starts, row) - 1
+        return g, row - self._starts[g]
+
+    def entry(self, g: int) -> dict[str, Any]:
+        """The manifest's entry of the partition that holds group ``g``."""
+        return self.manifest["partitions"][self.groups[g].partition]
+
+    def expected_rows(self, partition: int) -> list[int] | None:
+        """The row count of each row group of a partition, as the manifest says."""
+        entry = self.manifest["partitions"][partition]
+        sizes = manifest_file.group_sizes(self.manifest, entry)
+        if sizes is not None and len(sizes) != entry["row_groups"]:
+            size = self.manifest["settings"]["row_group_size"]
+            raise OutputError(
+                f"the manifest of {self.store} is damaged: {entry['file']} has {entry['rows']} "
+                f"rows in {entry['row_groups']} row groups of {size} (recordmill verify tells more)"
+            )
+        return sizes
+
+    def _pin(self) -> dict[int, Any]:
+        """Every partition file, opened; as many as the process may open when that is fewer."""
+        count = len(self.manifest["partitions"])
+        # Half the process's open files at most: the rest are for everything else.
+        budget = _allow_open_files(2 * count + 256) // 2
+        return {p: self._open_raw(p) for p in range(min(count, budget))}
+
+    def _open_raw(self, partition: int) -> Any:
+        """A partition file, opened for random access, of the size the manifest says."""
+        entry = self.manifest["partitions"][partition]
+        try:
+            raw = _open_file(self.store, entry["file"], self.format)
+        except FileNotFoundError:
+            raise OutputError(
+                f"{self.store}/{entry['file']} is missing: the dataset was replaced (a run with "
+                "--overwrite) or damaged while it was read; open it again"
+            ) from None
+        if raw.size() != entry["bytes"]:
+            raise OutputError(
+                f"{self.store}/{entry['file']} holds {raw.size()} bytes, the manifest says "
+                f"{entry['bytes']}: the dataset was replaced while it was read (open it again), "
+                "or it is damaged (recordmill verify tells more)"
+            )
+        return raw
+
+    def handle(self, partition: int) -> Any:
+        """This thread's reader of a partition (a pyarrow ParquetFile must not be read from two
+        threads at once), checked against the manifest when first opened."""
+        key = (partition, threading.get_ident())
+        if key not in self._handles:
+            raw = self._pinned.get(partition) or self._open_raw(partition)
+            handle = _reader(raw, self.format)
+            self._check(partition, handle)
+            self._handles[key] = handle
+        return self._handles[key]
+
+    def _check(self, partition: int, handle: Any) -> None:
+        """Refuse a file whose row groups are not those the manifest says (for Arrow IPC, the
+        count here; each batch's rows when it is first read, which costs nothing then)."""
+        entry = self.manifest["partitions"][partition]
+        expected = self.expected_rows(partition)
+        if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
+            found, wanted = handle.num_record_batches, f"{len(expected)} record batches"
+            ok = found == len(expected)
+            if not handle.schema.remove_metadata().equals(self.schema):
+                found, wanted, ok = "another schema", "the manifest's", False
+        else:
+            rows = group_rows(handle)
+            found, wanted = _groups_text(rows), _groups_text(expected or [entry["rows"]])
+            ok = rows == expected if expected is not None else sum(rows) == entry["rows"]
+        if not ok:
+            raise OutputError(
+                f"{self.store}/{entry['file']} does not match the manifest ({found} found, "
+                f"{wanted} expected): the dataset is damaged (recordmill verify tells more)"
+            )
+
+    def verify(self, g: int, batch: pa.RecordBatch, again: bool = False) -> None:
+        """Check an Arrow group's columns against the checksums its partition records, once per
+        process unless ``again``."""
+        group = self.groups[g]
+        entry = self.entry(g)
+        sums = entry.get("batch_crc32")
+        if not sums or not self.checksums:
+            return
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            if (g, name) in self._verified and not again:
+                continue
+            if column_crc32(column) != sums[group.index][self.names.index(name)]:
+                raise OutputError(
+                    f"{self.store}/{entry['file']}, record batch {group.index}, column "
+                    f"{name!r}: its checksum does not match the manifest: the file is damaged, or "
+                    "was replaced while it was read (recordmill verify tells more)"
+                )
+            self._verified.add((g, name))
+
+    def read(self, g: int, columns: list[str]) -> pa.RecordBatch:
+        """Group ``g``'s ``columns`` as they lie in the file: an Arrow batch (memory-mapped on a
+        local disk), or a Parquet row group decoded (its pages' checksums checked)."""
+        group = self.groups[g]
+        if self.arrow:
+            batch = self.handle(group.partition).get_batch(group.index)
+            if batch.num_rows != group.rows:
+                raise OutputError(
+                    f"{self.store}/{self.entry(g)['file']}, record batch {group.index}, holds "
+                    f"{batch.num_rows} rows, the manifest says {group.rows}: the dataset is "
+                    "damaged (recordmill verify tells more)"
+                )
+            return batch.select(columns)
+        try:
+            table = self.handle(group.partition).read_row_group(
+                group.index, columns=columns, use_threads=False
+            )
+        except (OSError, pa.ArrowInvalid) as e:
+            raise OutputError(
+                f"{self.store}/{self.entry(g)['file']}, row group {group.index}, is damaged: {e} "
+                "(recordmill verify tells more)"
+            ) from e
+        return table.combine_chunks().to_batches()[0] if table.num_rows else _empty(table)
+
+
+def _empty(table: pa.Table) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def _groups_text(rows: list[int]) -> str:
+    shown = ", ".join(map(str, rows[:4])) + (", ..." if len(rows) > 4 else "")
+    return f"{sum(rows)} rows in {len(rows)} row groups ({shown})"
+
+
+def open_partition(store: Store, name: str, fmt: str) -> Any:
+    """A partition file opened for reading: Arrow IPC memory-mapped on a local disk (so a row
+    costs only its bytes), Parquet with its page checksums checked."""
+    return _reader(_open_file(store, name, fmt), fmt)
+
+
+def _allow_open_files(count: int) -> int:
+    """Raise this process's limit of open files (the soft one, up to the hard one) to ``count``;
+    the limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= count:
+        return count if soft == resource.RLIM_INFINITY else soft
+    limit = count if hard == resource.RLIM_INFINITY else min(count, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    return limit
+
+
+def _open_file(store: Store, name: str, fmt: str) -> Any:
+    if fmt == "arrow":
+        return store.input_file(name)
+    if store.local:  # reads with pread: one open file serves every thread
+        return pa.OSFile(store.path(name))
+    return store.fs.open_input_file(store.path(name))
+
+
+def _reader(raw: Any, fmt: str) -> Any:
+    if fmt == "arrow":
+        return pa.ipc.open_file(raw)
+    return pq.ParquetFile(raw, page_checksum_verification=True, pre_buffer=False)
+
+
+def group_rows(handle: Any) -> list[int]:
+    """The row count of each row group (Parquet) or record batch (Arrow IPC) of an open file."""
+    if isinstance(handle, pq.ParquetFile):
+        return [handle.metadata.row_group(i).num_rows for i in range(handle.num_row_groups)]
+    return [handle.get_batch(i).num_rows for i in range(handle.num_record_batches)]
+
+
+def open_files(store: Store, checksums: bool = True, tries: int = 5) -> Files:
+    """The dataset's manifest and (on a local disk) all its files, of one version: were they
+    replaced in between (a run with --overwrite committed), it is tried again."""
+    manifest = manifest_file.load(store)
+    for _ in range(tries):
+        listed = sum(p["rows"] for p in manifest["partitions"])
+        if manifest["total_rows"] != listed:
+            raise OutputError(
+                f"the manifest of {store} is damaged: total_rows is {manifest['total_rows']}, "
+                f"its partitions hold {listed} (recordmill verify tells more)"
+            )
+        try:
+            files, error = Files(store, manifest, checksums), None
+        except OutputError as e:
+            files, error = None, e
+        now = manifest_file.load(store) if store.local else manifest
+        if now == manifest:
+            if error is not None:  # the same version: the files are damaged
+                raise error
+            assert files is not None
+            return files
+        manifest = now
+    raise OutputError(f"{store} was replaced {tries} times while it was opened; open it again")

@@ -1,0 +1,140 @@
+"""Rows in any order, each row group read once: the gathers behind ``ds.take``, ``ds.rows`` (a
+DataLoader batch) and shuffled passes.
+
+Arrow IPC: every value is taken straight from the memory-mapped groups, laid end to end once per
+view (:class:`Columns`). Parquet: the groups are decoded side by side in threads, each cut down to
+the rows wanted from it as soon as it is decoded, so only those rows are held, not whole groups;
+then they are put in the requested order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from recordmill.read.groups import Groups
+
+# A column of small values (labels, names) up to this size is joined into one array for gathers.
+JOIN_BYTES = 16 << 20
+
+
+class Gatherer:
+    """Takes the rows of one view (a schema's columns) in any order."""
+
+    def __init__(self, groups: Groups, schema: pa.Schema):
+        self.groups = groups
+        self.schema = schema
+        self._whole: Columns | None = None  # Arrow IPC: every group's columns, end to end
+
+    def take(self, rows: np.ndarray, keep: bool, check: bool = False) -> pa.RecordBatch:
+        """Global ``rows`` in the given order, as one batch. Parquet groups are kept in the
+        cache when ``keep``; ``check``: Arrow IPC groups are checked against their checksums
+        first (Parquet checks its pages always)."""
+        if rows.size == 0:
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        groups = self.groups.ready()
+        files = groups.files
+        if files.arrow:
+            return self._laid_end_to_end(check).take(rows)
+        plan = files.index.gather(rows)
+
+        def cut(n: int) -> pa.RecordBatch:
+            group = groups.group(plan.groups[n], self.schema, keep=keep)
+            return group.take(plan.local[plan.parts[n]])
+
+        pieces = list(groups.pool.map(cut, range(len(plan.groups))))
+        return Columns(pieces, self.schema).take(plan.inverse)
+
+    def _laid_end_to_end(self, check: bool) -> Columns:
+        groups, schema = self.groups, self.schema
+        count = len(groups.files.groups)
+        if self._whole is None:
+            self._whole = Columns([groups.group(g, schema) for g in range(count)], schema)
+        if check and not self._whole.checked:
+            list(groups.pool.map(lambda g: groups.group(g, schema, check=True), range(count)))
+            self._whole.checked = True
+        return self._whole
+
+
+class Columns:
+    """The columns of many record batches laid end to end, to take rows from in any order
+    with one copy of each value. Values of 1 KB and more (images, audio, tensors) are copied
+    straight from their batches' buffers; Arrow's own take would first join the chunks."""
+
+    def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
+        self.schema = schema
+        self.checked = False  # its batches' checksums matched
+        self.columns: list[pa.Array | pa.ChunkedArray | Values] = []
+        for c, t in enumerate(schema.types):
+            chunks = [b.column(c) for b in batches]
+            if Values.fits(t, chunks):  # large values: copied from where they lie
+                self.columns.append(Values(chunks))
+            elif sum(c.nbytes for c in chunks) <= JOIN_BYTES:
+                # One array: a take across many chunks costs per chunk, every time.
+                self.columns.append(pa.concat_arrays(chunks))
+            else:  # a big column of small values stays where it is (no copy of it all)
+                self.columns.append(pa.chunked_array(chunks, type=t))
+
+    def take(self, index: np.ndarray) -> pa.RecordBatch:
+        arrays = []
+        for column, t in zip(self.columns, self.schema.types, strict=True):
+            if isinstance(column, Values):
+                arrays.append(column.take(index, t))
+            else:
+                taken = column.take(pa.array(index))
+                arrays.append(
+                    taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+                )
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+class Values:
+    """Where each value of a bytes, string or tensor (fixed-size binary) column lies: its
+    batch, its start and its end."""
+
+    def __init__(self, chunks: list[pa.Array]):
+        t = chunks[0].type
+        if pa.types.is_fixed_size_binary(t):
+            width = t.byte_width
+            offsets = [np.arange(c.offset, c.offset + len(c) + 1) * width for c in chunks]
+            self.data = [np.frombuffer(c.buffers()[1] or b"", np.uint8) for c in chunks]
+        else:
+            offsets = [
+                np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
+                for c in chunks
+            ]
+            self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
+        self.starts = np.concatenate([o[:-1] for o in offsets]).astype(np.int64)
+        self.ends = np.concatenate([o[1:] for o in offsets]).astype(np.int64)
+        self.chunk = np.repeat(np.arange(len(chunks)), [len(c) for c in chunks])
+
+    @staticmethod
+    def fits(t: pa.DataType, chunks: list[pa.Array]) -> bool:
+        """Values of 1 KB and more (images, audio, tensors), with no nulls."""
+        if any(c.null_count for c in chunks) or not chunks:
+            return False
+        if pa.types.is_fixed_size_binary(t):
+            return t.byte_width >= 1024
+        if not (pa.types.is_binary(t) or pa.types.is_string(t)):
+            return False
+        values = sum(len(c) for c in chunks)
+        total = sum(len(c.buffers()[2] or b"") for c in chunks)
+        return values > 0 and total // values >= 1024
+
+    def take(self, index: np.ndarray, t: pa.DataType) -> pa.Array:
+        starts, ends = self.starts[index], self.ends[index]
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)])
+        if offsets[-1] >= 2**31:
+            raise OverflowError("more than 2 GB of values in one gather; take fewer rows at once")
+        values = np.concatenate(
+            [
+                self.data[k][a:b]
+                for k, a, b in zip(
+                    self.chunk[index].tolist(), starts.tolist(), ends.tolist(), strict=True
+                )
+            ]
+        )
+        if pa.types.is_fixed_size_binary(t):
+            return pa.Array.from_buffers(t, len(index), [None, pa.py_buffer(values)])
+        buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)]
+        return pa.Array.from_buffers(t, len(index), buffers)

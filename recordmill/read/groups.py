@@ -1,0 +1,107 @@
+"""Row groups as record batches, for every read: memory-mapped Arrow IPC batches, which cost
+nothing to keep, or Parquet row groups (and anything read from object storage) decoded and kept
+in a cache bounded by bytes, least recently used first out. Decoding runs in threads (pyarrow
+releases the GIL), so a pass can decode ahead of the rows it hands out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from recordmill.read.files import Files
+
+# Parquet row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
+READ_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+@dataclass
+class ReadStats:
+    """How much decoding the reads needed: ``groups_read`` counts Parquet row-group decodes."""
+
+    groups_read: int = 0
+    rows_read: int = 0
+
+
+class Groups:
+    """Row group ``g`` of a dataset with the columns of a schema, from where it is cheapest."""
+
+    def __init__(self, files: Files, cache_limit: int, read_ahead_bytes: int):
+        self.files = files
+        # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.
+        self.mapped = files.arrow and files.store.local
+        self.cache_limit = cache_limit
+        self.read_ahead_bytes = read_ahead_bytes
+        self.stats = ReadStats()
+        self._pid = -1
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """Caches and threads belong to one process: a forked DataLoader worker starts its own
+        (the parent's threads do not exist there)."""
+        self._pid = os.getpid()
+        self._batches: dict[tuple[int, tuple[str, ...]], pa.RecordBatch] = {}
+        self._cache: OrderedDict[tuple[int, tuple[str, ...]], pa.RecordBatch] = OrderedDict()
+        self._cache_bytes = 0
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def ready(self) -> Groups:
+        """The row-group map built, and this process's own caches and threads."""
+        if self._pid != os.getpid():
+            self._fresh()
+        self.files.ready()
+        return self
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="recordmill-read")
+        return self._pool
+
+    def group(
+        self, g: int, schema: pa.Schema, *, keep: bool = True, check: bool = False
+    ) -> pa.RecordBatch:
+        """Row group ``g`` with ``schema``'s columns. Arrow on a local disk: a memory-mapped
+        batch, nothing decoded (its checksums checked when ``check``). Otherwise from the cache,
+        or read (and cached when ``keep``); Parquet checks its pages' checksums as it decodes,
+        Arrow read from object storage is checked each time it is read."""
+        key = (g, tuple(schema.names))
+        if self.mapped:
+            batch = self._batches.get(key)
+            if batch is None:
+                batch = self._batches[key] = self._read(g, schema)
+            if check:
+                self.files.verify(g, batch)
+            return batch
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        batch = self._read(g, schema)
+        if self.files.arrow:
+            self.files.verify(g, batch, again=True)
+        with self._lock:  # a read-ahead thread may be decoding beside us
+            self.stats.groups_read += 1
+            self.stats.rows_read += batch.num_rows
+            if keep:
+                self._keep(key, batch)
+        return batch
+
+    def _keep(self, key: tuple[int, tuple[str, ...]], batch: pa.RecordBatch) -> None:
+        self._cache[key] = batch
+        self._cache_bytes += batch.nbytes
+        while self._cache_bytes > self.cache_limit and len(self._cache) > 1:
+            _, dropped = self._cache.popitem(last=False)
+            self._cache_bytes -= dropped.nbytes
+
+    def _read(self, g: int, schema: pa.Schema) -> pa.RecordBatch:
+        batch = self.files.read(g, schema.names)
+        if not self.files.arrow and batch.schema != schema:
+            batch = pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
+        return batch

@@ -1,0 +1,52 @@
+"""How a pass reads: consecutive rows group by group with read-ahead, or a seeded shuffle gathered
+a window at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import wait as wait_for
+
+import pyarrow as pa
+
+from recordmill.read.groups import READ_THREADS, Groups
+
+# A shuffle over memory-mapped Arrow IPC gathers about this many bytes of rows at a time.
+MAPPED_WINDOW_BYTES = 16 << 20
+
+
+def in_order(
+    groups: Groups, schema: pa.Schema, start: int, stop: int, row_bytes: int
+) -> Iterator[pa.RecordBatch]:
+    """Global rows ``start`` to ``stop``, group by group. Parquet groups are decoded ahead in
+    threads (pyarrow releases the GIL), up to ``read_ahead_bytes``, and not cached; mapped
+    Arrow IPC groups have their checksums checked ahead the same way."""
+    files = groups.ready().files
+    wanted = list(files.index.spans(start, stop))
+    group_bytes = row_bytes * max(1, files.index.total // max(1, len(files.groups)))
+    depth = max(1, min(len(wanted), groups.read_ahead_bytes // group_bytes))
+    if groups.mapped:  # nothing to decode; the checksums are checked ahead, in threads
+        depth = min(depth, 4 * READ_THREADS)
+
+    def read(g: int) -> pa.RecordBatch:
+        return groups.group(g, schema, keep=False, check=True)
+
+    ahead = [groups.pool.submit(read, g) for g, _, _ in wanted[:depth]]
+    try:
+        for n, (_, lo, hi) in enumerate(wanted):
+            batch = ahead.pop(0).result()
+            if n + depth < len(wanted):
+                ahead.append(groups.pool.submit(read, wanted[n + depth][0]))
+            yield batch.slice(lo, hi - lo)
+    finally:  # a pass stopped early (an error, a break) leaves nothing reading behind it
+        for future in ahead:
+            future.cancel()
+        wait_for(ahead)
+
+
+def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:
+    """Rows gathered at once by a shuffle, a whole number of batches. Memory-mapped Arrow IPC:
+    about ``MAPPED_WINDOW_BYTES``, as nothing is decoded. Otherwise about the cache's size, since
+    each window decodes every row group it touches (nearly all of them) and a larger window
+    decodes less per row; the groups are kept for the next window only when all of them fit."""
+    budget = MAPPED_WINDOW_BYTES if groups.mapped else groups.cache_limit
+    return batch_size * max(1, budget // row_bytes // batch_size)
