@@ -15,19 +15,33 @@ fails the run, naming the task, the count announced and the count yielded.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from recordmill.dataset.rows import bounds
 from recordmill.dataset.storage import Store
-from recordmill.engine.partitions import PartitionInfo, default_row_group_size, write_file
+from recordmill.engine.batches import TaskJob, TaskResult, task_batches
+from recordmill.engine.partitions import (
+    PartitionInfo,
+    Written,
+    default_row_group_size,
+    unfinished,
+    write_file,
+)
+from recordmill.engine.records import ChunkResult, add_run
 from recordmill.engine.settings import WriteSettings
-from recordmill.engine.tasks import TaskJob, TaskResult, task_batches
-from recordmill.errors import TaskError
+from recordmill.engine.tasks import CHUNKS
+from recordmill.errors import PluginError, TaskError
 from recordmill.plugin.manager import PluginRef
+
+if TYPE_CHECKING:
+    from recordmill.engine.output import OutputDir
+    from recordmill.engine.plan import Run
+    from recordmill.executors import Executor
 
 # At most this many rows made for each row written, else the staged path is taken.
 MAX_REMADE = 1.5
@@ -150,3 +164,68 @@ def _rows(job: DirectJob) -> Iterator[pa.RecordBatch]:
                 segment.task_id,
                 f"task_rows() announced {segment.announced} rows, dict_data() yielded {got}",
             )
+
+
+def announced_rows(run: Run) -> list[int] | None:
+    """Every task's row count, when the run can write each byte once (see recordmill.engine.direct):
+    all tasks announce theirs, the schema is declared, no shuffle, bad input fails the run, the
+    tasks are not too many to run one by one, and not much larger than the partitions."""
+    settings = run.settings
+    if settings.shuffle or run.declared is None or settings.on_bad_input != "fail":
+        return None
+    if run.tasks > CHUNKS:
+        return None  # tasks too many to run one by one: the staged path runs them in chunks
+    counts = []
+    for task_id in range(run.tasks):
+        n = run.plugin.task_rows(task_id, run.options)
+        if n is None:
+            return None
+        counts.append(n)
+    if not sum(counts) or not pays(counts, settings.partitions):
+        return None  # an empty dataset takes the staged path, which writes it
+    return counts
+
+
+def write_direct(
+    run: Run, out: OutputDir, runner: Executor, counts: list[int]
+) -> tuple[list[ChunkResult], Written, float]:
+    """Phases 2 and 3 in one: each partition made straight from the plugin's rows."""
+    started = time.perf_counter()
+    if not sum(counts):
+        raise PluginError(
+            f"plugin {run.plugin.name} announced no rows in any of its {run.tasks} tasks"
+        )
+    schema = run.declared
+    rg_size = run.settings.row_group_size or default_group_size(
+        run.plugin.ref, run.options, schema, out.staging, run.settings, counts
+    )
+    jobs = [
+        DirectJob(
+            index,
+            run.settings.partitions,
+            lo,
+            hi,
+            segments,
+            run.plugin.ref,
+            run.options,
+            schema,
+            out.staging,
+            run.settings,
+            rg_size,
+        )
+        for index, (lo, hi, segments) in enumerate(plan(counts, run.settings.partitions))
+    ]
+    finished, todo = unfinished(out, jobs)
+    written_now = runner.run(
+        write_direct_partition,
+        todo,
+        f"{run.plugin.name}: partitions",
+        "partition",
+        run.settings.progress,
+    )
+    finished.update((job.index, info) for job, info in zip(todo, written_now, strict=True))
+    results = [ChunkResult(0)]
+    for n in counts:
+        add_run(results[0].task_rows, n)
+    written = Written([finished[job.index] for job in jobs], schema, rg_size)
+    return results, written, time.perf_counter() - started

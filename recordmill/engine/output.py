@@ -1,68 +1,26 @@
-"""The output folder's life: lock, refuse what must not be replaced, stage, then appear whole
-(or, on failure, leave nothing), release; one context manager, :class:`OutputDir`.
+"""The output folder's life, one context manager (:class:`OutputDir`): lock it, refuse what must
+not be replaced, give a staging folder (a new one, or with ``--resume`` the one an interrupted run
+left), commit it (see commit.py for the steps), or on failure leave nothing; release.
 
-Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``). The commit
-(:meth:`OutputDir.commit`) is a fixed sequence of steps, each a safe place for the run to die:
-
-1. ``staged``: the manifest is written into the staging folder; from here on the staging folder
-   is a complete dataset and a later ``--resume`` only publishes it (no task runs again).
-2. ``cleaned``: the staging folder's bookkeeping (``run.json``, ``_tasks/``, ``_parts/``) is gone.
-3. Local disk: ``marked``: an older dataset at NAME gets a hidden ``.recordmill-replaced``
-   file; ``exchanged``: the staging folder and NAME trade places in one atomic rename
-   (``renameat2(RENAME_EXCHANGE)``, Linux), so NAME is never missing; the marked older dataset,
-   now in the staging folder's place, is then deleted. Where that rename does not exist:
-   ``moved-aside``: the older dataset is renamed to ``.NAME.recordmill-old``, ``published``: the
-   staging folder to NAME, then the old one is deleted; a run that finds the old folder without
-   NAME puts it back first, so an older dataset is never lost.
-3. Object storage (no rename there): ``unpublished``: the older dataset's manifest is deleted
-   (its folder is no longer a dataset); ``cleared``: its other files are deleted; ``moved``:
-   after the first file was moved in; ``published``: the manifest is written last; then the
-   staging folder is deleted.
-
-So a folder without a manifest is never a dataset, a failed or killed run never leaves an output
-that looks complete, and an interrupted run's staging folder is kept for ``--resume``. A lock
-beside it (``.NAME.recordmill-lock`` on a local disk, deleted when the run ends; a lease object on S3; see lease.py) makes a
-second run on the same output fail at once instead of mixing its files with the first run's.
+Everything is written into a hidden sibling folder (``.NAME.recordmill-partial``). A lock beside
+it (``.NAME.recordmill-lock`` on a local disk, deleted when the run ends; a lease object on S3,
+see lease.py) makes a second run on the same output fail at once instead of mixing its files with
+the first run's. An interrupted run's staging folder is kept for ``--resume``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import fcntl
 import os
 import shutil
-import signal
 from typing import Any
 
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
-from recordmill.engine.lease import Lease
+from recordmill.engine import commit, records
+from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
 from recordmill.errors import OutputError, writing
-
-# The fault tests name a step here; the run kills itself (SIGKILL) when it reaches it.
-KILL_AT = "RECORDMILL_KILL_AT"
-
-
-def step(name: str) -> None:
-    """A named step of a run: where the fault tests stop it, one step at a time."""
-    if os.environ.get(KILL_AT) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def run_record(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What a run was (plugin, options, task count, settings), as its manifest records it: what
-    a ``--resume`` must match."""
-    settings = dict(manifest.get("settings") or {})
-    settings.pop("row_group_size", None)
-    return {
-        "plugin": manifest["plugin"]["name"],
-        "options": manifest["plugin"].get("options") or {},
-        "task_number": manifest_file.task_totals(manifest)[0],
-        "settings": settings,
-    }
 
 
 class OutputDir:
@@ -82,9 +40,7 @@ class OutputDir:
         self._writing = False
         self.staging = self.final.sibling(layout.staging_folder(self.final.name))
         self._old = self.final.sibling(layout.old_folder(self.final.name))
-        self._lock_path = self.final.sibling(layout.lock_file(self.final.name)).root
-        self._lock: Any = None
-        self._lease: Lease | None = None
+        self._lock = OutputLock(self.final)
         self.resumed = False
         self.finished: dict[str, Any] | None = None
         self.staged = False
@@ -172,35 +128,10 @@ class OutputDir:
 
     def lock(self) -> None:
         """Hold the output's lock for this process's life: a second run on it is refused."""
-        if not self.final.local:
-            self._lease = Lease.take(self.final)
-            return
-        os.makedirs(os.path.dirname(self._lock_path), exist_ok=True)
-        while self._lock is None:
-            lock = open(self._lock_path, "a")  # noqa: SIM115 - held until release()
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                lock.close()
-                raise OutputError(
-                    f"another recordmill run is writing {self.final} (it holds "
-                    f"{self._lock_path}); wait for it to finish"
-                ) from None
-            # The run before may have deleted the file after we opened it: lock the one there.
-            if _same_file(lock, self._lock_path):
-                self._lock = lock
-            else:
-                lock.close()
+        self._lock.take()
 
     def release(self) -> None:
-        if self._lock is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._lock_path)  # while still locked: no run can be holding it
-            self._lock.close()
-            self._lock = None
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None
+        self._lock.release()
 
     def prepare(self) -> Store:
         """Check the destination and give the staging folder: an empty one, or with ``resume``
@@ -247,7 +178,7 @@ class OutputDir:
         """Refuse to take a finished run's output as this run's unless they are the same run
         (``record``: this run's, in its JSON form, as run.json holds it)."""
         assert self.finished is not None
-        changed = describe_changes(run_record(self.finished), record)
+        changed = records.describe_changes(records.run_record(self.finished), record)
         if changed:
             where = self.staging if self.staged else self.final
             raise OutputError(
@@ -259,9 +190,9 @@ class OutputDir:
 
     def commit(self, manifest_name: str, manifest: bytes) -> None:
         """Make the staged folder the output, the manifest last, replacing an older dataset
-        when allowed. Each step is a safe place to die (see the module's docstring)."""
+        when allowed. Each step is a safe place to die (see commit.py)."""
         self.staging.write_bytes(manifest_name, manifest)
-        step("staged")
+        commit.step("staged")
         self.publish()
 
     def publish(self) -> None:
@@ -273,85 +204,12 @@ class OutputDir:
             self.staging.delete_tree()  # object storage: killed right after it published
             return
         self._check_final()
-        self.staging.delete(layout.RUN_FILE)
-        for scratch in layout.SCRATCH_DIRS:
-            self.staging.delete_tree(scratch)
-        step("cleaned")
-        if self._lease is not None:
-            self._lease.check()
+        commit.clean(self.staging)
+        self._lock.check()
         if self.final.local:
-            final, old = self.final.root, self._old.root
-            if os.path.isdir(final) and os.listdir(final):
-                self.final.write_bytes(layout.REPLACED_MARK, b"")
-                step("marked")
-                if _exchange(self.staging.root, final):
-                    step("exchanged")
-                    shutil.rmtree(self.staging.root)
-                    return
-                os.replace(final, old)
-                step("moved-aside")
-            os.replace(self.staging.root, final)  # rename(2) replaces an empty folder atomically
-            step("published")
-            shutil.rmtree(old, ignore_errors=True)
-            return
-        if self.final.exists():
-            for old_name in (n for n in self.final.listdir() if n.startswith("_manifest")):
-                self.final.delete(old_name)
-            step("unpublished")
-            staged = manifest_file.parse(manifest, name)
-            keep = {p["file"] for p in staged["partitions"]} | {staged["rejects"].get("file")}
-            for stale in self.final.listdir():
-                if stale not in keep:
-                    self.final.delete(stale)
-            step("cleared")
-        self.final.makedirs()
-        for n in sorted(self.staging.listdir()):
-            if n != name:
-                self.final.fs.move(self.staging.path(n), self.final.path(n))
-                step("moved")
-        self.final.write_bytes(name, manifest)
-        step("published")
-        self.staging.delete_tree()
+            commit.publish_local(self.staging, self.final, self._old)
+        else:
+            commit.publish_object_store(self.staging, self.final, name, manifest)
 
     def abort(self) -> None:
         self.staging.delete_tree()
-
-
-def _same_file(handle: Any, path: str) -> bool:
-    try:
-        return os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
-    except FileNotFoundError:
-        return False
-
-
-def _exchange(a: str, b: str) -> bool:
-    """Swap two folders in one atomic rename (Linux ``renameat2(RENAME_EXCHANGE)``); False where
-    the system or the filesystem has no such rename."""
-    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    if renameat2 is None:
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
-def _flag(key: str) -> str:
-    if key == "mindrecord_arguments":  # an unmodified MindRecord script's own command line
-        return "the script's flags"
-    return "--" + key.replace("_", "-")
-
-
-def describe_changes(before: dict[str, Any], now: dict[str, Any]) -> str:
-    """What differs between two run records, named as the flags that set it: ``--partitions: 5
-    then, 3 now``."""
-    changed = []
-    for key in sorted(set(before) | set(now)):
-        old, new = before.get(key), now.get(key)
-        if isinstance(old, dict) and isinstance(new, dict):
-            changed += [
-                f"{_flag(k)}: {old.get(k)!r} then, {new.get(k)!r} now"
-                for k in sorted(set(old) | set(new))
-                if old.get(k) != new.get(k)
-            ]
-        elif old != new:
-            changed.append(f"{key.replace('_', ' ')}: {old!r} then, {new!r} now")
-    return "; ".join(changed)

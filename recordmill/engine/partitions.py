@@ -1,6 +1,6 @@
-"""Merging staged task fragments into P balanced partition files: the partition jobs, writing one
-(fragments.py reads the staged rows, writers.py writes the files), and the records that mark a
-partition done for ``--resume``.
+"""Phase 3 of a write: the staged task fragments merged into P balanced partition files: the
+partition jobs, writing one (fragments.py reads the staged rows, writers.py writes the files), and
+the records that mark a partition done for ``--resume``.
 
 The rows form one global sequence: task 0's rows, then task 1's, and so on (or a seeded
 permutation of it with ``--shuffle``). Partition p holds a consecutive slice of that sequence, and
@@ -10,18 +10,27 @@ partition sizes differ by at most one row. Each partition is written by one work
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from recordmill.dataset import layout
+from recordmill.dataset.rows import bounds
+from recordmill.dataset.schema import check_same_schema
 from recordmill.dataset.storage import HashingSink, Store
 from recordmill.engine.fragments import Fragments
+from recordmill.engine.records import ChunkResult
 from recordmill.engine.settings import WriteSettings
 from recordmill.engine.writers import open_writer, row_groups
+
+if TYPE_CHECKING:
+    from recordmill.engine.output import OutputDir
+    from recordmill.engine.plan import Run
+    from recordmill.executors import Executor
 from recordmill.errors import writing
 
 # Rows of 1 KiB and more (images, audio, tensors) go in row groups of about 1 MiB: a row read at
@@ -136,3 +145,99 @@ def fragments_done_after(jobs: list[PartitionJob]) -> dict[int, list[int]]:
         released[last_partition].append(task_id)
         task_start = task_stop
     return released
+
+
+@dataclass(frozen=True)
+class Written:
+    """The partitions of a run: their infos in order, the schema and row group size used."""
+
+    infos: list[PartitionInfo]
+    schema: pa.Schema
+    row_group_size: int
+
+
+def write_partitions(
+    run: Run, out: OutputDir, runner: Executor, results: list[ChunkResult]
+) -> tuple[Written, float]:
+    """Phase 3: the partitions not written yet, from the fragments, deleting each fragment once
+    no partition needs it; and the seconds it took."""
+    started = time.perf_counter()
+    schema = run.declared or check_same_schema({r.schema_task: r.schema for r in results if r.rows})
+    total = sum(r.rows for r in results)
+    rg_size = run.settings.row_group_size or default_row_group_size(
+        total, sum(r.nbytes for r in results)
+    )
+    jobs = _partition_jobs(results, out.staging, schema, run.settings, rg_size)
+    finished, todo = unfinished(out, jobs)
+    cleaner = _fragment_cleaner(jobs, out.staging, set(finished))
+    written_now = runner.run(
+        write_partition,
+        todo,
+        "partitions",
+        "partition",
+        run.settings.progress,
+        on_result=lambda i, _: cleaner(todo[i].index),
+    )
+    finished.update((job.index, info) for job, info in zip(todo, written_now, strict=True))
+    written = Written([finished[job.index] for job in jobs], schema, rg_size)
+    return written, time.perf_counter() - started
+
+
+def unfinished(out: OutputDir, jobs: list[Any]) -> tuple[dict[int, PartitionInfo], list[Any]]:
+    """The partitions an interrupted run already wrote (by index), and the jobs left to do."""
+    finished = {
+        job.index: info
+        for job in jobs
+        if out.resumed and (info := finished_partition(out.staging, job)) is not None
+    }
+    return finished, [job for job in jobs if job.index not in finished]
+
+
+def _partition_jobs(
+    results: list[ChunkResult],
+    staging: Store,
+    schema: pa.Schema,
+    settings: WriteSettings,
+    row_group_size: int,
+) -> list[PartitionJob]:
+    total = sum(r.rows for r in results)
+    fragments = tuple((r.first, tuple(r.batch_rows)) for r in results if r.rows)
+    order = np.random.default_rng(settings.seed).permutation(total) if settings.shuffle else None
+    return [
+        PartitionJob(
+            index=p,
+            count=settings.partitions,
+            staging=staging,
+            schema=schema,
+            settings=settings,
+            row_group_size=row_group_size,
+            fragments=fragments,
+            start=start,
+            stop=stop,
+            order=None if order is None else order[start:stop],
+        )
+        for p, (start, stop) in enumerate(bounds(total, settings.partitions))
+    ]
+
+
+def _fragment_cleaner(
+    jobs: list[PartitionJob], staging: Store, done: set[int]
+) -> Callable[[int], None]:
+    """Delete each fragment as soon as every partition that reads it is written, so that the
+    staged copy of the data shrinks while the partitions grow instead of doubling the disk use.
+    (A finished task's record stays: --resume must not run it again.)"""
+    released = fragments_done_after(jobs)
+    done = set(done)
+    prefix = 0
+
+    def partition_done(index: int) -> None:
+        nonlocal prefix
+        done.add(index)
+        while prefix in done:
+            for task_id in released.get(prefix, ()):
+                staging.delete(layout.fragment_file(task_id))
+            prefix += 1
+
+    if done:
+        partition_done(min(done))
+    return partition_done

@@ -168,72 +168,21 @@ class WorkerPool:
         killed, and counts as a death. ``on_stall`` is told, about once a second, which jobs
         have reported no progress for ``STALL_SECONDS`` and for how long.
         """
-        pending = deque((key, args, 1) for key, args in jobs)
-        idle = list(self._workers)
-        busy: dict[Connection, _Worker] = {}
-        idle_deaths = 0
-        while pending or busy:
-            while pending and idle:
-                worker = idle.pop()
-                key, args, attempt = pending.popleft()
-                try:
-                    if not worker.process.is_alive():
-                        raise BrokenPipeError
-                    worker.conn.send((fn, args))
-                except OSError:  # it died while idle (killed, OOM): no job is lost, replace it
-                    idle_deaths += 1
-                    if idle_deaths > IDLE_DEATHS:
-                        raise WorkerLost("no job (idle)", worker.process.exitcode) from None
-                    pending.appendleft((key, args, attempt))
-                    idle.append(self._renew(worker))
-                    continue
-                worker.key, worker.args, worker.attempt = key, args, attempt
-                worker.started = worker.heard = time.monotonic()
-                busy[worker.conn] = worker
+        run = _Dispatch(self, fn, jobs, retries, timeout)
+        while run.pending or run.busy:
+            run.hand_out()
             ready = wait(
-                list(busy) + [w.process.sentinel for w in busy.values()],
-                timeout=_wait_seconds(busy.values(), timeout, on_stall is not None),
+                run.waitables(),
+                timeout=_wait_seconds(run.busy.values(), timeout, on_stall is not None),
             )
             if on_stall is not None:
-                now = time.monotonic()
-                on_stall(
-                    [(w.key, now - w.heard) for w in busy.values() if now - w.heard > STALL_SECONDS]
-                )
-            if timeout is not None:
-                for worker in busy.values():
-                    if time.monotonic() - worker.started > timeout and worker.process.is_alive():
-                        worker.timed_out = True
-                        worker.process.kill()  # its death is handled below, as any other
-            for conn in [r for r in ready if r in busy]:
-                worker = busy[conn]
-                try:
-                    kind, *payload = conn.recv()
-                except (EOFError, OSError):
-                    del busy[conn]
-                    idle.append(self._replace(worker, pending, retries))
-                    continue
-                if kind == "progress":
-                    worker.heard = time.monotonic()
-                    if on_progress is not None:
-                        on_progress(payload[0])
-                    continue
-                del busy[conn]
-                idle.append(worker)
-                if kind == "error":
-                    error, text = payload
-                    if isinstance(error, retry_errors) and worker.attempt <= retries:
-                        pending.append((worker.key, worker.args, worker.attempt + 1))
-                        continue
-                    if isinstance(error, retry_errors) and worker.attempt > 1:
-                        error.args = (f"{error} (tried {worker.attempt} times)",)
-                    if not isinstance(error, RecordmillError) and hasattr(error, "add_note"):
-                        error.add_note(f"in a worker process:\n{text}")  # an unexpected error
-                    raise error
-                yield worker.key, payload[0]
-            for conn, worker in list(busy.items()):
-                if not worker.process.is_alive() and not worker.conn.poll():
-                    del busy[conn]
-                    idle.append(self._replace(worker, pending, retries))
+                on_stall(run.stalled())
+            run.stop_overdue()
+            for conn in [r for r in ready if r in run.busy]:
+                done = run.receive(conn, on_progress, retry_errors)
+                if done is not None:
+                    yield done
+            run.reap_dead()
 
     def _replace(self, dead: _Worker, pending: deque, retries: int) -> _Worker:
         """A fresh worker in place of one that died; its job goes back in line, or, when it was
@@ -269,3 +218,110 @@ class WorkerPool:
         for worker in self._workers:
             worker.process.join()
             worker.conn.close()
+
+
+class _Dispatch:
+    """One ``imap_unordered`` call: the jobs not handed out yet, the idle workers, and the busy
+    ones by their pipe."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        fn: Callable[..., Any],
+        jobs: Iterable[tuple[Any, tuple[Any, ...]]],
+        retries: int,
+        timeout: float | None,
+    ):
+        self.pool, self.fn, self.retries, self.timeout = pool, fn, retries, timeout
+        self.pending = deque((key, args, 1) for key, args in jobs)
+        self.idle = list(pool._workers)
+        self.busy: dict[Connection, _Worker] = {}
+        self.idle_deaths = 0
+
+    def hand_out(self) -> None:
+        """A job to each idle worker while there are both; a worker found dead while idle
+        (killed, OOM) loses no job: it is replaced and the job handed to another."""
+        while self.pending and self.idle:
+            worker = self.idle.pop()
+            key, args, attempt = self.pending.popleft()
+            try:
+                if not worker.process.is_alive():
+                    raise BrokenPipeError
+                worker.conn.send((self.fn, args))
+            except OSError:
+                self.idle_deaths += 1
+                if self.idle_deaths > IDLE_DEATHS:
+                    raise WorkerLost("no job (idle)", worker.process.exitcode) from None
+                self.pending.appendleft((key, args, attempt))
+                self.idle.append(self.pool._renew(worker))
+                continue
+            worker.key, worker.args, worker.attempt = key, args, attempt
+            worker.started = worker.heard = time.monotonic()
+            self.busy[worker.conn] = worker
+
+    def waitables(self) -> list[Any]:
+        """What to wait on: each busy worker's pipe and its process (to see it die)."""
+        return list(self.busy) + [w.process.sentinel for w in self.busy.values()]
+
+    def stalled(self) -> list[tuple[Any, float]]:
+        now = time.monotonic()
+        return [(w.key, now - w.heard) for w in self.busy.values() if now - w.heard > STALL_SECONDS]
+
+    def stop_overdue(self) -> None:
+        """Kill the workers whose job ran past the timeout; their death is handled as any."""
+        if self.timeout is None:
+            return
+        for worker in self.busy.values():
+            if time.monotonic() - worker.started > self.timeout and worker.process.is_alive():
+                worker.timed_out = True
+                worker.process.kill()
+
+    def receive(
+        self,
+        conn: Connection,
+        on_progress: Callable[[Any], None] | None,
+        retry_errors: tuple[type[BaseException], ...],
+    ) -> tuple[Any, Any] | None:
+        """A worker's message: progress (passed on), a result (returned as ``(key, result)``),
+        an error (retried or raised), or nothing at all (it died: replaced)."""
+        worker = self.busy[conn]
+        try:
+            kind, *payload = conn.recv()
+        except (EOFError, OSError):
+            del self.busy[conn]
+            self.idle.append(self.pool._replace(worker, self.pending, self.retries))
+            return None
+        if kind == "progress":
+            worker.heard = time.monotonic()
+            if on_progress is not None:
+                on_progress(payload[0])
+            return None
+        del self.busy[conn]
+        self.idle.append(worker)
+        if kind == "error":
+            self._raise_or_retry(worker, *payload, retry_errors)
+            return None
+        return worker.key, payload[0]
+
+    def _raise_or_retry(
+        self,
+        worker: _Worker,
+        error: BaseException,
+        text: str,
+        retry_errors: tuple[type[BaseException], ...],
+    ) -> None:
+        if isinstance(error, retry_errors) and worker.attempt <= self.retries:
+            self.pending.append((worker.key, worker.args, worker.attempt + 1))
+            return
+        if isinstance(error, retry_errors) and worker.attempt > 1:
+            error.args = (f"{error} (tried {worker.attempt} times)",)
+        if not isinstance(error, RecordmillError) and hasattr(error, "add_note"):
+            error.add_note(f"in a worker process:\n{text}")  # an unexpected error
+        raise error
+
+    def reap_dead(self) -> None:
+        """Busy workers that died without a word: replaced, their jobs back in line."""
+        for conn, worker in list(self.busy.items()):
+            if not worker.process.is_alive() and not worker.conn.poll():
+                del self.busy[conn]
+                self.idle.append(self.pool._replace(worker, self.pending, self.retries))

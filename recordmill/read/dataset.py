@@ -223,23 +223,10 @@ class Dataset:
     def _batches(self, batch: pa.RecordBatch, size: int, fmt: str) -> Iterator[Any]:
         for lo in range(0, batch.num_rows, size):
             piece = batch.slice(lo, size)
-            yield piece if fmt == "arrow" else self._columns(piece)
-
-    def _columns(self, batch: pa.RecordBatch) -> dict[str, Any]:
-        out = {}
-        for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            values = to_numpy(column, batch.schema.field(name))
-            if name in self._decode:
-                values = [self._decode[name](v) for v in values]
-            out[name] = values
-        return out
+            yield piece if fmt == "arrow" else _columns(piece, self._decode)
 
     def _rows(self, batch: pa.RecordBatch) -> list[dict[str, Any]]:
-        rows = row_values(batch)
-        for name, decode in self._decode.items():
-            for row in rows:
-                row[name] = decode(row[name])
-        return rows
+        return _rows(batch, self._decode)
 
     def _window_rows(self, batch_size: int) -> int:
         return passes.window_rows(self._groups, batch_size, self._row_bytes())
@@ -270,3 +257,23 @@ class Dataset:
             total = self._groups.ready().files.index.total
             keep = self._row_bytes() * total <= self._groups.cache_limit
         return self._gatherer.take(rows, keep, check)
+
+
+def _columns(batch: pa.RecordBatch, decode: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
+    """A batch as numpy arrays and lists, one per column, its values decoded."""
+    out = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        values = to_numpy(column, batch.schema.field(name))
+        if name in decode:
+            values = [decode[name](v) for v in values]
+        out[name] = values
+    return out
+
+
+def _rows(batch: pa.RecordBatch, decode: dict[str, Callable[[Any], Any]]) -> list[dict[str, Any]]:
+    """A batch as row dicts, their values decoded."""
+    rows = row_values(batch)
+    for name, decoder in decode.items():
+        for row in rows:
+            row[name] = decoder(row[name])
+    return rows

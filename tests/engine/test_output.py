@@ -11,7 +11,7 @@ import pytest
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
-from recordmill.engine.output import KILL_AT
+from recordmill.engine.commit import KILL_AT
 from recordmill.read.verify import verify
 from tests.conftest import make_plugin, run_writer
 

@@ -1,0 +1,107 @@
+"""The commands that look at a written dataset: ``info``, ``head``, ``rejects``, ``verify``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import numpy as np
+
+from recordmill.dataset.rejects import read as read_rejects
+from recordmill.executors.progress import human_size
+from recordmill.read.dataset import open as open_dataset
+from recordmill.read.verify import verify
+
+
+def info_main(args: argparse.Namespace) -> int:
+    ds = open_dataset(args.path)
+    m = ds.manifest
+    if args.json:
+        print(json.dumps(m, indent=2))
+        return 0
+    print(
+        f"{args.path}: {m['total_rows']:,} rows in {len(m['partitions'])} {m['format']} "
+        f"partition{'s' if len(m['partitions']) != 1 else ''}"
+    )
+    print(
+        f"created {m.get('created', '?')} by recordmill {m['versions']['recordmill']}, "
+        f"pyarrow {m['versions']['pyarrow']}, python {m['versions'].get('python', '?')}"
+    )
+    options = ", ".join(f"{k}={v!r}" for k, v in m["plugin"]["options"].items()) or "no options"
+    print(f"plugin {m['plugin']['name']} ({m['plugin'].get('source', '?')}): {options}")
+    settings = m.get("settings", {})
+    if settings:
+        print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    print("schema:")
+    for f in m["schema"]["fields"]:
+        shape = f" {f['shape']} ({f.get('layout', 'list')})" if "shape" in f else ""
+        print(f"  {f['name']}: {f['type']}{shape}{' (nullable)' if f['nullable'] else ''}")
+    print("partitions:")
+    for p in m["partitions"]:
+        print(f"  {p['file']}  {p['rows']:,} rows  {human_size(p['bytes'])}")
+    rejects = (m.get("rejects") or {}).get("count", 0)
+    if rejects:
+        print(f"rejects: {rejects:,}, listed in {m['rejects']['file']} (recordmill rejects PATH)")
+    return 0
+
+
+def rejects_main(args: argparse.Namespace) -> int:
+    for record in read_rejects(args.path):
+        print(json.dumps(record, ensure_ascii=False))
+    return 0
+
+
+def head_main(args: argparse.Namespace) -> int:
+    ds = open_dataset(args.path)
+    if args.columns:
+        ds = ds.select([c.strip() for c in args.columns.split(",")])
+    for i in range(min(args.n, len(ds))):
+        row = ds[i]
+        print(f"[{i}] " + ", ".join(f"{k}={_show(v)}" for k, v in row.items()))
+    return 0
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value):,} bytes: {value[:8].hex(' ')}{' ...' if len(value) > 8 else ''}>"
+    if isinstance(value, np.ndarray):
+        return f"<{value.dtype} array {list(value.shape)}>"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def verify_main(args: argparse.Namespace) -> int:
+    problems = verify(args.path)
+    for problem in problems:
+        print(f"{args.path}/{problem}")
+    if problems:
+        return 1
+    m = open_dataset(args.path).manifest
+    print(f"ok: {m['total_rows']:,} rows in {len(m['partitions'])} partitions match the manifest")
+    return 0
+
+
+def add_parsers(commands: Any) -> None:
+    """``info``, ``rejects``, ``head`` and ``verify``."""
+    info = commands.add_parser(
+        "info", help="what a dataset holds: schema, rows, partitions, plugin"
+    )
+    info.add_argument("path")
+    info.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+    info.set_defaults(func=info_main)
+    listed = commands.add_parser(
+        "rejects", help="print a dataset's rejected inputs, one JSON object a line"
+    )
+    listed.add_argument("path")
+    listed.set_defaults(func=rejects_main)
+    head = commands.add_parser("head", help="print the first rows of a dataset")
+    head.add_argument("path")
+    head.add_argument("-n", type=int, default=5, help="rows (default: 5)")
+    head.add_argument("--columns", help="comma-separated columns (default: all)")
+    head.set_defaults(func=head_main)
+    check = commands.add_parser(
+        "verify", help="re-read every partition and check rows, schema and checksums"
+    )
+    check.add_argument("path")
+    check.set_defaults(func=verify_main)

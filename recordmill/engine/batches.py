@@ -1,0 +1,177 @@
+"""One task's rows as checked Arrow batches, in the worker that runs it: the plugin's ``dict_data``
+called, its rows taken a batch at a time (the first batch small, to measure the rows' size), each
+batch checked against the schema and converted (``convert``), rejects set aside, and every error
+named by its task and row."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+import pyarrow as pa
+
+from recordmill.dataset.rejects import Reject
+from recordmill.dataset.schema import infer_schema
+from recordmill.dataset.storage import Store
+from recordmill.engine.convert import RowConverter
+from recordmill.engine.quiet import quieted
+from recordmill.engine.settings import WriteSettings
+from recordmill.errors import RecordmillError, RowError, TaskError
+from recordmill.plugin.manager import DatasetPlugin, PluginRef
+from recordmill.plugin.options import Options
+
+# Batches aim at this many bytes; the first batch is small and measures the row size.
+BATCH_BYTES = 8 << 20
+
+
+FIRST_BATCH_ROWS = 64
+
+
+MAX_BATCH_ROWS = 65536
+
+
+@dataclass(frozen=True)
+class TaskJob:
+    """One task, as :func:`task_batches` runs it."""
+
+    plugin: PluginRef
+    options: Any
+    task_id: int
+    schema: pa.Schema | None  # None: infer from the task's first row
+    staging: Store
+    settings: WriteSettings
+
+
+@dataclass
+class TaskResult:
+    """What one task produced besides its batches: rows, rejects, and the schema (inferred from
+    its first row when none was declared)."""
+
+    task_id: int
+    rows: int = 0
+    schema: pa.Schema | None = None
+    rejects: list[Reject] = field(default_factory=list)
+
+
+_plugins: dict[PluginRef, DatasetPlugin] = {}
+
+
+def _plugin(ref: PluginRef) -> DatasetPlugin:
+    if ref not in _plugins:
+        _plugins[ref] = DatasetPlugin(ref)
+    return _plugins[ref]
+
+
+def task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
+    """The rows of one task as checked Arrow batches. Rejected inputs go to ``result.rejects``;
+    with no schema declared, ``result.schema`` is the one inferred from the first row."""
+    with quieted(job.settings):
+        yield from _task_batches(job, result)
+
+
+def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
+    task_id = job.task_id
+    try:
+        # The bad-input policy reaches the plugin as an option (see README: images), also under
+        # its old names for plugins that still read them (until the next release).
+        policy = job.settings.on_bad_input
+        old = dict.fromkeys(("on_bad_file", "on_bad_record"), policy)
+        options = Options({**old, **vars(job.options), "on_bad_input": policy})
+        rows = _plugin(job.plugin).dict_data(task_id, options)
+        if rows is None:
+            raise TaskError(task_id, "dict_data() returned None; it must yield (or return) rows")
+        rows = iter(rows)
+    except RecordmillError:
+        raise
+    except Exception as e:
+        raise _plugin_failed(task_id, e) from e
+    converter = None  # made for the first rows: an empty task (there may be millions) needs none
+    limit = FIRST_BATCH_ROWS
+    position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
+    while True:
+        chunk: list[Any] = []
+        try:
+            # extend() keeps the rows taken before a plugin error, so its position is exact.
+            chunk.extend(islice(rows, limit))
+        except Exception as e:
+            raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
+        if not chunk:
+            return
+        if Reject in set(map(type, chunk)):
+            result.rejects += [r for r in chunk if type(r) is Reject]
+            chunk = [r for r in chunk if type(r) is not Reject]
+            if not chunk:
+                continue
+        if converter is None and job.schema is not None:
+            converter = RowConverter(job.schema)
+        elif converter is None:
+            try:
+                converter = RowConverter(infer_schema(chunk[0]))
+            except RowError as e:
+                raise e.located(task_id, position) from None
+            result.schema = converter.schema
+        batch = _convert(converter, chunk, position, job, result)
+        position += len(chunk)
+        if batch is None:
+            continue
+        if limit == FIRST_BATCH_ROWS:  # the first batch measured the rows' size
+            per_row = max(1, batch.nbytes // batch.num_rows)
+            limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
+        yield batch
+
+
+def _convert(
+    converter: RowConverter, chunk: list[Any], position: int, job: TaskJob, result: TaskResult
+) -> pa.RecordBatch | None:
+    """The chunk as a batch; with ``on_bad_input="skip"``, without the rows that do not fit, each
+    recorded as a reject (None when no row is left). ``position`` numbers the chunk's first row."""
+    numbers: list[int] | None = None  # the rows' own numbers, once some were taken out
+    while chunk:
+        try:
+            return converter.to_batch(chunk)
+        except RowError as e:
+            if e.row is None:
+                raise e.located(job.task_id) from None
+            index = e.row
+            if numbers is None:
+                numbers = list(range(position, position + len(chunk)))
+            error = RowError(
+                e.reason, row=numbers[index], field=e.field, expected=e.expected, got=e.got
+            ).located(job.task_id)
+            if job.settings.on_bad_input != "skip":
+                if job.schema is None and e.field is not None:
+                    error.reason += (
+                        " (the schema was inferred from the task's first row; "
+                        "a schema() hook sets it)"
+                    )
+                raise error.located(job.task_id) from None
+            # Take the bad row out and convert the rest again: cheap while bad rows are rare.
+            row = chunk[index]
+            value = row.get(e.field) if isinstance(row, Mapping) and e.field else None
+            result.rejects.append(
+                Reject(
+                    f"task {job.task_id} row {numbers[index]}",
+                    str(error),
+                    row=numbers[index],
+                    field=e.field,
+                    value=None if value is None else repr(value)[:200],
+                )
+            )
+            del chunk[index]
+            del numbers[index]
+    return None
+
+
+def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:
+    where = f" at row {row}" if row is not None else ""
+    if isinstance(error, RecordmillError):
+        # Raised by a recordmill helper the plugin uses: its message says it all, no traceback.
+        return TaskError(task_id, f"{error}{where}")
+    return TaskError(
+        task_id,
+        f"dict_data() raised {type(error).__name__}: {error}{where}",
+        "".join(traceback.format_exception(error)),
+    )
