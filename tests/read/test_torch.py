@@ -155,18 +155,63 @@ def test_the_order_of_batches_does_not_depend_on_the_workers(dataset, style):
     assert [len(b) for b in orders[0]] == [7] * 21 + [6]
 
 
+# The promise to distributed training (README, "PyTorch"): with W ranks, batch b of an epoch's
+# permutation goes to rank b % W and there to worker (b // W) % num_workers (IterableDataset);
+# a Sampler gives rank r every W-th index of the permutation from r on. The expected batches are
+# built here from that text alone: numpy's permutation of seed + epoch, cut into batches.
+def permutation_ids(dataset, seed, epoch=0):
+    ids = np.array(all_ids(dataset))
+    return ids[np.random.default_rng(seed + epoch).permutation(len(ids))].tolist()
+
+
+def formula_batches(dataset, style, rank, world, size, seed):
+    order = permutation_ids(dataset, seed)
+    if style == "map":
+        mine = order[rank::world]
+        return [mine[i : i + size] for i in range(0, len(mine), size)]
+    batches = [order[i : i + size] for i in range(0, len(order), size)]
+    return batches[rank::world]
+
+
+def rank_loader(dataset, style, rank, world, workers, size=7, seed=4):
+    if style == "map":
+        data = rtorch.MapDataset(dataset, columns=["id"])
+        sampler = rtorch.Sampler(data, shuffle=True, seed=seed, rank=rank, world_size=world)
+        return rtorch.DataLoader(data, batch_size=size, sampler=sampler, num_workers=workers)
+    data = rtorch.IterableDataset(
+        dataset, columns=["id"], shuffle=True, seed=seed, rank=rank, world_size=world
+    )
+    return rtorch.DataLoader(data, batch_size=size, num_workers=workers)
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create 3 worker processes")
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_each_rank_reads_the_batches_of_the_formula_whatever_the_workers(dataset, style, world):
+    every = []
+    for rank in range(world):
+        expected = formula_batches(dataset, style, rank, world, 7, 4)
+        for workers in (1, 2, 3):
+            batches = epoch_ids(rank_loader(dataset, style, rank, world, workers))
+            assert batches == expected, f"rank {rank} of {world}, {workers} workers"
+        every += [i for batch in expected for i in batch]
+    assert sorted(every) == sorted(all_ids(dataset))  # every row once, over the ranks
+
+
 RESUMING = """
 import json, os, signal, sys
 
 import recordmill.torch as rtorch
 
 if __name__ == "__main__":
-    path, style, workers, state_file, log_file, kill_after = sys.argv[1:]
+    path, style, workers, state_file, log_file, kill_after, rank, world = sys.argv[1:]
+    ranks = {"rank": int(rank), "world_size": int(world)}
     if style == "map":
         data = rtorch.MapDataset(path, columns=["id"])
-        loader = rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=5, num_workers=int(workers))
+        sampler = rtorch.Sampler(data, shuffle=True, seed=5, **ranks)
+        loader = rtorch.DataLoader(data, batch_size=7, sampler=sampler, num_workers=int(workers))
     else:
-        data = rtorch.IterableDataset(path, columns=["id"], shuffle=True, seed=5)
+        data = rtorch.IterableDataset(path, columns=["id"], shuffle=True, seed=5, **ranks)
         loader = rtorch.DataLoader(data, batch_size=7, num_workers=int(workers))
     if os.path.exists(state_file):
         with open(state_file) as f:
@@ -183,8 +228,9 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.parametrize("world", [1, 2])
 @pytest.mark.parametrize("style", ["map", "iterable"])
-def test_a_killed_job_resumes_at_the_next_batch_with_other_workers(dataset, style, tmp_path):
+def test_a_killed_job_resumes_at_the_next_batch_with_other_workers(dataset, style, world, tmp_path):
     import json
     import signal
     import subprocess
@@ -193,16 +239,40 @@ def test_a_killed_job_resumes_at_the_next_batch_with_other_workers(dataset, styl
     script = tmp_path / "train.py"
     script.write_text(RESUMING)
 
-    def run(workers, state, log, kill_after):
-        args = [sys.executable, script, dataset, style, str(workers), state, log, str(kill_after)]
-        return subprocess.run(args, timeout=120).returncode
+    def files(name, rank):
+        return tmp_path / f"{name}{rank}.json", tmp_path / f"{name}{rank}.log"
 
-    assert run(2, tmp_path / "full.json", tmp_path / "full.log", 0) == 0
-    assert run(2, tmp_path / "cut.json", tmp_path / "cut.log", 5) == -signal.SIGKILL
-    assert run(3, tmp_path / "cut.json", tmp_path / "cut.log", 0) == 0
-    full = [json.loads(line) for line in (tmp_path / "full.log").read_text().splitlines()]
-    cut = [json.loads(line) for line in (tmp_path / "cut.log").read_text().splitlines()]
-    assert len(full) == 22 and cut == full  # batches 1-5, killed, then 6-22 with 3 workers
+    def run(workers, name, kill_after):
+        """Every rank of a job, side by side; their exit codes."""
+        ranks = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    script,
+                    dataset,
+                    style,
+                    str(workers),
+                    *files(name, r),
+                    str(kill_after),
+                    str(r),
+                    str(world),
+                ]
+            )
+            for r in range(world)
+        ]
+        return [rank.wait(timeout=120) for rank in ranks]
+
+    def log(name, rank):
+        lines = files(name, rank)[1].read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    assert run(2, "full", 0) == [0] * world
+    assert run(2, "cut", 5) == [-signal.SIGKILL] * world
+    assert run(3, "cut", 0) == [0] * world
+    for rank in range(world):
+        assert log("full", rank) == formula_batches(dataset, style, rank, world, 7, 5)
+        # batches 1-5, killed, then the rest with 3 workers
+        assert len(log("cut", rank)) > 5 and log("cut", rank) == log("full", rank)
 
 
 def test_a_state_from_other_settings_is_refused(dataset):
