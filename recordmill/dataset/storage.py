@@ -13,25 +13,40 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from recordmill.dataset.checksum import crc32c
 from recordmill.errors import ConfigError
 
 
 class HashingSink:
     """A file to write that passes every byte on to ``out`` and computes its SHA-256 on the
-    way, so that a written file's checksum never needs the file read back."""
+    way, so that a written file's checksum never needs the file read back; and, between the
+    places :meth:`mark` is called, the CRC-32C of each run of bytes (a row group's), the last
+    run ending where the file does (its footer)."""
 
     def __init__(self, out: Any):
         self._out = out
         self._digest = hashlib.sha256()
         self._size = 0
+        self._crc = 0  # of the bytes since the last mark
+        self.offsets: list[int] = []
+        self.crc32c: list[int] = []
         self.closed = False
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
         self._digest.update(view)
+        if self.offsets:
+            self._crc = crc32c(view, self._crc)
         self._out.write(view)
         self._size += view.nbytes
         return view.nbytes
+
+    def mark(self) -> None:
+        """A run of bytes ends (and the next starts) here: its start and CRC-32C are kept."""
+        if self.offsets:
+            self.crc32c.append(self._crc)
+        self.offsets.append(self._size)
+        self._crc = 0
 
     def tell(self) -> int:
         return self._size
@@ -44,6 +59,8 @@ class HashingSink:
 
     def close(self) -> None:
         if not self.closed:
+            if self.offsets:  # the last run: the file's footer
+                self.crc32c.append(self._crc)
             self._out.close()
             self.closed = True
 

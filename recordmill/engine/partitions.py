@@ -68,7 +68,11 @@ class PartitionInfo:
     # Row groups of ``row_group_size`` rows, the last one smaller: readers find a row's group
     # without opening the file. None in the records of runs from before it was recorded.
     row_groups: int | None = None
-    # Arrow IPC: the CRC-32 of each column of each record batch (see checksum.py).
+    # Where each row group's bytes start in the file (and, last, where the footer starts), and
+    # their CRC-32C: what readers check (see dataset/checksum.py).
+    group_offsets: list[int] | None = None
+    group_crc32c: list[int] | None = None
+    # Arrow IPC, written before group_crc32c was: the CRC-32 of each column of each batch.
     batch_crc32: list[list[int]] | None = None
 
     def progress(self) -> tuple[int, int]:
@@ -104,16 +108,24 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
         sink = HashingSink(staging.output(name))
         writer = open_writer(sink, job.schema, job.settings.format, job.settings.compression)
         groups = 0
+        sink.mark()
         try:
             for table in row_groups(chunks, job.row_group_size):
                 writer.write(table)
+                sink.mark()
                 groups += 1
                 report((table.num_rows, table.nbytes))
         finally:
             writer.close()
             sink.close()
         info = PartitionInfo(
-            name, job.stop - job.start, sink.size, sink.checksum, groups, writer.batch_crc32
+            name,
+            job.stop - job.start,
+            sink.size,
+            sink.checksum,
+            groups,
+            group_offsets=sink.offsets,
+            group_crc32c=sink.crc32c,
         )
         staging.makedirs(layout.PARTS_DIR)
         staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))

@@ -1,5 +1,7 @@
 """The partition file writers: Parquet (with per-column settings) and Arrow IPC, fed tables of
-exactly one row group each."""
+exactly one row group each. Each ``write`` puts exactly that row group's bytes into the file, one
+run after the other (checked by the tests): the runs whose offsets and CRC-32C the manifest
+records (see dataset/checksum.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recordmill.dataset.checksum import batch_crc32
 from recordmill.dataset.rows import recut
 
 
@@ -45,13 +46,10 @@ class ArrowWriter:
         codec = None if compression in ("auto", "none") else compression
         options = pa.ipc.IpcWriteOptions(compression=codec)
         self._writer = pa.ipc.new_file(sink, schema, options=options)
-        self.batch_crc32: list[list[int]] = []  # per batch, per column: for the manifest
 
     def write(self, table: pa.Table) -> None:
         # One record batch per row group, as Parquet has, so that readers can count on it.
-        batch = _one_batch(table)
-        self.batch_crc32.append(batch_crc32(batch))
-        self._writer.write_batch(batch)
+        self._writer.write_batch(_one_batch(table))
 
     def close(self) -> None:
         self._writer.close()
@@ -100,7 +98,6 @@ class ParquetWriter:
             # A CRC per page lets readers catch a flipped byte instead of returning wrong data.
             write_page_checksum=True,
         )
-        self.batch_crc32 = None  # the pages carry their own
 
     def write(self, table: pa.Table) -> None:
         self._writer.write_table(table, row_group_size=max(1, table.num_rows))

@@ -10,6 +10,7 @@ column that :meth:`Files.verify` checks.
 from __future__ import annotations
 
 import bisect
+import mmap
 import os
 import resource
 import threading
@@ -51,6 +52,7 @@ class Files:
         self.index = RowIndex([])
         self._starts: list[int] = [0]  # first global row of each group, then the total
         self._pinned = self._pin() if store.local else {}
+        self._maps: dict[int, memoryview] = {}
         self._verified: set[tuple[int, str]] = set()  # (group, column) whose checksum matched
         self._build = threading.Lock()
         self._pid = -1
@@ -129,12 +131,31 @@ class Files:
             )
         return raw
 
+    def raw(self, partition: int) -> Any:
+        """A local partition's file, opened (pinned when there were files enough)."""
+        if partition not in self._pinned:
+            self._pinned[partition] = self._open_raw(partition)
+        return self._pinned[partition]
+
+    def mapped(self, partition: int) -> memoryview:
+        """A local partition's bytes, memory-mapped (the pinned file's: this version's), to take
+        runs of from without a copy."""
+        if partition not in self._maps:
+            size = self.manifest["partitions"][partition]["bytes"]
+            fd = self.raw(partition).fileno()
+            self._maps[partition] = (
+                memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
+                if size
+                else memoryview(b"")
+            )
+        return self._maps[partition]
+
     def handle(self, partition: int) -> Any:
         """This thread's reader of a partition (a pyarrow ParquetFile must not be read from two
         threads at once), checked against the manifest when first opened."""
         key = (partition, threading.get_ident())
         if key not in self._handles:
-            raw = self._pinned.get(partition) or self._open_raw(partition)
+            raw = self.raw(partition) if self.store.local else self._open_raw(partition)
             handle = _reader(raw, self.format)
             self._check(partition, handle)
             self._handles[key] = handle

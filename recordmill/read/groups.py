@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from recordmill.read.files import Files
+from recordmill.read.segments import Segments
 
 # Parquet row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
 READ_THREADS = max(1, min(4, os.cpu_count() or 1))
@@ -33,6 +34,7 @@ class Groups:
 
     def __init__(self, files: Files, cache_limit: int, read_ahead_bytes: int):
         self.files = files
+        self.segments = Segments(files)
         # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.
         self.mapped = files.arrow and files.store.local
         self.cache_limit = cache_limit
@@ -48,6 +50,7 @@ class Groups:
         self._batches: dict[tuple[int, tuple[str, ...]], pa.RecordBatch] = {}
         self._cache: OrderedDict[tuple[int, tuple[str, ...]], pa.RecordBatch] = OrderedDict()
         self._cache_bytes = 0
+        self._verified: set[int] = set()  # mapped groups whose bytes matched their checksum
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -68,23 +71,23 @@ class Groups:
         self, g: int, schema: pa.Schema, *, keep: bool = True, check: bool = False
     ) -> pa.RecordBatch:
         """Row group ``g`` with ``schema``'s columns. Arrow on a local disk: a memory-mapped
-        batch, nothing decoded (its checksums checked when ``check``). Otherwise from the cache,
-        or read (and cached when ``keep``); Parquet checks its pages' checksums as it decodes,
-        Arrow read from object storage is checked each time it is read."""
+        batch, nothing decoded, its bytes checked against the manifest once per process (a
+        dataset written before group checksums were recorded: its columns, when ``check``).
+        Otherwise from the cache, or read (and cached when ``keep``); bytes fetched are checked
+        each time they are fetched, and Parquet checks its pages' checksums as it decodes."""
         key = (g, tuple(schema.names))
         if self.mapped:
             batch = self._batches.get(key)
             if batch is None:
                 batch = self._batches[key] = self._read(g, schema)
-            if check:
-                self.files.verify(g, batch)
+            self._check_mapped(g, batch, check)
             return batch
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
         batch = self._read(g, schema)
-        if self.files.arrow:
+        if self.files.arrow and not self.segments.available:
             self.files.verify(g, batch, again=True)
         with self._lock:  # a read-ahead thread may be decoding beside us
             self.stats.groups_read += 1
@@ -100,7 +103,21 @@ class Groups:
             _, dropped = self._cache.popitem(last=False)
             self._cache_bytes -= dropped.nbytes
 
+    def _check_mapped(self, g: int, batch: pa.RecordBatch, check: bool) -> None:
+        if not self.segments.available:
+            if check:
+                self.files.verify(g, batch)
+            return
+        if g in self._verified or not self.files.checksums:
+            return
+        group = self.files.groups[g]
+        data = self.segments.fetch(group.partition, group.index, group.index + 1)
+        self.segments.check(group.partition, group.index, group.index + 1, data)
+        self._verified.add(g)
+
     def _read(self, g: int, schema: pa.Schema) -> pa.RecordBatch:
+        if self.segments.available and not self.files.store.local:
+            return self.segments.group(g, schema.names)
         batch = self.files.read(g, schema.names)
         if not self.files.arrow and batch.schema != schema:
             batch = pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
