@@ -13,6 +13,7 @@ reads).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -24,7 +25,8 @@ from recordmill.dataset.columns import row_getter, row_values, to_numpy
 from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
-from recordmill.read import passes
+from recordmill.read import order, passes
+from recordmill.read.cache import CACHE_DIR_ENV, DiskCache
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer
 from recordmill.read.groups import Groups, ReadStats
@@ -43,6 +45,8 @@ def open(
     cache_bytes: int = CACHE_BYTES,
     read_ahead_bytes: int = READ_AHEAD_BYTES,
     checksums: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | None = None,
 ) -> Dataset:
     """Open a dataset written by recordmill: a local path or any pyarrow filesystem URI.
 
@@ -50,12 +54,21 @@ def open(
     Python/numpy (for example ``{"data": recordmill.decode.image}``). ``cache_bytes`` bounds the
     decoded Parquet row groups kept for random access and shuffles (256 MiB by default; Arrow IPC
     needs none); ``read_ahead_bytes`` bounds what a sequential pass decodes ahead (64 MiB).
-    ``checksums=False`` skips the check of each Arrow IPC record batch's CRC-32 on sequential
-    and shuffled reads (Parquet's page checksums are checked always).
+    ``checksums=False`` skips the checks of the bytes read against the manifest's checksums
+    (Parquet's page checksums are checked always).
+
+    ``cache_dir`` (default: the ``RECORDMILL_CACHE_DIR`` environment variable) keeps what a
+    dataset on object storage, or in Parquet, is read from on local disk as memory-mapped Arrow
+    IPC, fetched and checked once and shared by every process on the machine, at most
+    ``cache_limit`` bytes (default: half the free space of its disk); shuffles then take the
+    rows in an order that fetches each part about once per epoch (see
+    :meth:`Dataset.shuffled`). Local Arrow IPC is read where it is.
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     files = open_files(store, checksums)
-    groups = Groups(files, cache_bytes, read_ahead_bytes)
+    cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
+    disk = None if cache_dir is None else (os.fspath(cache_dir), cache_limit)
+    groups = Groups(files, cache_bytes, read_ahead_bytes, disk)
     schema = arrow_schema(files.manifest)
     return Dataset(groups, schema, 0, files.manifest["total_rows"], dict(decode or {}))
 
@@ -90,6 +103,10 @@ class Dataset:
     @property
     def stats(self) -> ReadStats:
         return self._groups.stats
+
+    @property
+    def cache(self) -> DiskCache | None:  # the disk cache it reads from (cache_dir), if any
+        return self._groups.disk
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -141,11 +158,7 @@ class Dataset:
         g, local = groups.files.locate(self._start + index)
         if self._last[0] != g:  # the arrays of the group read last, kept: wrapping them costs
             self._last = (g, groups.group(g, self.schema).columns)
-        row = {}
-        for column, (name, get, decode) in zip(self._last[1], self._getters, strict=True):
-            value = get(column, local)
-            row[name] = decode(value) if decode is not None else value
-        return row
+        return _row(self._last[1], self._getters, local)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         """The given rows (negative indices count from the end), in the given order."""
@@ -157,7 +170,7 @@ class Dataset:
     def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """The row dicts ``ds[i]`` gives, for many rows at once (gathered together: a
         DataLoader batch at a time)."""
-        return self._rows(self._gather(self._global(indices), keep=True))
+        return _rows(self._gather(self._global(indices), keep=True), self._decode)
 
     def _global(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         rows = np.asarray(indices, dtype=np.int64)
@@ -189,15 +202,26 @@ class Dataset:
         """
         view = self.select(columns) if columns is not None else self
         if shuffle:
-            order = np.random.default_rng(seed).permutation(len(view)) + view._start
+            seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
+            order = view.shuffled(seed) + view._start
             window = view._window_rows(batch_size)
             for lo in range(0, len(order), window):
                 batch = view._gather(order[lo : lo + window], check=True)
-                yield from view._batches(batch, batch_size, format)
+                yield from _pieces(batch, batch_size, format, view._decode)
             return
         for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
             batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
-            yield from view._batches(batch, batch_size, format)
+            yield from _pieces(batch, batch_size, format, view._decode)
+
+    def shuffled(self, seed: int, epoch: int = 0) -> np.ndarray:
+        """This view's rows (0 to len - 1) in epoch ``epoch``'s shuffled order: a permutation
+        of ``seed + epoch``, or a block shuffle through a disk cache too small for every part
+        (:mod:`recordmill.read.order`)."""
+        disk = self._groups.ready().disk
+        if disk is None:
+            return order.permutation(len(self), seed, epoch)
+        spans = order.spans([part.rows for part in disk.parts], self._start, self._stop)
+        return order.block_order(spans, disk.capacity, seed, epoch)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.iter_rows()
@@ -209,24 +233,16 @@ class Dataset:
         window at a time, as a shuffled pass is)."""
         if indices is None:
             for batch in self.iter_batches(batch_size, format="arrow"):
-                yield from self._rows(batch)
+                yield from _rows(batch, self._decode)
             return
         rows = self._global(indices)
         window = self._window_rows(batch_size)
         for lo in range(0, len(rows), window):
             gathered = self._gather(rows[lo : lo + window])
             for start in range(0, gathered.num_rows, batch_size):
-                yield from self._rows(gathered.slice(start, batch_size))
+                yield from _rows(gathered.slice(start, batch_size), self._decode)
 
     # --- internals ----------------------------------------------------------------------------
-
-    def _batches(self, batch: pa.RecordBatch, size: int, fmt: str) -> Iterator[Any]:
-        for lo in range(0, batch.num_rows, size):
-            piece = batch.slice(lo, size)
-            yield piece if fmt == "arrow" else _columns(piece, self._decode)
-
-    def _rows(self, batch: pa.RecordBatch) -> list[dict[str, Any]]:
-        return _rows(batch, self._decode)
 
     def _window_rows(self, batch_size: int) -> int:
         return passes.window_rows(self._groups, batch_size, self._row_bytes())
@@ -257,6 +273,24 @@ class Dataset:
             total = self._groups.ready().files.index.total
             keep = self._row_bytes() * total <= self._groups.cache_limit
         return self._gatherer.take(rows, keep, check)
+
+
+def _row(columns: list[pa.Array], getters: list[Any], local: int) -> dict[str, Any]:
+    """Row ``local`` of a group's ``columns``, each value got (and decoded) as ``getters`` say."""
+    row = {}
+    for column, (name, get, decode) in zip(columns, getters, strict=True):
+        value = get(column, local)
+        row[name] = decode(value) if decode is not None else value
+    return row
+
+
+def _pieces(
+    batch: pa.RecordBatch, size: int, fmt: str, decode: dict[str, Callable[[Any], Any]]
+) -> Iterator[Any]:
+    """A batch cut into batches of ``size`` rows, as Arrow or as numpy columns."""
+    for lo in range(0, batch.num_rows, size):
+        piece = batch.slice(lo, size)
+        yield piece if fmt == "arrow" else _columns(piece, decode)
 
 
 def _columns(batch: pa.RecordBatch, decode: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ class Gatherer:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
         groups = self.groups.ready()
         files = groups.files
-        if files.arrow:
+        if groups.mapped:  # local Arrow IPC: every group is mapped already
             return self._laid_end_to_end(check).take(rows)
         plan = files.index.gather(rows)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from recordmill.read.cache import DiskCache
 from recordmill.read.files import Files
 from recordmill.read.segments import Segments
 
@@ -32,11 +33,22 @@ class ReadStats:
 class Groups:
     """Row group ``g`` of a dataset with the columns of a schema, from where it is cheapest."""
 
-    def __init__(self, files: Files, cache_limit: int, read_ahead_bytes: int):
+    def __init__(
+        self,
+        files: Files,
+        cache_limit: int,
+        read_ahead_bytes: int,
+        disk: tuple[str, int | None] | None = None,
+    ):
         self.files = files
         self.segments = Segments(files)
         # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.
         self.mapped = files.arrow and files.store.local
+        # Anything else, given a cache folder (and written with group checksums), is read from
+        # parts kept there as mapped Arrow IPC: ``disk`` is (folder, limit).
+        self.disk: DiskCache | None = None
+        if disk is not None and not self.mapped and self.segments.available:
+            self.disk = DiskCache(files, self.segments, *disk)
         self.cache_limit = cache_limit
         self.read_ahead_bytes = read_ahead_bytes
         self.stats = ReadStats()
@@ -76,6 +88,8 @@ class Groups:
         Otherwise from the cache, or read (and cached when ``keep``); bytes fetched are checked
         each time they are fetched, and Parquet checks its pages' checksums as it decodes."""
         key = (g, tuple(schema.names))
+        if self.disk is not None:  # mapped from the disk cache: nothing to keep in memory
+            return self.disk.group(g, schema.names)
         if self.mapped:
             batch = self._batches.get(key)
             if batch is None:

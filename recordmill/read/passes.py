@@ -26,6 +26,8 @@ def in_order(
     depth = max(1, min(len(wanted), groups.read_ahead_bytes // group_bytes))
     if groups.mapped:  # nothing to decode; the checksums are checked ahead, in threads
         depth = min(depth, 4 * READ_THREADS)
+    if groups.disk is not None:  # parts fetched ahead: no more than the cache leaves room for
+        depth = min(depth, max(1, groups.disk.capacity // 2) * _groups_per_part(groups))
 
     def read(g: int) -> pa.RecordBatch:
         return groups.group(g, schema, keep=False, check=True)
@@ -48,5 +50,11 @@ def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:
     about ``MAPPED_WINDOW_BYTES``, as nothing is decoded. Otherwise about the cache's size, since
     each window decodes every row group it touches (nearly all of them) and a larger window
     decodes less per row; the groups are kept for the next window only when all of them fit."""
-    budget = MAPPED_WINDOW_BYTES if groups.mapped else groups.cache_limit
+    mapped = groups.mapped or groups.disk is not None
+    budget = MAPPED_WINDOW_BYTES if mapped else groups.cache_limit
     return batch_size * max(1, budget // row_bytes // batch_size)
+
+
+def _groups_per_part(groups: Groups) -> int:
+    assert groups.disk is not None
+    return min(len(part.groups) for part in groups.disk.parts) if groups.disk.parts else 1

@@ -55,18 +55,17 @@ class _Source:
         path: str | os.PathLike[str],
         columns: Sequence[str] | None,
         decode: Mapping[str, Callable[[Any], Any]] | None,
-        cache_bytes: int | None,
+        cache: Mapping[str, Any],
     ):
         self.path = os.fspath(path)
         self.columns = list(columns) if columns is not None else None
         self.decode = dict(decode or {})
-        self.cache_bytes = cache_bytes
+        self.cache = {k: v for k, v in cache.items() if v is not None}  # open()'s cache_*
         self._dataset: Dataset | None = None
 
     def dataset(self) -> Dataset:
         if self._dataset is None:
-            extra = {} if self.cache_bytes is None else {"cache_bytes": self.cache_bytes}
-            ds = open_dataset(self.path, decode=self.decode, **extra).warm()
+            ds = open_dataset(self.path, decode=self.decode, **self.cache).warm()
             self._dataset = ds.select(self.columns) if self.columns is not None else ds
         return self._dataset
 
@@ -125,10 +124,14 @@ class _Position:
 
     def _order(self) -> np.ndarray:
         """This epoch's rows not yet handed out, in order."""
-        n = self._length()
         if self.shuffle:
-            return np.random.default_rng(self.seed + self.epoch).permutation(n)[self.position :]
-        return np.arange(self.position, n)
+            return self._shuffled()[self.position :]
+        return np.arange(self.position, self._length())
+
+    def _shuffled(self) -> np.ndarray:
+        """This epoch's permutation: drawn from ``seed + epoch``, or the dataset's own order
+        (a block shuffle where its disk cache holds only some of it)."""
+        return np.random.default_rng(self.seed + self.epoch).permutation(self._length())
 
     def _advance(self, rows: int) -> None:
         self.position = min(self._length(), self.position + rows)
@@ -159,10 +162,17 @@ class MapDataset(torch_data.Dataset):
         transform: Callable[[dict[str, Any]], Any] | None = None,
         decode: Mapping[str, Callable[[Any], Any]] | None = None,
         cache_bytes: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
     ):
-        self.source = _Source(path, columns, decode, cache_bytes)
+        cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
+        self.source = _Source(path, columns, decode, cache)
         self.source.dataset()
         self.transform = transform
+
+    def shuffled(self, seed: int, epoch: int) -> np.ndarray:
+        """The indices of a shuffled epoch (see ``recordmill.Dataset.shuffled``)."""
+        return self.source.dataset().shuffled(seed, epoch)
 
     def __len__(self) -> int:
         return len(self.source.dataset())
@@ -194,9 +204,15 @@ class Sampler(_Position, torch_data.Sampler):
         _Position.__init__(self, shuffle, seed)
         self.rows = data_source if isinstance(data_source, int) else len(data_source)
         self.rank, self.world_size = _distributed(rank, world_size)
+        self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
 
     def _length(self) -> int:
         return self.rows
+
+    def _shuffled(self) -> np.ndarray:
+        if self._orders is None:
+            return super()._shuffled()
+        return self._orders(self.seed, self.epoch)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._order()[self.rank :: self.world_size].tolist())
@@ -231,9 +247,12 @@ class IterableDataset(_Position, torch_data.IterableDataset):
         batch_size: int = 1,
         read_batch_size: int = 1024,
         cache_bytes: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
     ):
         _Position.__init__(self, shuffle, seed)
-        self.source = _Source(path, columns, decode, cache_bytes)
+        cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
+        self.source = _Source(path, columns, decode, cache)
         self.source.dataset()
         self.transform = transform
         self.rank = rank
@@ -243,6 +262,9 @@ class IterableDataset(_Position, torch_data.IterableDataset):
 
     def _length(self) -> int:
         return len(self.source.dataset())
+
+    def _shuffled(self) -> np.ndarray:
+        return self.source.dataset().shuffled(self.seed, self.epoch)
 
     def _share(self) -> tuple[int, int]:
         """This (rank, worker)'s number and how many there are, batches being dealt out to

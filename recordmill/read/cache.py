@@ -1,0 +1,313 @@
+"""A local disk cache of what a dataset on object storage (or in Parquet) is read from, kept as
+memory-mapped Arrow IPC files, so that reads after the first run at the speed of a local mapped
+file and the pages are shared by every process on the machine.
+
+The unit is a *part*: consecutive row groups of one partition, fetched with one ranged read
+(:mod:`recordmill.read.segments`), checked against the manifest's CRC-32C, decoded, and written as
+one Arrow IPC file named for the part and for the CRC-32C of that file's own bytes. How the
+folder is shared, safely:
+
+- One folder per dataset version (its files' checksums are in the folder's name): a dataset
+  overwritten on S3 never serves parts of the version before.
+- A part is filled under an exclusive ``flock`` of its own lock file, so two processes never
+  fetch it at once; the file is written under a temporary name and renamed into place whole, so
+  a process killed while filling leaves nothing that another trusts (and the kernel drops its
+  lock). A process checks each cached file once, against the CRC-32C in its name, before it
+  returns a row of it; a damaged one is fetched again.
+- Bounded: after each fill, parts are removed, least recently used first (each process touches
+  a part's time when it opens it), until the folder holds at most ``limit`` bytes, the new part
+  aside. Shuffled epochs are ordered so that what is needed next is what was used last
+  (:mod:`recordmill.read.order`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import mmap
+import os
+import shutil
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from recordmill.dataset.checksum import crc32c
+from recordmill.errors import ConfigError
+from recordmill.read.files import Files
+from recordmill.read.segments import Segments
+
+CACHE_DIR_ENV = "RECORDMILL_CACHE_DIR"
+# A part holds about 1/64 of the dataset's bytes, within these bounds (and at least one group):
+# few requests per epoch for large datasets, several parts to shuffle among for small ones.
+MAX_PART_BYTES = 64 << 20
+PARTS_PER_DATASET = 64
+
+
+@dataclass(frozen=True)
+class Part:
+    """Row groups ``first`` to ``stop`` of partition ``partition`` (global groups ``groups``),
+    global rows ``rows``, ``stored`` bytes in the source file."""
+
+    partition: int
+    first: int
+    stop: int
+    groups: range
+    rows: range
+    stored: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.partition:05d}-{self.first:06d}-{self.stop:06d}"
+
+
+def plan_parts(files: Files) -> list[Part]:
+    """The dataset's row groups in runs of about the part size, never across partitions."""
+    files.ready()
+    entries = files.manifest["partitions"]
+    total = sum(e["bytes"] for e in entries)
+    target = min(MAX_PART_BYTES, max(1, total // PARTS_PER_DATASET))
+    parts: list[Part] = []
+    g = row = 0
+    for p, entry in enumerate(entries):
+        offsets = entry["group_offsets"]
+        first = 0
+        for i in range(1, len(offsets)):
+            if offsets[i] - offsets[first] >= target or i == len(offsets) - 1:
+                count = sum(files.groups[g + k].rows for k in range(i - first))
+                parts.append(
+                    Part(
+                        p,
+                        first,
+                        i,
+                        range(g, g + i - first),
+                        range(row, row + count),
+                        offsets[i] - offsets[first],
+                    )
+                )
+                g, row, first = g + i - first, row + count, i
+    return parts
+
+
+class DiskCache:
+    """The cached parts of one dataset version in ``folder``, at most ``limit`` bytes."""
+
+    def __init__(
+        self, files: Files, segments: Segments, folder: str | os.PathLike[str], limit: int | None
+    ):
+        self.files = files
+        self.segments = segments
+        self.parts = plan_parts(files)
+        self.part_of = [k for k, part in enumerate(self.parts) for _ in part.groups]
+        self.root = Path(folder).expanduser().absolute() / _version_key(files)
+        self._make_folders()
+        self.limit = limit if limit is not None else _default_limit(self.root)
+        self.largest = max((self.estimate(part) for part in self.parts), default=0)
+        if self.parts and self.limit < self.largest:
+            raise ConfigError(
+                f"cache_limit {_size(self.limit)} is smaller than one part of {files.store} "
+                f"({_size(self.largest)}): give at least cache_limit={self.largest}"
+            )
+        self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
+        self._open: OrderedDict[int, list[pa.RecordBatch]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._warned = False
+
+    @property
+    def capacity(self) -> int:
+        """How many parts the cache holds at once, whatever their sizes."""
+        return max(1, self.limit // max(1, self.largest))
+
+    def estimate(self, part: Part) -> int:
+        """A part's bytes as cached: Arrow IPC as stored, Parquet as decoded (its footer's
+        uncompressed sizes), plus room for the IPC framing."""
+        if self.files.arrow:
+            return part.stored + 2048
+        footer = self.segments.footer(part.partition)
+        size = sum(footer.row_group(i).total_byte_size for i in range(part.first, part.stop))
+        return size + 512 * (part.stop - part.first) + 2048
+
+    def group(self, g: int, columns: list[str]) -> pa.RecordBatch:
+        """Global row group ``g`` with ``columns``, from its cached part."""
+        k = self.part_of[g]
+        return self.batches(k)[g - self.parts[k].groups.start].select(columns)
+
+    def batches(self, k: int) -> list[pa.RecordBatch]:
+        """Part ``k``'s row groups, one batch each: mapped from the cache (fetched first if it
+        is not there)."""
+        with self._lock:
+            if k in self._open:
+                self._open.move_to_end(k)
+                return self._open[k]
+        batches = self._load(k)
+        with self._lock:
+            self._open[k] = batches
+            # A process keeps only as many parts mapped as the cache holds: a part another
+            # process removed stays readable while mapped, but its disk space is not freed.
+            while len(self._open) > self.capacity:
+                self._open.popitem(last=False)
+        return batches
+
+    def cached(self) -> set[int]:
+        """The parts in the cache now."""
+        names = {part.name: k for k, part in enumerate(self.parts)}
+        return {names[n.split(".")[0]] for n in self._names() if n.split(".")[0] in names}
+
+    # --- filling ------------------------------------------------------------------------------
+
+    def _load(self, k: int) -> list[pa.RecordBatch]:
+        part = self.parts[k]
+        found = self._find(part)
+        if found is not None and (batches := self._map(found)) is not None:
+            return batches
+        with self._locked(part.name):
+            found = self._find(part)  # filled by another process while this one waited
+            if found is not None and (batches := self._map(found)) is not None:
+                return batches
+            batches = self._fetch(part)
+            try:
+                path = self._write(part, batches)
+            except OSError as e:  # a full disk: read on from the source, say so once
+                self._warn(e)
+                return batches
+            self._evict(keep=path)
+        return self._map(path) or batches
+
+    def _fetch(self, part: Part) -> list[pa.RecordBatch]:
+        data = self.segments.fetch(part.partition, part.first, part.stop)
+        self.segments.check(part.partition, part.first, part.stop, data)
+        batches = self.segments.decode(
+            part.partition, part.first, part.stop, data, self.files.names
+        )
+        self.fetched_parts += 1
+        schema = self.files.schema
+        return [b if b.schema.equals(schema) else _cast(b, schema) for b in batches]
+
+    def _write(self, part: Part, batches: list[pa.RecordBatch]) -> Path:
+        partial = self.root / "parts" / f".{part.name}.{os.getpid()}.partial"
+        try:
+            with (
+                pa.OSFile(str(partial), "wb") as sink,
+                pa.ipc.new_file(sink, self.files.schema) as w,
+            ):
+                for batch in batches:
+                    w.write_batch(batch)
+            with open(partial, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                crc = crc32c(m)
+            path = self.root / "parts" / f"{part.name}.{crc:08x}.arrow"
+            os.replace(partial, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+        return path
+
+    def _map(self, path: Path) -> list[pa.RecordBatch] | None:
+        """A cached part's batches, its bytes checked against the CRC-32C in its name; None
+        (and the file removed) when they do not match or it is gone."""
+        try:
+            source = pa.memory_map(str(path))
+            expected = int(path.name.split(".")[1], 16)
+            if self.files.checksums and crc32c(source.read_buffer()) != expected:
+                raise pa.ArrowInvalid("checksum")
+            reader = pa.ipc.open_file(source)
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+            os.utime(path)  # recently used: the last to be evicted
+            return batches
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, pa.ArrowInvalid):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # damaged: fetched again
+            return None
+
+    def _evict(self, keep: Path) -> None:
+        """Remove the least recently used parts until the others fit ``limit``."""
+        with self._locked("evict"):
+            found = []
+            for entry in os.scandir(self.root / "parts"):
+                if entry.name.endswith(".arrow") and entry.path != str(keep):
+                    with contextlib.suppress(FileNotFoundError):
+                        stat = entry.stat()
+                        found.append((stat.st_mtime_ns, stat.st_size, entry.path))
+            total = sum(size for _, size, _ in found) + keep.stat().st_size
+            for _, size, path in sorted(found):
+                if total <= self.limit:
+                    break
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                total -= size
+
+    # --- the folder ---------------------------------------------------------------------------
+
+    def _find(self, part: Part) -> Path | None:
+        prefix = part.name + "."
+        for name in self._names():
+            if name.startswith(prefix) and name.endswith(".arrow"):
+                return self.root / "parts" / name
+        return None
+
+    def _names(self) -> Iterator[str]:
+        return (e.name for e in os.scandir(self.root / "parts"))
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """An exclusive lock shared by every process on the machine; the kernel drops it when
+        its holder dies."""
+        fd = os.open(self.root / "locks" / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _make_folders(self) -> None:
+        try:
+            for sub in ("parts", "locks"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            probe = self.root / "locks" / f".probe.{os.getpid()}"
+            probe.touch()
+            probe.unlink()
+        except OSError as e:
+            raise ConfigError(
+                f"cannot use {self.root.parent} as a cache folder: {e.strerror or e} (give "
+                f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
+            ) from None
+
+    def _warn(self, error: OSError) -> None:
+        if not self._warned:
+            self._warned = True
+            print(
+                f"recordmill: warning: cannot fill the cache in {self.root}: "
+                f"{error.strerror or error}; reading on from {self.files.store}",
+                file=sys.stderr,
+            )
+
+
+def _version_key(files: Files) -> str:
+    """The folder of one dataset version: its location and its files' checksums."""
+    digest = hashlib.sha256(str(files.store).encode())
+    for entry in files.manifest["partitions"]:
+        digest.update(f"{entry['file']}:{entry['checksum']}".encode())
+    return f"{files.store.name or 'dataset'}-{digest.hexdigest()[:16]}"
+
+
+def _default_limit(root: Path) -> int:
+    """Half the free space of the cache folder's disk."""
+    return shutil.disk_usage(root).free // 2
+
+
+def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.1f} {unit}" if unit != "bytes" else f"{n} bytes"
+        n /= 1000
+    return f"{n} bytes"

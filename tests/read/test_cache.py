@@ -1,0 +1,256 @@
+"""The disk cache: datasets on S3 (a moto server behind a counting proxy) and in Parquet, read
+from parts kept on local disk; bytes and requests counted on the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recordmill
+from recordmill.read import order
+from tests.conftest import REPO, make_plugin
+from tests.s3proxy import CountingProxy
+
+PLUGIN = """
+    import numpy as np
+
+    def task_number():
+        return 6
+
+    def schema():
+        return {"id": {"type": "int64"}, "img": {"type": "uint8", "shape": [16, 16, 3]}}
+
+    def dict_data(task_id):
+        rng = np.random.default_rng(task_id)
+        for i in range(200):
+            yield {"id": task_id * 200 + i, "img": rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)}
+"""
+ROWS = 1200
+
+# One epoch in a process of its own (a new job): prints the ids it read, in order.
+EPOCH = """
+import json, sys
+import recordmill
+
+if __name__ == "__main__":
+    uri, cache, limit, seed, epoch = sys.argv[1:]
+    ds = recordmill.open(uri, cache_dir=cache, cache_limit=int(limit) if limit != "-" else None)
+    order = ds.shuffled(int(seed), int(epoch))
+    ids = []
+    for lo in range(0, len(order), 100):
+        ids += ds.take(order[lo : lo + 100]).column("id").to_pylist()
+    print(json.dumps({"ids": ids, "fetched": ds.cache.fetched_parts}))
+"""
+
+
+@pytest.fixture(scope="module")
+def remote(s3, tmp_path_factory):
+    """A Parquet and an Arrow dataset on S3, written directly; read through the proxy."""
+    root = tmp_path_factory.mktemp("remote")
+    plugin = make_plugin(root / "p", PLUGIN)
+    port = int(re.search(r"endpoint_override=127.0.0.1:(\d+)", s3("x")).group(1))
+    proxy = CountingProxy(port)
+    uris = {}
+    for fmt in ("parquet", "arrow"):
+        uri = s3(f"cache/{fmt}")
+        recordmill.write(plugin, uri, partitions=3, format=fmt, row_group_size=20, progress=False)
+        uris[fmt] = uri.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}")
+    yield uris, proxy.counts
+    proxy.close()
+
+
+def size(uri: str) -> int:
+    return sum(p["bytes"] for p in recordmill.read_manifest(uri)["partitions"])
+
+
+def epoch(uri, cache, limit=None, seed=0, number=0):
+    script = Path(cache).parent / "epoch.py"
+    script.write_text(EPOCH)
+    args = [uri, str(cache), str(limit) if limit else "-", str(seed), str(number)]
+    done = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_an_epoch_pulls_the_dataset_once_and_the_next_job_nothing(remote, tmp_path, fmt):
+    uris, counts = remote
+    uri, total = uris[fmt], size(uris[fmt])
+    counts.take()
+    first = epoch(uri, tmp_path / "cache")
+    requests, pulled = counts.take()
+    assert sorted(first["ids"]) == list(range(ROWS)) and first["fetched"] > 4
+    assert pulled <= 1.15 * total, (pulled, total)
+    parts, partitions = first["fetched"], 3
+    # one ranged GET a part; the manifest, a HEAD and a footer a partition besides
+    assert requests <= parts + 3 * partitions + 5, (requests, parts)
+    second = epoch(uri, tmp_path / "cache", number=1)  # a new process: the cache is there
+    _, again = counts.take()
+    assert sorted(second["ids"]) == list(range(ROWS)) and second["fetched"] == 0
+    assert again <= 0.05 * total, (again, total)
+    assert first["ids"] != second["ids"]  # another epoch, another order
+
+
+def test_a_cache_of_a_third_of_the_dataset_pulls_at_most_one_and_a_half_per_epoch(remote, tmp_path):
+    uris, counts = remote
+    uri, total = uris["parquet"], size(uris["parquet"])
+    limit = int(0.3 * total)
+    counts.take()
+    for number in range(3):
+        seen = epoch(uri, tmp_path / "cache", limit, seed=7, number=number)
+        _, pulled = counts.take()
+        assert sorted(seen["ids"]) == list(range(ROWS))
+        assert pulled <= 1.5 * total, (number, pulled, total)
+        held = sum(f.stat().st_size for f in (tmp_path / "cache").rglob("*.arrow"))
+        assert held <= limit + max(f.stat().st_size for f in (tmp_path / "cache").rglob("*.arrow"))
+
+
+def test_processes_side_by_side_fetch_each_part_once(remote, tmp_path):
+    uris, counts = remote
+    uri, total = uris["parquet"], size(uris["parquet"])
+    script = tmp_path / "epoch.py"
+    script.write_text(EPOCH)
+    counts.take()
+    runs = [
+        subprocess.Popen(
+            [sys.executable, script, uri, tmp_path / "cache", "-", str(seed), "0"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2, 3)
+    ]
+    results = [json.loads(run.communicate(timeout=120)[0]) for run in runs]
+    assert all(sorted(r["ids"]) == list(range(ROWS)) for r in results)
+    _, pulled = counts.take()
+    parts = len(recordmill.open(uri, cache_dir=tmp_path / "cache").cache.parts)
+    assert sum(r["fetched"] for r in results) == parts  # never two fetches of one part
+    assert pulled <= 1.15 * total
+
+
+def test_a_damaged_or_half_written_part_is_fetched_again(remote, tmp_path):
+    uris, _ = remote
+    uri = uris["arrow"]
+    expected = recordmill.open(uri).to_arrow()
+    recordmill.open(uri, cache_dir=tmp_path / "cache").to_arrow()
+    files = sorted((tmp_path / "cache").rglob("*.arrow"))
+    data = bytearray(files[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    files[1].write_bytes(files[1].read_bytes()[:100])  # as a killed writer's copy would be
+    (files[2].parent / f".{files[2].name.split('.')[0]}.99.partial").write_bytes(b"half")
+    ds = recordmill.open(uri, cache_dir=tmp_path / "cache")
+    assert ds.to_arrow().equals(expected)
+    assert ds.cache.fetched_parts == 2
+
+
+def test_an_overwritten_dataset_never_serves_the_older_parts(s3, tmp_path):
+    uri = s3("cache/overwritten")
+    first = make_plugin(tmp_path / "a", PLUGIN)
+    second = make_plugin(
+        tmp_path / "b", PLUGIN.replace("task_id * 200 + i", "-(task_id * 200 + i)")
+    )
+    recordmill.write(first, uri, partitions=2, progress=False)
+    old = recordmill.open(uri, cache_dir=tmp_path / "cache")
+    assert old.to_arrow().column("id").to_pylist() == list(range(ROWS))
+    recordmill.write(second, uri, partitions=2, progress=False, overwrite=True)
+    new = recordmill.open(uri, cache_dir=tmp_path / "cache")
+    assert new.to_arrow().column("id").to_pylist() == [-i for i in range(ROWS)]
+    assert new.cache.root != old.cache.root
+
+
+def test_a_local_parquet_dataset_reads_as_arrow_ipc_from_the_cache(tmp_path):
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
+    )
+    plain = recordmill.open(tmp_path / "pq")
+    cached = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "cache")
+    assert cached.to_arrow().equals(plain.to_arrow())
+    assert cached[777]["id"] == 777 and np.array_equal(cached[777]["img"], plain[777]["img"])
+    assert cached.stats.groups_read == 0  # no Parquet group decoded: all from the cache
+
+
+def test_mistakes_are_one_clear_line(tmp_path):
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
+    )
+    (tmp_path / "file").write_text("")
+    with pytest.raises(recordmill.ConfigError, match=r"cannot use .*file.* as a cache folder"):
+        recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "file" / "below")
+    with pytest.raises(recordmill.ConfigError, match=r"smaller than one part .* cache_limit=\d+"):
+        recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "cache", cache_limit=1000)
+
+
+FULL_DISK = """
+import resource, signal, sys
+import recordmill
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    ds = recordmill.open(sys.argv[1], cache_dir=sys.argv[2])
+    print(ds.to_arrow().num_rows)
+"""
+
+
+def test_a_cache_that_cannot_be_filled_is_a_warning_and_the_read_goes_on(tmp_path):
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
+    )
+    script = tmp_path / "full.py"
+    script.write_text(FULL_DISK)
+    done = subprocess.run(
+        [sys.executable, script, tmp_path / "pq", tmp_path / "cache"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(ROWS)
+    assert done.stderr.count("warning: cannot fill the cache") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list((tmp_path / "cache").rglob("*.arrow"))
+
+
+def test_the_environment_names_the_default_cache_folder(tmp_path, monkeypatch):
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
+    )
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "env"))
+    ds = recordmill.open(tmp_path / "pq")
+    assert ds.cache is not None and str(ds.cache.root).startswith(str(tmp_path / "env"))
+    assert os.path.isdir(ds.cache.root)
+
+
+def test_shuffles_through_a_small_cache_are_block_orders_of_every_row(tmp_path):
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN),
+        tmp_path / "pq",
+        partitions=3,
+        row_group_size=20,
+        progress=False,
+    )
+    ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
+    limit = 3 * ds.cache.largest
+    small = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c2", cache_limit=limit)
+    assert small.cache.capacity == 3 < len(small.cache.parts)
+    full, block = ds.shuffled(5), small.shuffled(5)
+    assert sorted(block.tolist()) == list(range(ROWS)) and not np.array_equal(full, block)
+    assert np.array_equal(full, np.random.default_rng(5).permutation(ROWS))  # all fit: as before
+    spans = order.spans([p.rows for p in small.cache.parts], 0, ROWS)
+    assert order.same_part_neighbours(block, spans) > order.same_part_neighbours(full, spans)
+    ids = [
+        i
+        for b in small.iter_batches(50, shuffle=True, seed=5, format="arrow")
+        for i in b.column("id").to_pylist()
+    ]
+    assert ids == block.tolist()
