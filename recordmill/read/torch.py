@@ -293,6 +293,8 @@ class DataLoader(torch_data.DataLoader):
 
     For a map-style dataset it uses a :class:`Sampler` (``shuffle``, ``seed``; or the one given
     as ``sampler``); for an ``IterableDataset`` it sets the dataset's ``batch_size`` to its own.
+    Given a path instead of a dataset, it reads a :class:`MapDataset` of it, through the disk
+    cache ``cache_dir`` (at most ``cache_limit`` bytes) when given.
     Each batch handed out advances the position; a complete pass moves to the next epoch. Keep
     ``persistent_workers`` off: workers that outlive an epoch do not see the new position.
     """
@@ -303,8 +305,14 @@ class DataLoader(torch_data.DataLoader):
         batch_size: int = 1,
         shuffle: bool = False,
         seed: int = 0,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
         **kwargs: Any,
     ):
+        if isinstance(dataset, (str, os.PathLike)):  # a path: a MapDataset of every column
+            dataset = MapDataset(dataset, cache_dir=cache_dir, cache_limit=cache_limit)
+        elif cache_dir is not None or cache_limit is not None:
+            raise TypeError("give cache_dir and cache_limit to the dataset, or a path as dataset")
         if kwargs.get("persistent_workers"):
             raise ValueError(
                 "recordmill.torch.DataLoader cannot resume with persistent_workers; leave it off"
