@@ -2,7 +2,7 @@
 
 It lives in the dataset folder as ``_manifest.parquet`` (or ``_manifest.arrow``): a file of the
 dataset's own format and schema holding no rows, with the manifest's JSON in its key-value
-metadata (``recordmill.dataset.manifest``). Every tool that is given the folder thus reads it as an empty
+metadata (``recordmill.manifest``). Every tool that is given the folder thus reads it as an empty
 part of the dataset (pyarrow and Spark skip ``_`` files anyway), while a JSON file there would make
 Polars, Hugging Face datasets and daft fail. ``recordmill info --json PATH`` prints it.
 """

@@ -5,7 +5,7 @@ every reject in the output, counts them in the manifest, and says how many in th
 Every input thus ends up either as a row or as a reject. The list is ``_rejects.parquet`` (or
 ``.arrow``) in the dataset folder: like the manifest, a file of the dataset's schema with no rows,
 which other tools read as an empty part, holding the rejects as JSON lines in its metadata
-(``recordmill.dataset.rejects``). ``recordmill rejects PATH`` prints them; :func:`read` returns them.
+(``recordmill.rejects``). ``recordmill rejects PATH`` prints them; :func:`read` returns them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 2. An existing path: a folder holding ``plugin.py`` (a copy of ``templates/template``) or a
    ``.py`` file. A path always wins, so a folder you just made is never shadowed; when its name is
    also an installed or built-in plugin, a note on stderr says so.
-3. A name registered in the entry-point group ``recordmill.plugin.manager`` by an installed package.
+3. A name registered in the entry-point group ``recordmill.plugins`` by an installed package.
 4. A built-in plugin: a folder in ``recordmill/plugin/builtin/``.
 """
 

@@ -9,7 +9,7 @@ As it is, this plugin writes a few hundred synthetic rows in several tasks, so y
 before you change anything. Replace the bodies of the functions below with your dataset's logic.
 
 recordmill calls the functions here by their names (they are pluggy hooks, documented in
-recordmill/hookspecs.py). Each one may leave out parameters it does not need.
+recordmill/plugin/hookspecs.py). Each one may leave out parameters it does not need.
 """
 
 import numpy as np

@@ -9,7 +9,7 @@ consecutive ranges. ``recordmill make-list ROOT PREFIX`` writes such a list from
 
 Fields: index (int64: im2rec's index, or the line number), label (``--label-type``, one value, or an
 array of K with ``--label-width K``), file_name (the path as listed), and the image fields of
-``--encode`` (see ``recordmill/formats/images.py``).
+``--encode`` (see ``recordmill/inputs/images.py``).
 """
 
 import functools

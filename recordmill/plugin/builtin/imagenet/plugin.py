@@ -10,7 +10,7 @@ sorted order. ``--num-images K`` takes a seeded random subset of K images, as DL
 
 Fields: label (int32), synset (string), file_name (string, "synset/file"), text (with a label
 file), and the image: ``data`` (bytes) or, with ``--encode tensor``, ``image`` (uint8 H x W x 3),
-plus height, width and channels when the image is decoded. See ``recordmill/formats/images.py`` for the
+plus height, width and channels when the image is decoded. See ``recordmill/inputs/images.py`` for the
 image options.
 """
 

@@ -4,7 +4,7 @@
 
 ``--input`` is a part file or a folder of them (``--pattern``, default ``part-*``); one task per
 file. Each record is an ``int64`` length and a serialized ``OFRecord`` (see
-``recordmill/formats/ofrecord.py``); a length that runs past the end of the file, or a message
+``recordmill/inputs/ofrecord.py``); a length that runs past the end of the file, or a message
 that does not parse, fails the run naming file, record and byte offset (``--on-bad-input skip``:
 a reject instead).
 
@@ -14,7 +14,7 @@ column, else a variable-length array, and a feature that some records lack is nu
 are taken from the first ``INFER_RECORDS`` records, or from ``--schema`` (YAML, as for the
 tfrecord plugin). Column names follow recordmill's rule for field names (``image/raw`` ->
 ``image_raw``). ``--image-field images`` sends that bytes feature (one image per record) through
-the image pipeline (``--encode``, ``--size``, ``--verify``: ``recordmill/formats/images.py``),
+the image pipeline (``--encode``, ``--size``, ``--verify``: ``recordmill/inputs/images.py``),
 whose fields (``data``, or ``image``, ``height``, ``width``, ``channels``) take its place.
 """
 

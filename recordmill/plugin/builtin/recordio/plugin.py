@@ -13,7 +13,7 @@ Fields of im2rec's image records (``IRHeader`` + image bytes): index (int64: the
 label (``--label-type``, float32 by default as MXNet stores it: one value, or an array of the
 record's label width: read from the first ``INFER_RECORDS`` records, or ``--label-width K``, -1
 for widths that vary, as in detection records), and the image fields of ``--encode`` (see
-``recordmill/formats/images.py``). With ``--no-image-header`` (records of anything else): offset
+``recordmill/inputs/images.py``). With ``--no-image-header`` (records of anything else): offset
 (int64: the record's byte offset in its file) and data (bytes).
 
 A damaged file (a wrong magic number, a part out of place, a file cut short) or an ``.idx`` that

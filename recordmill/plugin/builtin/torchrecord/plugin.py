@@ -10,7 +10,7 @@ database's ``data.mdb``, or ``--tasks N`` key ranges of each. Records are read i
 Each record holds TorchRecord's two tensors: the image (BYTE, dims width x height, RGB pixels) and
 the label (its text, ``b"3"``, or a numeric tensor). Fields: ``database`` (its folder, relative to
 ``--input``), ``key``, ``label`` (int64 for TorchRecord's text labels; typed from the first
-record), and the image fields of ``--encode`` (see ``recordmill/formats/images.py``):
+record), and the image fields of ``--encode`` (see ``recordmill/inputs/images.py``):
 ``passthrough`` (default) keeps the pixels untouched as ``image``, a uint8 [H, W, 3] tensor of the
 first record's size (every image must have it); ``tensor --size S`` resizes to S x S; ``png`` or
 ``jpeg`` re-encode them into ``data``. A record that does not parse, or whose data length
