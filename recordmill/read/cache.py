@@ -106,6 +106,9 @@ class DiskCache:
         self.part_of = [k for k, part in enumerate(self.parts) for _ in part.groups]
         self.root = Path(folder).expanduser().absolute() / _version_key(files)
         self._make_folders()
+        # The block shuffle's windows follow the limit, so an order drawn on another machine
+        # must see the same one: only a limit given (the same on every rank) shapes the order.
+        self.chosen = limit is not None
         self.limit = limit if limit is not None else _default_limit(self.root)
         self.largest = max((self.estimate(part) for part in self.parts), default=0)
         if self.parts and self.limit < self.largest:
@@ -116,12 +119,29 @@ class DiskCache:
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
         self._open: OrderedDict[int, list[pa.RecordBatch]] = OrderedDict()
         self._lock = threading.Lock()
-        self._warned = False
+        self._said: set[str] = set()  # warnings said once
 
     @property
     def capacity(self) -> int:
         """How many parts the cache holds at once, whatever their sizes."""
         return max(1, self.limit // max(1, self.largest))
+
+    @property
+    def order_capacity(self) -> int | None:
+        """The capacity shuffles are ordered for: None (a full permutation) unless the user
+        chose ``cache_limit``, said once when the default limit is too small for the dataset."""
+        if self.chosen:
+            return self.capacity
+        if self.capacity < len(self.parts) and "limit" not in self._said:
+            self._said.add("limit")
+            print(
+                f"recordmill: warning: {self.files.store} does not fit the cache's default "
+                f"limit ({_size(self.limit)}), so a shuffled epoch fetches parts again and "
+                "again: give cache_limit= (the same on every rank) for a shuffle that fetches "
+                "each part about once",
+                file=sys.stderr,
+            )
+        return None
 
     def estimate(self, part: Part) -> int:
         """A part's bytes as cached: Arrow IPC as stored, Parquet as decoded (its footer's
@@ -279,8 +299,8 @@ class DiskCache:
             ) from None
 
     def _warn(self, error: OSError) -> None:
-        if not self._warned:
-            self._warned = True
+        if "full" not in self._said:
+            self._said.add("full")
             print(
                 f"recordmill: warning: cannot fill the cache in {self.root}: "
                 f"{error.strerror or error}; reading on from {self.files.store}",

@@ -218,7 +218,7 @@ class Dataset:
         of ``seed + epoch``, or a block shuffle through a disk cache too small for every part
         (:mod:`recordmill.read.order`)."""
         disk = self._groups.ready().disk
-        if disk is None:
+        if disk is None or disk.order_capacity is None:
             return order.permutation(len(self), seed, epoch)
         spans = order.spans([part.rows for part in disk.parts], self._start, self._stop)
         return order.block_order(spans, disk.capacity, seed, epoch)
