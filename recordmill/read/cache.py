@@ -47,6 +47,8 @@ CACHE_DIR_ENV = "RECORDMILL_CACHE_DIR"
 # few requests per epoch for large datasets, several parts to shuffle among for small ones.
 MAX_PART_BYTES = 64 << 20
 PARTS_PER_DATASET = 64
+# Parts a process keeps mapped at once (each holds a file descriptor).
+MAX_MAPPED = 256
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,9 @@ class DiskCache:
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
         self._open: OrderedDict[int, list[pa.RecordBatch]] = OrderedDict()
         self._lock = threading.Lock()
+        self._pid = os.getpid()
         self._said: set[str] = set()  # warnings said once
+        self._checked: set[str] = set()  # cached files whose bytes matched, in this process
 
     @property
     def capacity(self) -> int:
@@ -160,6 +164,8 @@ class DiskCache:
     def batches(self, k: int) -> list[pa.RecordBatch]:
         """Part ``k``'s row groups, one batch each: mapped from the cache (fetched first if it
         is not there)."""
+        if self._pid != os.getpid():  # a forked DataLoader worker: a lock of its own
+            self._pid, self._lock, self._open = os.getpid(), threading.Lock(), OrderedDict()
         with self._lock:
             if k in self._open:
                 self._open.move_to_end(k)
@@ -169,7 +175,7 @@ class DiskCache:
             self._open[k] = batches
             # A process keeps only as many parts mapped as the cache holds: a part another
             # process removed stays readable while mapped, but its disk space is not freed.
-            while len(self._open) > self.capacity:
+            while len(self._open) > min(self.capacity, MAX_MAPPED):
                 self._open.popitem(last=False)
         return batches
 
@@ -232,8 +238,10 @@ class DiskCache:
         try:
             source = pa.memory_map(str(path))
             expected = int(path.name.split(".")[1], 16)
-            if self.files.checksums and crc32c(source.read_buffer()) != expected:
-                raise pa.ArrowInvalid("checksum")
+            if self.files.checksums and path.name not in self._checked:
+                if crc32c(source.read_buffer()) != expected:
+                    raise pa.ArrowInvalid("checksum")
+                self._checked.add(path.name)
             reader = pa.ipc.open_file(source)
             batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
             os.utime(path)  # recently used: the last to be evicted
