@@ -1,0 +1,113 @@
+"""The page's charts: matplotlib figures rendered by its Agg backend to PNG bytes.
+
+matplotlib is the ``show`` extra (``pip install 'recordmill[show]'``), imported only here and only
+when a page is made. Figures are made with ``matplotlib.figure.Figure``, not pyplot, so that making
+a page in a notebook leaves the notebook's own backend and figures alone. The PNGs carry no
+``Software`` text (matplotlib would write its web address into each).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from recordmill.errors import RecordmillError
+
+DPI = 96
+BLUE, ORANGE, GRAY = "#4c72b0", "#dd8452", "#555555"
+LABELLED_BARS = 40  # more classes than this: bars sorted by count, without a name each
+MISSING = (
+    "recordmill show draws its charts with matplotlib, which is not installed: "
+    "pip install 'recordmill[show]'"
+)
+
+
+def require() -> None:
+    """Raise the one-line error that says what to install when matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        raise RecordmillError(MISSING) from e
+
+
+def _figure(width: float, height: float, columns: int = 1) -> tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    axes = figure.subplots(1, columns)
+    for ax in np.atleast_1d(axes):
+        ax.tick_params(labelsize=8, colors=GRAY)
+        ax.spines[["top", "right"]].set_visible(False)
+    return figure, axes
+
+
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def histogram(counts: np.ndarray, edges: np.ndarray, xlabel: str = "") -> bytes:
+    """A small histogram (for a column's cell in the schema table)."""
+    figure, ax = _figure(3.0, 1.3)
+    ax.stairs(counts, edges, fill=True, color=BLUE)
+    ax.set_xlabel(xlabel, fontsize=8, color=GRAY)
+    ax.set_yticks([])
+    ax.spines["left"].set_visible(False)
+    return _png(figure)
+
+
+def labels(names: Sequence[str], counts: Sequence[int]) -> bytes:
+    """Rows per class, in the classes' own order; with many classes, sorted by count."""
+    many = len(names) > LABELLED_BARS
+    figure, ax = _figure(11.0, 2.4)
+    order = np.argsort(counts)[::-1] if many else np.arange(len(counts))
+    heights = np.asarray(counts)[order]
+    ax.bar(np.arange(len(heights)), heights, color=BLUE, width=1.0 if many else 0.8)
+    ax.axhline(np.mean(heights), color=ORANGE, linewidth=1, label="mean")
+    if many:
+        ax.set_xticks([])
+        ax.set_xlabel(f"{len(names):,} classes, most rows first", fontsize=9, color=GRAY)
+    else:
+        ax.set_xticks(np.arange(len(names)), [_short(names[i]) for i in order])
+        if max((len(n) for n in names), default=0) > 4 or len(names) > 16:
+            ax.tick_params(axis="x", labelrotation=60)
+    ax.set_ylabel("rows", fontsize=9, color=GRAY)
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    return _png(figure)
+
+
+def partitions(rows: Sequence[int], sizes: Sequence[int]) -> bytes:
+    """Rows and bytes of each partition, side by side, each with its mean."""
+    from matplotlib.ticker import MaxNLocator
+
+    figure, axes = _figure(11.0, 2.4, columns=2)
+    scale, unit = _unit(max(sizes, default=0))
+    for ax, values, title in zip(
+        axes, (np.asarray(rows), np.asarray(sizes) / scale), ("rows", unit), strict=True
+    ):
+        x = np.arange(len(values))
+        if len(values) <= 200:
+            ax.bar(x, values, color=BLUE, width=0.8)
+        else:  # thousands of bars are a solid block anyway, and slow to draw
+            ax.fill_between(x, values, step="mid", color=BLUE)
+        ax.axhline(values.mean() if len(values) else 0, color=ORANGE, linewidth=1, label="mean")
+        ax.set_title(f"{title} per partition", fontsize=9, color=GRAY)
+        ax.set_xlabel("partition", fontsize=8, color=GRAY)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=8, frameon=False, loc="lower right")
+    return _png(figure)
+
+
+def _unit(largest: float) -> tuple[float, str]:
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if largest >= scale:
+            return scale, unit
+    return 1.0, "bytes"
+
+
+def _short(name: str, width: int = 14) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
