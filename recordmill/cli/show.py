@@ -43,12 +43,16 @@ def add_parsers(commands: Any) -> None:
     )
     page.add_argument("path")
     page.add_argument(
-        "--output", "-o", help="the HTML file to write (default: NAME.html here, NAME the dataset's)"
+        "--output",
+        "-o",
+        help="the HTML file to write (default: NAME.html here, NAME the dataset's)",
     )
     page.add_argument(
         "--rows", type=_rows, default=ROWS, help=f"sample rows shown (default: {ROWS})"
     )
-    page.add_argument("--columns", help="comma-separated columns to summarize and show (default: all)")
+    page.add_argument(
+        "--columns", help="comma-separated columns to summarize and show (default: all)"
+    )
     page.add_argument("--seed", type=int, default=0, help="which sample rows (default: 0)")
     page.add_argument(
         "--label",

@@ -103,9 +103,7 @@ def _label(schema: pa.Schema, label: str | None) -> str | None:
         named = "label" in schema.names and _labels(schema.field("label").type)
         return "label" if named else None
     if label not in schema.names:
-        raise ConfigError(
-            f"--label {label}: no such column; columns: {', '.join(schema.names)}"
-        )
+        raise ConfigError(f"--label {label}: no such column; columns: {', '.join(schema.names)}")
     t = schema.field(label).type
     if not _labels(t):
         raise ConfigError(f"--label {label}: a label column holds integers or strings, not {t}")

@@ -4,7 +4,7 @@ A thumbnail is the image as RGB (EXIF orientation applied, transparency on white
 scaled: :func:`recordmill.read.decode.to_rgb`; a JPEG decoded at a reduced scale that is still
 at least twice the thumbnail's size), shrunk with Pillow's ``Image.thumbnail`` to fit
 :data:`THUMB` x :data:`THUMB` pixels (never enlarged), saved as JPEG of quality
-:data:`THUMB_QUALITY`. Arrays of uint8 of shape ``[H, W]``, ``[H, W, 1]``, ``[H, W, 3]`` or
+:data:`THUMB_QUALITY` without chroma subsampling. Arrays of uint8 of shape ``[H, W]``, ``[H, W, 1]``, ``[H, W, 3]`` or
 ``[H, W, 4]`` are images too, taken as they are.
 """
 
@@ -72,7 +72,8 @@ def thumbnail(value: bytes | np.ndarray) -> Image.Image:
 def data_uri(image: Image.Image) -> str:
     """A JPEG ``data:`` URI of an image."""
     buffer = io.BytesIO()
-    image.save(buffer, "JPEG", quality=THUMB_QUALITY)
+    # 4:4:4: chroma at full resolution, so colour edges (a class's marks, a digit) stay sharp.
+    image.save(buffer, "JPEG", quality=THUMB_QUALITY, subsampling=0)
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

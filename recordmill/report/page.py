@@ -40,7 +40,9 @@ STYLE = """
   overflow: hidden; }
 .rm-report .card .row { color: #888; }
 .rm-report .card .label { font-weight: 600; color: #1a4f8b; }
-.rm-report .card img { display: block; max-width: 100%; margin: 2px auto; }
+.rm-report .card img { display: block; width: 100%; max-width: 160px; height: auto;
+  margin: 2px auto; }
+.rm-report .card img.small { image-rendering: pixelated; }
 .rm-report .card .value { font-family: ui-monospace, monospace; word-break: break-all; }
 .rm-report .undecodable { background: repeating-linear-gradient(45deg, #fde8e8, #fde8e8 6px,
   #fff 6px, #fff 12px); border: 2px dashed #c33; color: #a11; padding: 8px; min-height: 80px; }
@@ -85,7 +87,7 @@ def esc(value: object) -> str:
 
 
 def _img(data: bytes, alt: str) -> str:
-    return f'<img src="{png_uri(data)}" alt="{esc(alt)}">'
+    return f"<img src='{png_uri(data)}' alt='{esc(alt)}'>"
 
 
 def fragment(page: Page) -> str:
@@ -136,9 +138,7 @@ def _labels(page: Page) -> str:
     if page.label is None:
         return ""
     chart = _img(page.label_chart, "rows per class") if page.label_chart else ""
-    return (
-        f"<h2>Labels: {esc(page.label)}</h2><p class='note'>{esc(page.label_line)}</p>{chart}"
-    )
+    return f"<h2>Labels: {esc(page.label)}</h2><p class='note'>{esc(page.label_line)}</p>{chart}"
 
 
 def _samples(page: Page) -> str:
@@ -150,7 +150,10 @@ def _samples(page: Page) -> str:
             if cell.name == page.label:
                 body.append(f"<div class='label'>{name}: {esc(cell.text)}</div>")
             elif cell.image is not None:
-                body.append(f"<img src='{cell.image}' alt='{name} of row {index}' title='{name}'>")
+                small = " class='small'" if cell.small else ""
+                body.append(
+                    f"<img{small} src='{cell.image}' alt='{name} of row {index}' title='{name}'>"
+                )
             elif cell.error is not None:
                 body.append(
                     f"<div class='undecodable' title='{name}'><b>{name}: cannot decode</b><br>"
@@ -182,7 +185,9 @@ def _rejects(page: Page) -> str:
 
 
 def _partitions(page: Page) -> str:
-    chart = _img(page.partition_chart, "rows and bytes per partition") if page.partition_chart else ""
+    chart = (
+        _img(page.partition_chart, "rows and bytes per partition") if page.partition_chart else ""
+    )
     listed = _table(
         ("file", "rows", "bytes"),
         ((f, f"{r:,}", f"{b:,}") for f, r, b in page.partitions[:PARTITIONS_LISTED]),

@@ -63,7 +63,9 @@ class ClassSampler:
         rows = np.flatnonzero(valid) + offset
         code, key, row = (
             np.concatenate([kept, new])
-            for kept, new in zip(self._kept, (codes, self._rng.random(len(codes)), rows), strict=True)
+            for kept, new in zip(
+                self._kept, (codes, self._rng.random(len(codes)), rows), strict=True
+            )
         )
         order = np.lexsort((key, code))
         code, key, row = code[order], key[order], row[order]
@@ -105,6 +107,7 @@ class Cell:
     text: str = ""
     image: str | None = None
     error: str | None = None
+    small: bool = False  # a thumbnail under 64 pixels, enlarged on the page with sharp pixels
 
 
 @dataclass
@@ -152,7 +155,8 @@ def _cell(name: str, value: Any, picture: bool) -> Cell:
         return Cell(name, text="null")
     if picture:
         try:
-            return Cell(name, image=images.data_uri(images.thumbnail(value)))
+            thumb = images.thumbnail(value)
+            return Cell(name, image=images.data_uri(thumb), small=max(thumb.size) < 64)
         except Exception as e:  # a damaged image is a mark on the page, whatever Pillow raised
             return Cell(name, text=text(value), error=images.decode_error(e))
     return Cell(name, text=text(value))

@@ -181,14 +181,15 @@ def for_field(field: pa.Field, rng: np.random.Generator) -> Any:
 
 
 def histogram(stats: NumberStats, bins: int = 30) -> tuple[np.ndarray, np.ndarray] | None:
-    """(counts, edges) of the sampled values; whole-number columns of a small range get one bin
-    per value. Counts are scaled to the column's count when the values were sampled."""
+    """(counts, edges) of the sampled values; whole numbers get bins of a whole number of
+    values (one each for a small range). Counts are scaled to the column's count when the values were sampled."""
     values = stats.sample.values()
     if not len(values) or stats.min is None or stats.max is None:
         return None
     low, high = float(stats.min), float(stats.max)
-    if stats.integer and high - low < bins:
-        edges = np.arange(low - 0.5, high + 1.5)
+    if stats.integer:  # bins of whole numbers of values, each the same count of them
+        width = max(1, int(np.ceil((high - low + 1) / bins)))
+        edges = low - 0.5 + width * np.arange(int((high - low) // width) + 2)
     elif high == low:
         edges = np.array([low - 0.5, high + 0.5])
     else:

@@ -96,7 +96,9 @@ def facts(stats: Any) -> list[str]:
     """A streamed column's summary lines."""
     if isinstance(stats, NumberStats):
         lines = [f"min {number(stats.min)}, max {number(stats.max)}, mean {number(stats.mean)}"]
-        lines.append(f"nulls {number(stats.nulls)}" + (f", NaN {stats.nans:,}" if stats.nans else ""))
+        lines.append(
+            f"nulls {number(stats.nulls)}" + (f", NaN {stats.nans:,}" if stats.nans else "")
+        )
         if stats.sample.rate < 1:
             lines.append(f"histogram of a uniform sample of {len(stats.sample.values()):,}")
         return lines
@@ -144,7 +146,9 @@ def sampled_bytes(sizes: list[int], formats: Counter[str]) -> list[str]:
 def tensor(dtype: Any, shape: Any, value_range: tuple[float, float] | None) -> list[str]:
     lines = [f"tensor of {dtype}, shape {list(shape)}"]
     if value_range is not None:
-        lines.append(f"values in the shown rows: {number(value_range[0])} to {number(value_range[1])}")
+        lines.append(
+            f"values in the shown rows: {number(value_range[0])} to {number(value_range[1])}"
+        )
     return lines
 
 
@@ -164,9 +168,7 @@ def balance(rows: list[int], sizes: list[int]) -> str:
     )
     if rows_ok and bytes_ok:
         return f"balanced: {spread}"
-    what = " and ".join(
-        w for w, ok in (("rows", rows_ok), ("bytes", bytes_ok)) if not ok
-    )
+    what = " and ".join(w for w, ok in (("rows", rows_ok), ("bytes", bytes_ok)) if not ok)
     return f"not balanced ({what} differ): {spread}"
 
 
