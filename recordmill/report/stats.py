@@ -107,7 +107,8 @@ class NumberStats:
         low, high = low_high["min"].as_py(), low_high["max"].as_py()
         self.min = low if self.min is None else min(self.min, low)
         self.max = high if self.max is None else max(self.max, high)
-        self._sum += pc.sum(values.cast(pa.float64())).as_py()  # no int64 overflow
+        # As float64: an int64 sum overflows; past 2**53 a float is near enough for a mean.
+        self._sum += pc.sum(values.cast(pa.float64(), safe=False)).as_py()
         self.count += len(values)
         self.sample.add(values.to_numpy(zero_copy_only=False))
 

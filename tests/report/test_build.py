@@ -9,15 +9,19 @@ import numpy as np
 import pytest
 
 import recordmill
+from recordmill.dataset.storage import Store
 from recordmill.report import scan
+from tests.conftest import run_writer
 from tests.report.conftest import (
     BROKEN,
     CLASSES,
+    IMAGES_PLUGIN,
     PER_CLASS,
     assert_not_blank,
     assert_offline,
     assert_thumbnails_are_the_rows,
     keep_screenshot,
+    make_plugin,
     reference_thumbnail,
     screenshot,
     thumbnails,
@@ -166,3 +170,21 @@ def test_a_progress_bar_when_asked_or_when_the_pass_is_large(
     monkeypatch.setattr(scan, "BAR_BYTES", 100)
     recordmill.show(csv_dataset, tmp_path / "c.html")
     assert "statistics" in capsys.readouterr().err
+
+
+def test_a_dataset_on_object_storage(image_dataset, s3, tmp_path, monkeypatch):
+    uri = s3("shown/pets")
+    plugin = make_plugin(tmp_path / "plugin", IMAGES_PLUGIN)
+    files = str(image_dataset.parent / "files")
+    # In a process of its own: this one's workers started before the S3 credentials were set.
+    done = run_writer("--script", plugin, "--output", uri, "--image-dir", files, "--quiet")
+    assert done.returncode == 0, done.stderr
+    monkeypatch.chdir(tmp_path)
+    report = recordmill.show(uri, rows=64)
+    assert report.path == str(tmp_path / "pets.html")
+    assert_offline(report.html)
+    local = recordmill.show(image_dataset, tmp_path / "local.html", rows=64)
+    assert thumbnails(report.html).keys() == thumbnails(local.html).keys()
+    page = s3("shown/pages/pets.html")
+    assert recordmill.show(uri, page, rows=2).path == page
+    assert Store.at(page).fs.open_input_stream(Store.at(page).root).read().startswith(b"<!DOCTYPE")
