@@ -195,5 +195,6 @@ def histogram(stats: NumberStats, bins: int = 30) -> tuple[np.ndarray, np.ndarra
         edges = np.array([low - 0.5, high + 0.5])
     else:
         edges = np.linspace(low, high, bins + 1)
+    edges[-1] = min(edges[-1], high + 0.5) if stats.integer else edges[-1]
     counts, edges = np.histogram(values, bins=edges)
     return counts / stats.sample.rate, edges

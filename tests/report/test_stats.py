@@ -88,3 +88,6 @@ def test_whole_numbers_get_bins_of_whole_numbers_of_values():
     found = fed(stats.NumberStats(np.random.default_rng(0), True), pa.array(np.arange(40)))
     counts, edges = stats.histogram(found)
     assert list(counts) == [2] * 20 and np.all(np.diff(edges) == 2)
+    wider = fed(stats.NumberStats(np.random.default_rng(0), True), pa.array(np.arange(400)))
+    counts, edges = stats.histogram(wider)  # 14 values a bin; the last bin holds the last 8
+    assert list(counts) == [14] * 28 + [8] and edges[-1] == 399.5
