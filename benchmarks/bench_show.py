@@ -2,6 +2,7 @@
 
     python benchmarks/bench_show.py              # median of 5 interleaved rounds, about 2 minutes
     python benchmarks/bench_show.py --runs 3 --formats parquet
+    python benchmarks/bench_show.py --runs 0     # only make the data
 
 Data: the 20,000 JPEG files of ``benchmarks/data/images`` (``make_imagefolder.py``: 100 class
 folders x 200 files, 592 MB, made on first use), written once with the ``imagenet`` plugin in
@@ -80,6 +81,8 @@ def main() -> None:
     args = parser.parse_args()
     formats = [f for f in args.formats.split(",") if f]
     ensure_data(formats)
+    if not args.runs:  # only the data
+        return
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     cases = commands(formats)
     times: dict[str, list[float]] = {name: [] for name in cases}

@@ -2,7 +2,7 @@
 
 It reads the manifest and the rejects list, one pass over the small columns for their statistics
 (``scan.py``; binary columns and tensors are skipped, so an image dataset's pass reads labels and
-names, not images), and the sampled rows (``Dataset.take``). A 100 GB dataset thus costs the size
+names, not images), and the sampled rows (``ds[i]``). A 100 GB dataset thus costs the size
 of its small columns plus a few row groups.
 """
 
@@ -244,7 +244,7 @@ def _column(
         row.lines = summary.sampled_bytes(sizes, shown.formats.get(field.name, Counter()))
         if sizes and index < MAX_CHARTS:
             counts, edges = np.histogram(sizes, bins=min(20, max(1, len(sizes))))
-            row.chart = charts.histogram(counts, edges, "bytes per value, shown rows")
+            row.chart = charts.histogram(counts, edges, "size of each value, shown rows", "B")
     elif kind == "tensor":
         row.lines = summary.tensor(type_name, shape, shown.ranges.get(field.name))
     else:

@@ -57,15 +57,26 @@ def batches(
     store: Store, manifest: dict[str, Any], columns: list[str], bar: Bar
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(first global row, batch of ``columns``) for every row of the dataset, in order."""
-    offset = 0
+    offset, pending = 0, []
+    for piece in _pieces(store, manifest, columns):
+        bar.add(piece.num_rows, piece.nbytes)
+        pending.append(piece)
+        # An image dataset's record batches hold a few dozen rows each: joined, so that each
+        # statistic costs one call per BATCH_ROWS rows, not one per small batch.
+        if sum(p.num_rows for p in pending) >= BATCH_ROWS:
+            batch = pa.concat_batches(pending)
+            yield offset, batch
+            offset, pending = offset + batch.num_rows, []
+    if pending:
+        yield offset, pa.concat_batches(pending)
+
+
+def _pieces(store: Store, manifest: dict[str, Any], columns: list[str]) -> Iterator[pa.RecordBatch]:
     for entry in manifest["partitions"]:
         if not entry["rows"]:
             continue
         try:
-            for batch in _partition(store, entry["file"], manifest["format"], columns):
-                bar.add(batch.num_rows, batch.nbytes)
-                yield offset, batch
-                offset += batch.num_rows
+            yield from _partition(store, entry["file"], manifest["format"], columns)
         except (OSError, pa.ArrowInvalid) as e:
             raise OutputError(
                 f"{store}/{entry['file']} cannot be read: {e} (recordmill verify tells more)"
