@@ -238,13 +238,16 @@ def _column(
         numbers = found.values if isinstance(found, stats.ListStats) else found
         drawn = stats.histogram(numbers) if isinstance(numbers, stats.NumberStats) else None
         if drawn is not None and index < MAX_CHARTS:
-            row.chart = charts.histogram(*drawn, "values" if numbers is not found else "")
+            xlabel = "values" if numbers is not found else ""
+            row.chart = charts.histogram(*drawn, xlabel, integer=numbers.integer)
     elif kind == "bytes":
         sizes = shown.sizes.get(field.name, [])
         row.lines = summary.sampled_bytes(sizes, shown.formats.get(field.name, Counter()))
         if sizes and index < MAX_CHARTS:
             counts, edges = np.histogram(sizes, bins=min(20, max(1, len(sizes))))
-            row.chart = charts.histogram(counts, edges, "size of each value, shown rows", "B")
+            row.chart = charts.histogram(
+                counts, edges, "size of each value, shown rows", "B", integer=True
+            )
     elif kind == "tensor":
         row.lines = summary.tensor(type_name, shape, shown.ranges.get(field.name))
     else:

@@ -65,16 +65,19 @@ def _png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def histogram(counts: np.ndarray, edges: np.ndarray, xlabel: str = "", unit: str = "") -> bytes:
+def histogram(
+    counts: np.ndarray, edges: np.ndarray, xlabel: str = "", unit: str = "", integer: bool = False
+) -> bytes:
     """A small histogram (for a column's cell in the schema table). Bars are as high as their
-    count per unit of the x axis (the y axis is not drawn), so that a narrower last bin of whole
-    numbers is not mistaken for fewer values. With a ``unit``, ticks read ``20 kB``."""
+        count per unit of the x axis (the y axis is not drawn), so that a narrower last bin of whole
+        numbers is not mistaken for fewer values. With a ``unit``, ticks read ``20 kB``; ``integer``
+    puts them on whole numbers."""
     from matplotlib.ticker import EngFormatter, MaxNLocator
 
     figure, ax = _figure(3.0, 1.3, margins=(0.25, 0.45 if xlabel else 0.3, 0.05, 0.25))
     ax.stairs(counts / np.diff(edges), edges, fill=True, color=BLUE)
     ax.set_xlabel(xlabel, fontsize=8, color=GRAY)
-    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.xaxis.set_major_locator(MaxNLocator(5, integer=integer))
     if unit:
         ax.xaxis.set_major_formatter(EngFormatter(unit=unit, places=0))
     ax.set_yticks([])

@@ -259,9 +259,12 @@ def assert_thumbnails_are_the_rows(shown: dict, rows: dict) -> None:
 
 
 def keep_screenshot(shot: Path, name: str) -> None:
-    """With RECORDMILL_SCREENSHOTS=DIR, keep a copy of a screenshot there (the README's
-    docs/images/show.png is made this way: RECORDMILL_SCREENSHOTS=docs/images)."""
+    """With RECORDMILL_SCREENSHOTS=DIR, keep a copy of a screenshot there, in 256 colours (a
+    third of the bytes; the README's docs/images/show.png is made this way:
+    RECORDMILL_SCREENSHOTS=docs/images python -m pytest tests/report -k image_dataset)."""
     folder = os.environ.get("RECORDMILL_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        Image.open(shot).save(Path(folder) / name, optimize=True)
+        image = Image.open(shot).convert("RGB")
+        few = image.quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        few.save(Path(folder) / name, optimize=True)
