@@ -178,5 +178,5 @@ def classes(counts: Counter[Any], nulls: int) -> str:
         return "no labelled rows"
     low, high = min(counts.values()), max(counts.values())
     ratio = f", largest / smallest {high / low:.2f}" if low else ""
-    null = f"; {nulls:,} rows without a label" if nulls else ""
+    null = f"; {nulls:,} row{'s' if nulls != 1 else ''} without a label" if nulls else ""
     return f"{len(counts):,} classes, {low:,} to {high:,} rows each{ratio}{null}"
