@@ -368,7 +368,7 @@ def main() -> None:
             fast = name.removesuffix(", flushed") + ", --no-fsync"
             print(
                 f"- {name.removesuffix(', flushed')}: flushed / --no-fsync: "
-                f"{medians[name] / medians[fast]:.2f} (+{medians[name] - medians[fast]:.2f} s)"
+                f"{medians[name] / medians[fast]:.2f} ({medians[name] - medians[fast]:+.2f} s)"
             )
     dask = "images: recordmill --executor dask (local scheduler, 2 workers)"
     process = "images: recordmill --executor process --workers 2"
