@@ -310,9 +310,10 @@ def main() -> None:
     args = parser.parse_args()
     if set(args.workloads.split(",")) & {"images", "tensors", "dask"}:
         ensure_data()
+    images = args.images.resolve()  # the commands run in WORK
     if "fsync" in args.workloads.split(","):
-        ensure_images(args.images)
-    commands = workloads(set(args.workloads.split(",")), args.images)
+        ensure_images(images)
+    commands = workloads(set(args.workloads.split(",")), images)
     cluster = start_dask() if "dask" in args.workloads.split(",") else []
     results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in commands}
     try:
