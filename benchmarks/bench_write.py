@@ -113,9 +113,10 @@ def fsync_workloads(images: Path) -> dict[str, list[str]]:
     out = WORK / "dataset"
     imagenet = ["--script", "imagenet", "--image-dir", images, "--output", out, "--partitions", 4]
     small = ["--script", HERE / "smallrows", "--output", out, "--partitions", 4]
+    count = f"{sum(1 for _ in images.glob('*/*')):,} images"
     runs = {
-        f"W1 {sum(1 for _ in images.glob('*/*')):,} images: recordmill --workers 2": imagenet,
-        "W1 images, staged (--on-bad-input skip)": [*imagenet, "--on-bad-input", "skip"],
+        f"W1 {count}: recordmill --workers 2": imagenet,
+        f"W1 {count}, staged (--on-bad-input skip)": [*imagenet, "--on-bad-input", "skip"],
         "W3 2M small rows: recordmill --workers 2": small,
     }
     commands = {}
