@@ -2,6 +2,7 @@
 
     python benchmarks/bench_write.py            # all workloads, median of 5 runs each
     python benchmarks/bench_write.py --runs 3 --workloads images
+    python benchmarks/bench_write.py --runs 5 --workloads fsync   # flushed against --no-fsync
 
 Makes the synthetic image folder on first use (benchmarks/data/, about 600 MB), reads it once so
 the page cache is warm, then times each command as a whole process and samples the summed RSS of
@@ -31,9 +32,16 @@ PHOTOS = DATA / "photos"
 WORK = DATA / "out"
 
 
+def ensure_images(folder: Path = IMAGES) -> None:
+    if not folder.is_dir():
+        subprocess.run([sys.executable, HERE / "make_imagefolder.py", folder], check=True)
+    for f in folder.rglob("*"):
+        if f.is_file():
+            f.read_bytes()
+
+
 def ensure_data() -> None:
-    if not IMAGES.is_dir():
-        subprocess.run([sys.executable, HERE / "make_imagefolder.py", IMAGES], check=True)
+    ensure_images()
     if not DOUBLED.is_dir():
         # Twice the classes, as hard links: twice the rows and bytes at no extra disk space.
         for copy in range(2):
@@ -59,10 +67,9 @@ def ensure_data() -> None:
             ],
             check=True,
         )
-    for root in (IMAGES, PHOTOS):
-        for f in root.rglob("*"):
-            if f.is_file():
-                f.read_bytes()
+    for f in PHOTOS.rglob("*"):
+        if f.is_file():
+            f.read_bytes()
 
 
 def measure(command: list[str]) -> tuple[float, float, float, float]:
@@ -100,9 +107,28 @@ def writer(*args: object) -> list[str]:
     return [sys.executable, str(REPO / "writer.py"), "--quiet", "--overwrite", *map(str, args)]
 
 
-def workloads(which: set[str]) -> dict[str, list[str]]:
+def fsync_workloads(images: Path) -> dict[str, list[str]]:
+    """W1 (the JPEGs passed through, straight to partitions and staged) and W3 (small rows),
+    each flushed (the default) and with --no-fsync, one after the other."""
     out = WORK / "dataset"
+    imagenet = ["--script", "imagenet", "--image-dir", images, "--output", out, "--partitions", 4]
+    small = ["--script", HERE / "smallrows", "--output", out, "--partitions", 4]
+    count = f"{sum(1 for _ in images.glob('*/*')):,} images"
+    runs = {
+        f"W1 {count}: recordmill --workers 2": imagenet,
+        f"W1 {count}, staged (--on-bad-input skip)": [*imagenet, "--on-bad-input", "skip"],
+        "W3 2M small rows: recordmill --workers 2": small,
+    }
     commands = {}
+    for name, args in runs.items():
+        commands[f"{name}, flushed"] = writer(*args, "--workers", 2)
+        commands[f"{name}, --no-fsync"] = writer(*args, "--workers", 2, "--no-fsync")
+    return commands
+
+
+def workloads(which: set[str], images: Path = IMAGES) -> dict[str, list[str]]:
+    out = WORK / "dataset"
+    commands = fsync_workloads(images) if "fsync" in which else {}
     if "images" in which:
         imagenet = ["--script", "imagenet", "--output", out, "--partitions", 4]
         commands |= {
@@ -279,10 +305,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workloads", default="images,smallrows,tensors,dask")
+    parser.add_argument(
+        "--images", type=Path, default=IMAGES, help="the image folder of the fsync workload"
+    )
     args = parser.parse_args()
     if set(args.workloads.split(",")) & {"images", "tensors", "dask"}:
         ensure_data()
-    commands = workloads(set(args.workloads.split(",")))
+    images = args.images.resolve()  # the commands run in WORK
+    if "fsync" in args.workloads.split(","):
+        ensure_images(images)
+    commands = workloads(set(args.workloads.split(",")), images)
     cluster = start_dask() if "dask" in args.workloads.split(",") else []
     results: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in commands}
     try:
@@ -332,6 +364,13 @@ def main() -> None:
             )
             print(
                 f"- {name}: plain loop / recordmill --workers 2: {medians[plain] / medians[ours]:.2f}x faster ({goal})"
+            )
+    for name in medians:
+        if name.endswith(", flushed"):
+            fast = name.removesuffix(", flushed") + ", --no-fsync"
+            print(
+                f"- {name.removesuffix(', flushed')}: flushed / --no-fsync: "
+                f"{medians[name] / medians[fast]:.2f} ({medians[name] - medians[fast]:+.2f} s)"
             )
     dask = "images: recordmill --executor dask (local scheduler, 2 workers)"
     process = "images: recordmill --executor process --workers 2"

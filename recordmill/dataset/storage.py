@@ -1,6 +1,10 @@
 """Folders on any filesystem pyarrow knows: a local path or a URI (``s3://``, ``gs://``,
 ``hdfs://``, ``file://``). Staging, fragments, partitions and the manifest all go through here,
-so the same run can write to local disk or straight to object storage from every worker."""
+so the same run can write to local disk or straight to object storage from every worker.
+
+A store made with ``fsync=True`` flushes what it writes on a local disk to the device (a file
+when it is closed, a folder when asked), so that what a later step trusts survives a power cut;
+object stores need no flush (a completed PUT is durable), so there it changes nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +19,33 @@ import pyarrow.fs as pafs
 
 from recordmill.dataset.checksum import crc32c
 from recordmill.errors import ConfigError
+
+
+class _FlushedFile(pa.OSFile):
+    """A local file to write whose data is on the device once :meth:`close` returns."""
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                _fdatasync(self.fileno())
+            finally:
+                super().close()
+
+
+def _fdatasync(fd: int) -> None:
+    # fdatasync skips the timestamps; a new file's size, which its data needs, it does flush.
+    getattr(os, "fdatasync", os.fsync)(fd)
+
+
+def fsync_dir(path: str) -> None:
+    """Flush a local folder's entries (names created, renamed or deleted in it) to the device."""
+    if os.name != "posix":  # Windows cannot open a folder to flush it; NTFS journals names
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class HashingSink:
@@ -80,28 +111,38 @@ class Store:
 
     fs: pafs.FileSystem
     root: str
+    fsync: bool = False  # flush what is written here to the device (local disks only)
 
     @staticmethod
-    def at(location: str | os.PathLike[str]) -> Store:
+    def at(location: str | os.PathLike[str], fsync: bool = False) -> Store:
         text = os.fspath(location)
         if "://" in text:
             try:
                 fs, root = pafs.FileSystem.from_uri(text)
             except (pa.ArrowInvalid, OSError) as e:
                 raise ConfigError(f"cannot use the location {text}: {e}") from e
-            return Store(fs, root.rstrip("/"))
-        return Store(pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text)))
+            return Store(fs, root.rstrip("/"), fsync)
+        return Store(pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text)), fsync)
 
     @property
     def local(self) -> bool:
         return isinstance(self.fs, pafs.LocalFileSystem)
 
+    @property
+    def flushes(self) -> bool:
+        """Whether writes here are flushed: asked for, and on a local disk."""
+        return self.fsync and self.local
+
     def child(self, name: str) -> Store:
-        return Store(self.fs, f"{self.root}/{name}")
+        return Store(self.fs, f"{self.root}/{name}", self.fsync)
 
     def sibling(self, name: str) -> Store:
         parent = self.root.rsplit("/", 1)[0]
-        return Store(self.fs, f"{parent}/{name}")
+        return Store(self.fs, f"{parent}/{name}", self.fsync)
+
+    @property
+    def parent(self) -> Store:
+        return Store(self.fs, self.root.rsplit("/", 1)[0] or "/", self.fsync)
 
     @property
     def name(self) -> str:
@@ -130,10 +171,50 @@ class Store:
         return sorted(i.base_name for i in found)
 
     def makedirs(self, *names: str) -> None:
-        self.fs.create_dir(self.path(*names), recursive=True)
+        """The folder and any missing folder above it; each one made is flushed into its parent
+        (a folder that the output is renamed into must itself survive a power cut)."""
+        path = self.path(*names)
+        if not self.flushes:
+            self.fs.create_dir(path, recursive=True)
+            return
+        missing = []
+        while not os.path.isdir(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for made in reversed(missing):
+            os.makedirs(made, exist_ok=True)  # exist_ok: workers make _tasks/ at once
+            fsync_dir(os.path.dirname(made))
 
     def output(self, *names: str) -> Any:
+        """A file to write, flushed when it is closed if this store flushes."""
+        if self.flushes:
+            return _FlushedFile(self.path(*names), "wb")
         return self.fs.open_output_stream(self.path(*names))
+
+    def flush_dir(self, *names: str) -> None:
+        """Flush a folder's entries, if this store flushes."""
+        if self.flushes:
+            fsync_dir(self.path(*names))
+
+    def flush_dirs(self) -> None:
+        """Flush this folder's entries and those of every folder in it, deepest first."""
+        if self.flushes:
+            for top, _, _ in sorted(os.walk(self.root), reverse=True):
+                fsync_dir(top)
+
+    def flush_tree(self) -> None:
+        """Flush every file in this folder and below, then the folders: what an earlier run
+        left, which may not have been flushed (it may have run with ``--no-fsync``)."""
+        if not self.flushes:
+            return
+        for top, _, files in os.walk(self.root):
+            for name in files:
+                fd = os.open(os.path.join(top, name), os.O_RDONLY)
+                try:
+                    _fdatasync(fd)
+                finally:
+                    os.close(fd)
+        self.flush_dirs()
 
     def input_file(self, *names: str) -> Any:
         """Random access: memory-mapped on local disk, a range-reading file elsewhere."""
@@ -154,6 +235,9 @@ class Store:
             partial = self.path(name + ".partial")
             with open(partial, "wb") as f:
                 f.write(data)
+                if self.fsync:  # before the rename: a name never stands for lost data
+                    f.flush()
+                    _fdatasync(f.fileno())
             os.replace(partial, self.path(name))
             return
         with self.output(name) as f:

@@ -20,6 +20,14 @@ tests stop a run at each one, see :func:`step`):
 
 So a folder without a manifest is never a dataset, and a failed or killed run never leaves an
 output that looks complete.
+
+On a local disk each step is also on the device before the next one starts, so that a power cut
+or a system crash leaves one of these states too (unless the run was told ``--no-fsync``): the
+workers flush each partition file as they close it, then the staging folder is flushed before
+the manifest is written (itself flushed before its rename) and again once it holds only the
+dataset; the older dataset's mark is flushed before the exchange, and the parent folder after
+the publishing rename, before the older dataset is deleted. Object stores need no flush: a
+completed PUT is durable.
 """
 
 from __future__ import annotations
@@ -43,26 +51,40 @@ def step(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def stage(staging: Store, name: str, manifest: bytes) -> None:
+    """Step ``staged``: the manifest ``name`` written into the staging folder, the files it
+    lists on the disk before it (each partition flushed by the worker that wrote it)."""
+    staging.flush_dir()  # the names of the partitions and the rejects: before the manifest's
+    staging.write_bytes(name, manifest)  # flushed before its rename
+    staging.flush_dir()  # a --resume after a power cut finds it, and only publishes
+    step("staged")
+
+
 def clean(staging: Store) -> None:
     """Step ``cleaned``: the staging folder holds the dataset's files and nothing else."""
     staging.delete(layout.RUN_FILE)
     for scratch in layout.SCRATCH_DIRS:
         staging.delete_tree(scratch)
+    staging.flush_dirs()  # what a rename publishes next is this folder as it is on the disk
     step("cleaned")
 
 
 def publish_local(staging: Store, final: Store, old: Store) -> None:
-    """The staging folder becomes ``final`` by renames, an older dataset there replaced."""
+    """The staging folder becomes ``final`` by renames, an older dataset there replaced; the
+    parent folder flushed after the rename, and only then the older dataset deleted."""
     if os.path.isdir(final.root) and os.listdir(final.root):
         final.write_bytes(layout.REPLACED_MARK, b"")
+        final.flush_dir()  # wherever the exchange puts the older dataset, its mark is there
         step("marked")
         if _exchange(staging.root, final.root):
+            final.parent.flush_dir()
             step("exchanged")
             shutil.rmtree(staging.root)
             return
         os.replace(final.root, old.root)
         step("moved-aside")
     os.replace(staging.root, final.root)  # rename(2) replaces an empty folder atomically
+    final.parent.flush_dir()
     step("published")
     shutil.rmtree(old.root, ignore_errors=True)
 

@@ -29,7 +29,7 @@ class OutputLock:
         if not self.final.local:
             self.lease = Lease.take(self.final)
             return
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.final.parent.makedirs()  # flushed where it was made: the output is renamed into it
         while self._file is None:
             lock = open(self.path, "a")  # noqa: SIM115 - held until release()
             try:
@@ -45,6 +45,11 @@ class OutputLock:
                 self._file = lock
             else:
                 lock.close()
+        if self.final.flushes:
+            # Flushed, as every file made beside the output is. The lock needs no more: a flock
+            # does not outlive a power cut, and the next run takes a lock file left by one.
+            os.fsync(self._file.fileno())
+            self.final.parent.flush_dir()
 
     def check(self) -> None:
         """Refuse to go on without the lease (object storage; a local lock cannot be lost)."""

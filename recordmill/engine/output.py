@@ -34,7 +34,8 @@ class OutputDir:
     """
 
     def __init__(self, settings: WriteSettings, path: str | os.PathLike[str]):
-        self.final = Store.at(path)
+        # Local files are flushed before each step that a later one trusts (see commit.py).
+        self.final = Store.at(path, fsync=settings.fsync)
         self.overwrite = settings.overwrite
         self.resume = settings.resume
         self._writing = False
@@ -146,6 +147,8 @@ class OutputDir:
                     self.finished, self.staged = staged, True
                 elif not self.staging.is_file(layout.RUN_FILE):
                     self._restart()  # killed before it recorded itself: nothing was finished
+                # Trusted from here on, and maybe never flushed (a run with --no-fsync).
+                self.staging.flush_tree()
                 return self.staging
             if not self.overwrite:
                 what = "a complete dataset that was not published yet" if staged else "its work"
@@ -191,8 +194,7 @@ class OutputDir:
     def commit(self, manifest_name: str, manifest: bytes) -> None:
         """Make the staged folder the output, the manifest last, replacing an older dataset
         when allowed. Each step is a safe place to die (see commit.py)."""
-        self.staging.write_bytes(manifest_name, manifest)
-        commit.step("staged")
+        commit.stage(self.staging, manifest_name, manifest)
         self.publish()
 
     def publish(self) -> None:

@@ -129,6 +129,10 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
         )
         staging.makedirs(layout.PARTS_DIR)
         staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))
+        # The file (flushed as it closed) and its record, by name, on the disk before the main
+        # process deletes the fragments that it was made from.
+        staging.flush_dir()
+        staging.flush_dir(layout.PARTS_DIR)
     return info
 
 

@@ -104,6 +104,16 @@ class WriteSettings:
             help="finish an interrupted run on this output: only its unfinished tasks run again",
         ),
     )
+    fsync: bool = field(
+        default=True,
+        metadata=_flag(
+            "--no-fsync",
+            action="store_false",
+            help="trade safety for speed: publish the output without flushing its files to the "
+            "disk first; a power cut or a system crash soon after the run can lose it (and, "
+            "with --overwrite, the dataset it replaced). For scratch outputs",
+        ),
+    )
     retries: int = field(
         default=2,
         metadata=_flag(
@@ -212,7 +222,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
             continue
         kwargs = dict(f.metadata["argparse"])
         default = f.default
-        if default is not None and default is not False:
+        # A --no-X flag's default (True: X is done) would read as the flag's own.
+        if default is not None and default is not False and kwargs.get("action") != "store_false":
             shown = f"(default: {default})"
             kwargs["help"] = f"{kwargs['help']} {shown}" if "help" in kwargs else shown
         parser.add_argument(*f.metadata["flags"], dest=f.name, default=default, **kwargs)

@@ -113,8 +113,9 @@ def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> 
         with writing(staging.path(fragment)):
             if writer is not None:
                 writer.close()
-                sink.close()
+                sink.close()  # flushed as it closes, when the staging folder is
                 writer = None
+                staging.flush_dir(layout.TASKS_DIR)  # its name too, before the record's
             staging.makedirs(layout.TASKS_DIR)
             # The record, written last, is what marks the tasks done: a fragment without one is
             # from a run that died, and is written again.

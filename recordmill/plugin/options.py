@@ -108,7 +108,9 @@ def to_tokens(parser: argparse.ArgumentParser, values: Mapping[str, Any], where:
         if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
             if not isinstance(value, bool):
                 raise ConfigError(f"{where}: {key} must be true or false, got {value!r}")
-            if value == isinstance(action, argparse._StoreTrueAction):
+            # ``fsync: false`` (the setting) and ``no-fsync: true`` (the flag) both give --no-fsync.
+            named_flag = str(key).replace("-", "_") != action.dest
+            if value == (named_flag or isinstance(action, argparse._StoreTrueAction)):
                 tokens.append(flag)
         elif isinstance(value, (list, tuple)):
             tokens += [flag, *map(str, value)]

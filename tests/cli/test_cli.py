@@ -75,6 +75,11 @@ def test_help_shows_the_plugin_options(tmp_path):
     assert "--rows-per-task" in result.stdout
     general = run_writer("--help")
     assert "--partitions" in general.stdout and "--rows-per-task" not in general.stdout
+    # --no-fsync says what it costs, and no "(default: True)" that would read as its own.
+    text = general.stdout.split("\n  --no-fsync", 1)[1].split("\n  --retries", 1)[0]
+    flag = " ".join(text.split())
+    assert flag.startswith("trade safety for speed") and "scratch outputs" in flag
+    assert "default" not in flag
 
 
 def test_seed_flag_names_keep_working(counting_plugin, tmp_path):

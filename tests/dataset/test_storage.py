@@ -223,3 +223,23 @@ def test_an_s3_reader_never_mixes_versions_of_the_same_byte_size(s3, tmp_path, f
         assert "replaced" in str(e), str(e)
     assert all(v < 1000 for v in values), "rows of the second version were returned"
     assert min(row["v"][0] for row in recordmill.open(uri)) >= 1000  # a new reader: the new version
+
+
+def test_a_store_flushes_only_when_asked_and_only_on_a_local_disk(tmp_path):
+    import pyarrow.fs as pafs
+
+    local = Store.at(tmp_path / "a", fsync=True)
+    assert local.flushes and local.child("b").sibling("c").parent.flushes
+    assert not Store.at(tmp_path / "a").flushes
+    local.makedirs("b", "c")  # the folders it made, flushed into their parents
+    local.child("b").write_bytes("f", b"data")
+    with local.output("b", "g") as f:
+        f.write(b"more")
+    assert (tmp_path / "a" / "b" / "g").read_bytes() == b"more"
+    local.flush_tree()
+    elsewhere = Store(pafs._MockFileSystem(), "bucket/x", fsync=True)
+    assert not elsewhere.flushes
+    elsewhere.makedirs()
+    elsewhere.write_bytes("f", b"data")
+    elsewhere.flush_dirs()  # nothing to flush: a completed write there is durable
+    assert elsewhere.read_bytes("f") == b"data"

@@ -182,3 +182,17 @@ def test_finished_partitions_are_not_written_again_on_resume(reference, tmp_path
     assert write(plugin, out, "--scale", "2", "--resume").returncode == 0
     after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("part-*")}
     assert after == before and checksums(str(out)) == sums[2]
+
+
+def test_a_resume_may_flush_or_not_unlike_the_run_it_finishes(reference, tmp_path):
+    """--no-fsync changes no data: a resume with the other setting is the same run."""
+    plugin, sums = reference
+    for name, killed, resumed, step in [
+        ("a", ["--no-fsync"], [], "tasks-done"),
+        ("b", [], ["--no-fsync"], "staged"),
+    ]:
+        out = tmp_path / name
+        assert write(plugin, out, "--scale", "2", *killed, kill_at=step).returncode == -9
+        result = write(plugin, out, "--scale", "2", "--resume", *resumed)
+        assert result.returncode == 0, result.stderr
+        assert checksums(str(out)) == sums[2] and verify(str(out)) == []

@@ -11,6 +11,7 @@ import pytest
 import recordmill
 from recordmill.engine.settings import WriteSettings, add_flags, from_args
 from recordmill.errors import ConfigError
+from recordmill.plugin.options import to_tokens
 from tests.conftest import COUNTING_PLUGIN, make_plugin, run_writer
 
 
@@ -114,3 +115,24 @@ def test_an_old_policy_option_from_python_moves_to_the_setting(tmp_path):
             plugin, tmp_path / "o", options={"on_bad_file": "skip"}, workers=1, progress=False
         )
     assert summary.manifest["settings"]["on_bad_input"] == "skip" and summary.rows == 2
+
+
+def test_no_fsync_is_a_flag_a_config_key_and_a_keyword_not_part_of_the_run(tmp_path):
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    assert from_args(parser.parse_args([])).fsync is True
+    assert from_args(parser.parse_args(["--no-fsync"])).fsync is False
+    # The setting's name or the flag's, each meaning what it says.
+    for values, tokens in [
+        ({"fsync": False}, ["--no-fsync"]),
+        ({"no-fsync": True}, ["--no-fsync"]),
+        ({"fsync": True}, []),
+        ({"no_fsync": False}, []),
+    ]:
+        assert to_tokens(parser, values, "--config run.yaml") == tokens
+    assert "fsync" not in WriteSettings(fsync=False).identity()  # --resume may change it
+    plugin = make_plugin(tmp_path / "bad", BAD_ROWS)
+    summary = recordmill.write(
+        plugin, tmp_path / "o", fsync=False, on_bad_input="skip", workers=1, progress=False
+    )
+    assert summary.rows == 2 and "fsync" not in summary.manifest["settings"]
