@@ -40,7 +40,10 @@ def build(
     rejects: dict[str, Any],
     plugin: dict[str, Any],
     settings: dict[str, Any],
+    run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The manifest's JSON; ``settings`` as written (the row group size used), ``run`` what the
+    run was asked for (plugin, options, task count, settings: as run.json records them)."""
     return {
         "format_version": FORMAT_VERSION,
         "format": fmt,
@@ -54,6 +57,7 @@ def build(
         "rejects": rejects,
         "plugin": plugin,
         "settings": settings,
+        **({"run": run} if run is not None else {}),
         "versions": {
             "recordmill": __version__,
             "pyarrow": pa.__version__,

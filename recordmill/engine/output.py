@@ -178,7 +178,7 @@ class OutputDir:
         """Refuse to take a finished run's output as this run's unless they are the same run
         (``record``: this run's, in its JSON form, as run.json holds it)."""
         assert self.finished is not None
-        changed = records.describe_changes(records.run_record(self.finished), record)
+        changed = records.describe_changes(records.run_record(self.finished, record), record)
         if changed:
             where = self.staging if self.staged else self.final
             raise OutputError(
