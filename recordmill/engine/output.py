@@ -137,6 +137,7 @@ class OutputDir:
         """Check the destination and give the staging folder: an empty one, or with ``resume``
         the one an interrupted run left."""
         self._put_back_old()
+        self._drop_published_staging()
         staged = self._staged_manifest()
         if self.staging.exists():
             if self.resume:
@@ -163,6 +164,16 @@ class OutputDir:
         self._check_final()
         self._restart()
         return self.staging
+
+    def _drop_published_staging(self) -> None:
+        """Object storage: a run killed after it wrote the output's manifest, before it deleted
+        its staging folder, left that folder's copy of the manifest: the output is complete,
+        so what is left goes, and the output is treated as any complete one."""
+        name = manifest_file.find(self.staging) if self.staging.exists() else None
+        if name is None or not self.final.is_file(name):
+            return
+        if self.final.read_bytes(name) == self.staging.read_bytes(name):
+            self.staging.delete_tree()
 
     def _restart(self) -> None:
         self.staging.delete_tree()

@@ -244,3 +244,22 @@ def test_resume_of_a_dataset_written_before_the_manifest_held_its_run(tmp_path, 
         assert again.returncode == 0 and "already written" in again.stdout, again.stderr
     other = write(plugin, out, "--row-group-size", "8", "--resume")
     assert other.returncode == 1 and "--row-group-size: 7 then, 8 now" in other.stderr
+
+
+def test_an_s3_run_killed_after_it_published_is_finished_not_sent_around(s3, reference):
+    """Issue 31: killed after the manifest was written but before the staging folder was
+    removed, a plain run said "pass --resume" and --resume said "pass --overwrite as well"."""
+    plugin, sums = reference
+    for then in (["--resume"], []):
+        uri = s3(f"commit/fresh-published-{len(then)}")
+        assert write(plugin, uri, "--scale", "2", kill_at="published").returncode == -9
+        assert published_state(uri, sums) == "new"
+        result = write(plugin, uri, "--scale", "2", *then)
+        if then:  # finished: what was left is removed
+            assert result.returncode == 0 and "already written" in result.stdout, result.stderr
+        else:  # the output is complete: no run sends the user to --resume
+            assert result.returncode == 1 and "--resume" not in result.stderr, result.stderr
+            assert "already exists; pass --overwrite" in result.stderr
+            again = write(plugin, uri, "--scale", "2", "--resume")
+            assert again.returncode == 0 and "already written" in again.stdout, again.stderr
+        assert leftovers(Store.at(uri)) == [] and checksums(uri) == sums[2]
