@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -74,12 +75,21 @@ class HashingSink:
         return "sha256:" + self._digest.hexdigest()
 
 
+# Output streams left unclosed on purpose (see Store.abandon).
+_ABANDONED: list[Any] = []
+
+
 @dataclass(frozen=True)
 class Store:
-    """A filesystem and a base path on it; small and picklable, so workers can use it."""
+    """A filesystem and a base path on it; small and picklable, so workers can use it.
+
+    ``guard``, when set (a picklable callable), is called before each write that changes the
+    folder (a file opened for writing, written whole or deleted; see :meth:`check`), and raises
+    when this process may no longer write there: a run on object storage that lost its lease."""
 
     fs: pafs.FileSystem
     root: str
+    guard: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def at(location: str | os.PathLike[str]) -> Store:
@@ -97,11 +107,23 @@ class Store:
         return isinstance(self.fs, pafs.LocalFileSystem)
 
     def child(self, name: str) -> Store:
-        return Store(self.fs, f"{self.root}/{name}")
+        return Store(self.fs, f"{self.root}/{name}", self.guard)
 
     def sibling(self, name: str) -> Store:
         parent = self.root.rsplit("/", 1)[0]
-        return Store(self.fs, f"{parent}/{name}")
+        return Store(self.fs, f"{parent}/{name}", self.guard)
+
+    def check(self) -> None:
+        """Raise when this process may no longer write here (see ``guard``)."""
+        if self.guard is not None:
+            self.guard()
+
+    @staticmethod
+    def abandon(*streams: Any) -> None:
+        """Leave output streams unclosed, for good: on object storage an object appears when
+        its stream is closed (a destructor would close it too), and a writer that may no longer
+        write must not make one appear. Worker processes end without destructors."""
+        _ABANDONED.extend(streams)
 
     @property
     def name(self) -> str:
@@ -133,6 +155,7 @@ class Store:
         self.fs.create_dir(self.path(*names), recursive=True)
 
     def output(self, *names: str) -> Any:
+        self.check()
         return self.fs.open_output_stream(self.path(*names))
 
     def input_file(self, *names: str) -> Any:
@@ -150,13 +173,14 @@ class Store:
     def write_bytes(self, name: str, data: bytes) -> None:
         """Whole or not at all: a reader never sees half a file (on local disk a rename; object
         stores make a written object appear whole anyway)."""
+        self.check()
         if self.local:
             partial = self.path(name + ".partial")
             with open(partial, "wb") as f:
                 f.write(data)
             os.replace(partial, self.path(name))
             return
-        with self.output(name) as f:
+        with self.fs.open_output_stream(self.path(name)) as f:
             f.write(data)
 
     def sha256(self, *names: str) -> str:
@@ -175,9 +199,11 @@ class Store:
         return self.read_bytes(*names).decode()
 
     def delete(self, *names: str) -> None:
+        self.check()
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.path(*names))
 
     def delete_tree(self, *names: str) -> None:
+        self.check()
         if self.exists(*names):
             self.fs.delete_dir(self.path(*names))

@@ -83,6 +83,7 @@ def publish_object_store(staging: Store, final: Store, name: str, manifest: byte
     final.makedirs()
     for n in sorted(staging.listdir()):
         if n != name:
+            final.check()  # the lease, on S3
             final.fs.move(staging.path(n), final.path(n))
             step("moved")
     final.write_bytes(name, manifest)

@@ -10,6 +10,8 @@ the first run's. An interrupted run's staging folder is kept for ``--resume``.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shutil
 from typing import Any
@@ -20,7 +22,7 @@ from recordmill.dataset.storage import Store
 from recordmill.engine import commit, records
 from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
-from recordmill.errors import OutputError, writing
+from recordmill.errors import LeaseLost, OutputError, writing
 
 
 class OutputDir:
@@ -127,8 +129,14 @@ class OutputDir:
         self._writing = True
 
     def lock(self) -> None:
-        """Hold the output's lock for this process's life: a second run on it is refused."""
+        """Hold the output's lock for this process's life: a second run on it is refused. On
+        S3, every write to the staging folder or the output checks the lease first."""
         self._lock.take()
+        if self._lock.lease is not None:
+            guard = self._lock.lease.guard
+            self.final = dataclasses.replace(self.final, guard=guard)
+            self.staging = dataclasses.replace(self.staging, guard=guard)
+            self._old = dataclasses.replace(self._old, guard=guard)
 
     def release(self) -> None:
         self._lock.release()
@@ -223,4 +231,6 @@ class OutputDir:
             commit.publish_object_store(self.staging, self.final, name, manifest)
 
     def abort(self) -> None:
-        self.staging.delete_tree()
+        # A run that lost its lease deletes nothing: the staging folder is the other run's.
+        with contextlib.suppress(LeaseLost):
+            self.staging.delete_tree()
