@@ -11,7 +11,6 @@ the first run's. An interrupted run's staging folder is kept for ``--resume``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 from typing import Any
@@ -132,11 +131,9 @@ class OutputDir:
         """Hold the output's lock for this process's life: a second run on it is refused. On
         S3, every write to the staging folder or the output checks the lease first."""
         self._lock.take()
-        if self._lock.lease is not None:
-            guard = self._lock.lease.guard
-            self.final = dataclasses.replace(self.final, guard=guard)
-            self.staging = dataclasses.replace(self.staging, guard=guard)
-            self._old = dataclasses.replace(self._old, guard=guard)
+        self.final, self.staging, self._old = self._lock.guarded(
+            self.final, self.staging, self._old
+        )
 
     def release(self) -> None:
         self._lock.release()
@@ -145,7 +142,7 @@ class OutputDir:
         """Check the destination and give the staging folder: an empty one, or with ``resume``
         the one an interrupted run left."""
         self._put_back_old()
-        self._drop_published_staging()
+        commit.drop_published(self.staging, self.final)
         staged = self._staged_manifest()
         if self.staging.exists():
             if self.resume:
@@ -172,16 +169,6 @@ class OutputDir:
         self._check_final()
         self._restart()
         return self.staging
-
-    def _drop_published_staging(self) -> None:
-        """Object storage: a run killed after it wrote the output's manifest, before it deleted
-        its staging folder, left that folder's copy of the manifest: the output is complete,
-        so what is left goes, and the output is treated as any complete one."""
-        name = manifest_file.find(self.staging) if self.staging.exists() else None
-        if name is None or not self.final.is_file(name):
-            return
-        if self.final.read_bytes(name) == self.staging.read_bytes(name):
-            self.staging.delete_tree()
 
     def _restart(self) -> None:
         self.staging.delete_tree()
