@@ -34,6 +34,10 @@ class OutputError(RecordmillError):
     """The output location cannot be used (exists, is not a dataset, ...)."""
 
 
+class LeaseLost(OutputError):
+    """Another run holds the output's lease now (object storage): this run must not write."""
+
+
 class InputError(RecordmillError):
     """An input is damaged or not what it should be (a built-in plugin names file, record and
     byte offset; ``--on-bad-input skip`` lists it among the rejects instead)."""

@@ -20,16 +20,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recordmill.dataset import layout
+from recordmill.dataset import layout, manifest_check
+from recordmill.dataset.manifest_check import FORMAT_VERSION, MANIFEST_KEY, empty_file
 from recordmill.dataset.schema import describe
 from recordmill.dataset.storage import Store
 from recordmill.errors import OutputError
 from recordmill.version import __version__
 
-FORMAT_VERSION = 2
 # Up to this many tasks the manifest lists each; past it, runs of equal row counts (task_entries).
 LISTED_TASKS = 1000
-MANIFEST_KEY = b"recordmill.manifest"
 
 
 def build(
@@ -41,7 +40,10 @@ def build(
     rejects: dict[str, Any],
     plugin: dict[str, Any],
     settings: dict[str, Any],
+    run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The manifest's JSON; ``settings`` as written (the row group size used), ``run`` what the
+    run was asked for (plugin, options, task count, settings: as run.json records them)."""
     return {
         "format_version": FORMAT_VERSION,
         "format": fmt,
@@ -55,6 +57,7 @@ def build(
         "rejects": rejects,
         "plugin": plugin,
         "settings": settings,
+        **({"run": run} if run is not None else {}),
         "versions": {
             "recordmill": __version__,
             "pyarrow": pa.__version__,
@@ -93,22 +96,6 @@ def task_totals(manifest: dict[str, Any]) -> tuple[int, int]:
     )
 
 
-def empty_file(schema: pa.Schema, fmt: str, metadata: dict[bytes, bytes]) -> bytes:
-    """A file of ``fmt`` with ``schema``, no rows, and ``metadata``: the Parquet file's key-value
-    metadata (kept out of the Arrow schema stored beside it, which would hold it a second
-    time), or the Arrow IPC schema's. A Parquet one has no row group at all, which Hugging Face
-    datasets needs to skip it."""
-    sink = pa.BufferOutputStream()
-    if fmt == "arrow":
-        schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
-        pa.ipc.new_file(sink, schema).close()
-    else:
-        writer = pq.ParquetWriter(sink, schema)
-        writer.add_key_value_metadata(metadata)
-        writer.close()
-    return sink.getvalue().to_pybytes()
-
-
 def file_metadata(data: bytes, fmt: str) -> dict[bytes, bytes]:
     """The metadata of a file made by :func:`empty_file`."""
     source = pa.BufferReader(data)
@@ -120,8 +107,10 @@ def file_metadata(data: bytes, fmt: str) -> dict[bytes, bytes]:
 
 
 def to_bytes(manifest: dict[str, Any], schema: pa.Schema) -> bytes:
+    """The manifest file: the JSON, and its checksum beside it (see manifest_check.py)."""
     text = json.dumps(manifest, indent=2).encode()
-    return empty_file(schema, manifest["format"], {MANIFEST_KEY: text})
+    metadata = {MANIFEST_KEY: text, manifest_check.CHECKSUM_KEY: manifest_check.checksum(text)}
+    return empty_file(schema, manifest["format"], metadata)
 
 
 def find(store: Store) -> str | None:
@@ -143,8 +132,9 @@ def group_sizes(manifest: dict[str, Any], entry: dict[str, Any]) -> list[int] | 
 
 
 def parse(data: bytes, name: str) -> dict[str, Any]:
-    """The manifest held by the bytes of the manifest file ``name``."""
-    return json.loads(file_metadata(data, name.rsplit(".", 1)[1])[MANIFEST_KEY])
+    """The manifest held by the bytes of the manifest file ``name``, checked whole (a
+    :class:`~recordmill.dataset.manifest_check.Damaged` error when it is not intact)."""
+    return manifest_check.read(data, name.rsplit(".", 1)[1])
 
 
 def load(store: Store) -> dict[str, Any]:
@@ -159,9 +149,9 @@ def load(store: Store) -> dict[str, Any]:
         )
     try:
         manifest = parse(store.read_bytes(name), name)
-    except (OSError, pa.ArrowInvalid, KeyError, ValueError) as e:
-        raise OutputError(f"{store}/{name} is damaged: {e} (recordmill verify tells more)") from e
-    if manifest.get("format_version") != FORMAT_VERSION:
+    except manifest_check.Damaged as e:
+        raise OutputError(f"the manifest of {store} is damaged: {name}: {e}") from None
+    if manifest["format_version"] != FORMAT_VERSION:
         raise OutputError(
             f"{store} is in format version {manifest.get('format_version')}; this recordmill "
             f"{__version__} reads format version {FORMAT_VERSION}: upgrade recordmill to read it"
@@ -176,8 +166,7 @@ def read(folder: str | os.PathLike[str]) -> dict[str, Any]:
 
 def arrow_schema(manifest: dict[str, Any]) -> pa.Schema:
     """The exact Arrow schema recorded in a manifest."""
-    data = base64.b64decode(manifest["schema"]["arrow"])
-    return pa.ipc.read_schema(pa.py_buffer(data))
+    return manifest_check.decode_schema(manifest["schema"]["arrow"])
 
 
 def _old_version(store: Store) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -105,13 +106,22 @@ class HashingSink:
         return "sha256:" + self._digest.hexdigest()
 
 
+# Output streams left unclosed on purpose (see Store.abandon).
+_ABANDONED: list[Any] = []
+
+
 @dataclass(frozen=True)
 class Store:
-    """A filesystem and a base path on it; small and picklable, so workers can use it."""
+    """A filesystem and a base path on it; small and picklable, so workers can use it.
+
+    ``guard``, when set (a picklable callable), is called before each write that changes the
+    folder (a file opened for writing, written whole or deleted; see :meth:`check`), and raises
+    when this process may no longer write there: a run on object storage that lost its lease."""
 
     fs: pafs.FileSystem
     root: str
     fsync: bool = False  # flush what is written here to the device (local disks only)
+    guard: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def at(location: str | os.PathLike[str], fsync: bool = False) -> Store:
@@ -134,15 +144,27 @@ class Store:
         return self.fsync and self.local
 
     def child(self, name: str) -> Store:
-        return Store(self.fs, f"{self.root}/{name}", self.fsync)
+        return Store(self.fs, f"{self.root}/{name}", self.fsync, self.guard)
 
     def sibling(self, name: str) -> Store:
         parent = self.root.rsplit("/", 1)[0]
-        return Store(self.fs, f"{parent}/{name}", self.fsync)
+        return Store(self.fs, f"{parent}/{name}", self.fsync, self.guard)
 
     @property
     def parent(self) -> Store:
-        return Store(self.fs, self.root.rsplit("/", 1)[0] or "/", self.fsync)
+        return Store(self.fs, self.root.rsplit("/", 1)[0] or "/", self.fsync, self.guard)
+
+    def check(self) -> None:
+        """Raise when this process may no longer write here (see ``guard``)."""
+        if self.guard is not None:
+            self.guard()
+
+    @staticmethod
+    def abandon(*streams: Any) -> None:
+        """Leave output streams unclosed, for good: on object storage an object appears when
+        its stream is closed (a destructor would close it too), and a writer that may no longer
+        write must not make one appear. Worker processes end without destructors."""
+        _ABANDONED.extend(streams)
 
     @property
     def name(self) -> str:
@@ -187,6 +209,7 @@ class Store:
 
     def output(self, *names: str) -> Any:
         """A file to write, flushed when it is closed if this store flushes."""
+        self.check()
         if self.flushes:
             return _FlushedFile(self.path(*names), "wb")
         return self.fs.open_output_stream(self.path(*names))
@@ -231,6 +254,7 @@ class Store:
     def write_bytes(self, name: str, data: bytes) -> None:
         """Whole or not at all: a reader never sees half a file (on local disk a rename; object
         stores make a written object appear whole anyway)."""
+        self.check()
         if self.local:
             partial = self.path(name + ".partial")
             with open(partial, "wb") as f:
@@ -240,7 +264,7 @@ class Store:
                     _fdatasync(f.fileno())
             os.replace(partial, self.path(name))
             return
-        with self.output(name) as f:
+        with self.fs.open_output_stream(self.path(name)) as f:
             f.write(data)
 
     def sha256(self, *names: str) -> str:
@@ -259,9 +283,11 @@ class Store:
         return self.read_bytes(*names).decode()
 
     def delete(self, *names: str) -> None:
+        self.check()
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_file(self.path(*names))
 
     def delete_tree(self, *names: str) -> None:
+        self.check()
         if self.exists(*names):
             self.fs.delete_dir(self.path(*names))

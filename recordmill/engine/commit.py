@@ -105,6 +105,7 @@ def publish_object_store(staging: Store, final: Store, name: str, manifest: byte
     final.makedirs()
     for n in sorted(staging.listdir()):
         if n != name:
+            final.check()  # the lease, on S3
             final.fs.move(staging.path(n), final.path(n))
             step("moved")
     final.write_bytes(name, manifest)
@@ -120,3 +121,14 @@ def _exchange(a: str, b: str) -> bool:
         return False
     at_fdcwd, rename_exchange = -100, 2
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def drop_published(staging: Store, final: Store) -> None:
+    """Object storage: a run killed after it wrote the output's manifest (``published``), before
+    it deleted its staging folder, left that folder's copy of the manifest. The output is
+    complete, so what is left goes, and the output is then taken as any complete one."""
+    name = manifest_file.find(staging) if staging.exists() else None
+    if name is None or not final.is_file(name):
+        return
+    if final.read_bytes(name) == staging.read_bytes(name):
+        staging.delete_tree()

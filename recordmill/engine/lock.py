@@ -5,6 +5,7 @@ before it touches anything."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 from typing import Any
@@ -50,6 +51,13 @@ class OutputLock:
             # does not outlive a power cut, and the next run takes a lock file left by one.
             os.fsync(self._file.fileno())
             self.final.parent.flush_dir()
+
+    def guarded(self, *stores: Store) -> tuple[Store, ...]:
+        """The stores, each write to them checking the lease first (on S3; elsewhere as they
+        are): a run that lost its lease must not write."""
+        if self.lease is None:
+            return stores
+        return tuple(dataclasses.replace(store, guard=self.lease.guard) for store in stores)
 
     def check(self) -> None:
         """Refuse to go on without the lease (object storage; a local lock cannot be lost)."""

@@ -10,6 +10,7 @@ the first run's. An interrupted run's staging folder is kept for ``--resume``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from typing import Any
@@ -20,7 +21,7 @@ from recordmill.dataset.storage import Store
 from recordmill.engine import commit, records
 from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
-from recordmill.errors import OutputError, writing
+from recordmill.errors import LeaseLost, OutputError, writing
 
 
 class OutputDir:
@@ -128,8 +129,12 @@ class OutputDir:
         self._writing = True
 
     def lock(self) -> None:
-        """Hold the output's lock for this process's life: a second run on it is refused."""
+        """Hold the output's lock for this process's life: a second run on it is refused. On
+        S3, every write to the staging folder or the output checks the lease first."""
         self._lock.take()
+        self.final, self.staging, self._old = self._lock.guarded(
+            self.final, self.staging, self._old
+        )
 
     def release(self) -> None:
         self._lock.release()
@@ -138,6 +143,7 @@ class OutputDir:
         """Check the destination and give the staging folder: an empty one, or with ``resume``
         the one an interrupted run left."""
         self._put_back_old()
+        commit.drop_published(self.staging, self.final)
         staged = self._staged_manifest()
         if self.staging.exists():
             if self.resume:
@@ -181,7 +187,7 @@ class OutputDir:
         """Refuse to take a finished run's output as this run's unless they are the same run
         (``record``: this run's, in its JSON form, as run.json holds it)."""
         assert self.finished is not None
-        changed = records.describe_changes(records.run_record(self.finished), record)
+        changed = records.describe_changes(records.run_record(self.finished, record), record)
         if changed:
             where = self.staging if self.staged else self.final
             raise OutputError(
@@ -214,4 +220,6 @@ class OutputDir:
             commit.publish_object_store(self.staging, self.final, name, manifest)
 
     def abort(self) -> None:
-        self.staging.delete_tree()
+        # A run that lost its lease deletes nothing: the staging folder is the other run's.
+        with contextlib.suppress(LeaseLost):
+            self.staging.delete_tree()

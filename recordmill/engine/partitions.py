@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from recordmill.engine.output import OutputDir
     from recordmill.engine.plan import Run
     from recordmill.executors import Executor
-from recordmill.errors import writing
+from recordmill.errors import LeaseLost, writing
 
 # Rows of 1 KiB and more (images, audio, tensors) go in row groups of about 1 MiB: a row read at
 # random decodes its whole Parquet row group. Smaller rows keep groups of up to 64 MiB (at most
@@ -107,7 +107,7 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
     with writing(staging.path(name)):
         sink = HashingSink(staging.output(name))
         writer = open_writer(sink, job.schema, job.settings.format, job.settings.compression)
-        groups = 0
+        groups, lost = 0, False
         sink.mark()
         try:
             for table in row_groups(chunks, job.row_group_size):
@@ -115,9 +115,15 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
                 sink.mark()
                 groups += 1
                 report((table.num_rows, table.nbytes))
+            staging.check()  # on object storage the partition appears when it is closed
+        except LeaseLost:  # the staging folder is another run's now: nothing of ours appears
+            lost = True
+            Store.abandon(writer, sink)
+            raise
         finally:
-            writer.close()
-            sink.close()
+            if not lost:
+                writer.close()
+                sink.close()
         info = PartitionInfo(
             name,
             job.stop - job.start,

@@ -158,6 +158,7 @@ def publish(
             "options": run.options.to_dict(),
         },
         settings={**run.settings.identity(), "row_group_size": written.row_group_size},
+        run=record_of(run),  # the settings as given: what a --resume compares
     )
     with writing(out.staging):
         if rejected:

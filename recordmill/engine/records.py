@@ -109,11 +109,20 @@ def load_records(staging: Store) -> list[ChunkResult]:
     return sorted(found, key=lambda r: r.first)
 
 
-def run_record(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What a run was (plugin, options, task count, settings), as its manifest records it: what
-    a ``--resume`` must match."""
+def run_record(manifest: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """What a finished run was (plugin, options, task count, settings), as its manifest records
+    it: what a ``--resume`` (whose record is ``now``) must match. The manifest holds the run's
+    record as run.json did (``run``); one written before it did is read from its settings."""
+    if "run" in manifest:
+        return manifest["run"]
     settings = dict(manifest.get("settings") or {})
-    settings.pop("row_group_size", None)
+    if "on_bad_row" in settings:  # recorded before the policy had one name
+        settings["on_bad_input"] = settings.pop("on_bad_row")
+    # Those settings held the row group size written, not the one asked for (None: chosen by
+    # the rows): a size asked for now matches the one written, and no size asked matches any.
+    written = settings.pop("row_group_size", None)
+    asked = (now.get("settings") or {}).get("row_group_size")
+    settings["row_group_size"] = asked if asked in (None, written) else written
     return {
         "plugin": manifest["plugin"]["name"],
         "options": manifest["plugin"].get("options") or {},
@@ -142,8 +151,8 @@ def check_run(staging: Store, run: Run, resumed: bool) -> None:
 
 
 def record_of(run: Run) -> dict[str, Any]:
-    """What this run is, in the JSON form run.json and the manifest record it in (see
-    run_record), so that it compares equal to what they hold."""
+    """What this run is, in the JSON form run.json and the manifest (``run``) record it in, so
+    that it compares equal to what they hold."""
     record = {
         "plugin": run.plugin.name,
         "options": run.options.to_dict(),

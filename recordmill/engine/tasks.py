@@ -24,7 +24,7 @@ from recordmill.engine.batches import TaskJob, TaskResult, _task_batches
 from recordmill.engine.quiet import quieted
 from recordmill.engine.records import ChunkResult, add_run, load_records, save_record
 from recordmill.engine.settings import WriteSettings
-from recordmill.errors import PluginError, writing
+from recordmill.errors import LeaseLost, PluginError, writing
 from recordmill.plugin.manager import PluginRef
 
 if TYPE_CHECKING:
@@ -112,6 +112,7 @@ def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> 
             report(tuple(unreported))
         with writing(staging.path(fragment)):
             if writer is not None:
+                staging.check()  # on object storage the fragment appears when it is closed
                 writer.close()
                 sink.close()  # flushed as it closes, when the staging folder is
                 writer = None
@@ -120,6 +121,11 @@ def run_chunk(job: ChunkJob, report: Callable[[Any], None] = lambda _: None) -> 
             # The record, written last, is what marks the tasks done: a fragment without one is
             # from a run that died, and is written again.
             save_record(staging, result)
+    except LeaseLost:  # the staging folder is another run's now: nothing of ours appears there
+        if writer is not None:
+            Store.abandon(writer, sink)
+            writer = None
+        raise
     finally:
         if writer is not None:
             with contextlib.suppress(OSError):  # already failing: the first error is the one

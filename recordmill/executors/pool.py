@@ -8,6 +8,7 @@ and workers can send progress messages while a job runs.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -27,6 +28,8 @@ PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
 # Workers found dead between jobs that one run replaces before it gives up (a machine killing
 # every new process would otherwise be tried forever).
 IDLE_DEATHS = 16
+# Tries to start a worker: a killed fork server is replaced by the second or third.
+START_TRIES = 5
 # A job that reports no progress for this long is shown in the progress bar, by its name.
 STALL_SECONDS = float(os.environ.get("RECORDMILL_STALL_SECONDS", 30))
 
@@ -76,30 +79,52 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def _worker_main(conn: Connection) -> None:
+    _die_with_parent()
+    try:
+        _serve(conn)
+    except (EOFError, OSError):  # BrokenPipeError, ConnectionResetError: the pool is gone
+        pass  # nobody is left to tell: exit quietly, not with a traceback
+    except KeyboardInterrupt:
+        pass
+    # Nothing is left to finalize: skip the interpreter's slow teardown of pyarrow.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _serve(conn: Connection) -> None:
+    """Run the jobs the pool sends until it sends None; a job's error goes back as its result."""
+
     def report(message: Any) -> None:
         conn.send(("progress", message))
 
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, KeyboardInterrupt):
-            return
-        if job is None:
-            # Nothing is left to finalize: skip the interpreter's slow teardown of pyarrow.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+    while (job := conn.recv()) is not None:
         fn, args = job
         try:
             result = fn(*args, report=report)
+        except (BrokenPipeError, ConnectionResetError):  # from report(): the pool is gone
+            raise
         except BaseException as e:  # everything goes back to the main process, which decides
             message = ("error", e, traceback.format_exc())
             try:
                 conn.send(message)
+            except (OSError, EOFError):
+                raise
             except Exception:  # the exception itself would not pickle
                 conn.send(("error", TaskError(-1, f"{type(e).__name__}: {e}"), message[2]))
             continue
         conn.send(("done", result))
+
+
+def _die_with_parent() -> None:
+    """Linux: die when the parent dies. A worker's parent is the fork server; killed, it leaves
+    its workers running jobs that the pool, which sees them gone, runs again elsewhere: two
+    processes would write one fragment."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 @dataclass
@@ -134,10 +159,28 @@ class WorkerPool:
         self._workers = [self._start() for _ in range(workers)]
 
     def _start(self) -> _Worker:
+        attempt = 1
+        while True:
+            try:
+                return self._launch()
+            except (EOFError, OSError):
+                # A killed fork server is started again once it is seen dead; until then (it
+                # may still be dying) it refuses or drops the request.
+                if attempt == START_TRIES:
+                    raise
+            time.sleep(0.1 * attempt)
+            attempt += 1
+
+    def _launch(self) -> _Worker:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        process.start()
-        child.close()
+        try:
+            process.start()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
         return _Worker(process, parent)
 
     def __enter__(self) -> WorkerPool:

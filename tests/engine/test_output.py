@@ -196,3 +196,84 @@ def test_a_resume_may_flush_or_not_unlike_the_run_it_finishes(reference, tmp_pat
         result = write(plugin, out, "--scale", "2", "--resume", *resumed)
         assert result.returncode == 0, result.stderr
         assert checksums(str(out)) == sums[2] and verify(str(out)) == []
+
+
+# Every setting given explicitly, not only the defaults (issue 31: --row-group-size given made
+# every --resume after a commit step, and on a finished run, refuse the run's own output).
+EXPLICIT = [
+    *("--compression", "zstd", "--row-group-size", "7", "--shuffle", "--seed", "5"),
+    *("--format", "parquet", "--retries", "1", "--task-timeout", "60", "--retries-on-error"),
+    *("--max-rejects", "100", "--executor", "process"),
+]
+
+
+@pytest.mark.parametrize(
+    ("step", "overwrite"),
+    [
+        *[(step, False) for step in ("staged", "cleaned", "published")],
+        *[(step, True) for step in ("marked", "exchanged")],
+    ],
+)
+def test_resume_after_each_commit_step_with_every_setting_given(
+    tmp_path, reference, step, overwrite
+):
+    plugin, _ = reference
+    out = tmp_path / "out"
+    flags = [*EXPLICIT, "--scale", "2"] + (["--overwrite"] if overwrite else [])
+    if overwrite:
+        assert write(plugin, out, *EXPLICIT).returncode == 0
+    assert write(plugin, out, *flags, kill_at=step).returncode == -9
+    resumed = write(plugin, out, *flags, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert verify(str(out)) == [] and leftovers(Store.at(str(out))) == []
+    manifest = manifest_file.read(out)
+    assert (
+        manifest["settings"]["row_group_size"] == 7 and manifest["plugin"]["options"]["scale"] == 2
+    )
+    again = write(plugin, out, *flags, "--resume")
+    assert again.returncode == 0 and "already written" in again.stdout + again.stderr, again.stderr
+    other = write(plugin, out, *flags, "--resume", "--row-group-size", "8")
+    assert other.returncode == 1 and "--row-group-size: 7 then, 8 now" in other.stderr
+
+
+def test_resume_of_a_finished_run_with_every_setting_given(tmp_path, reference):
+    plugin, _ = reference
+    out = tmp_path / "out"
+    assert write(plugin, out, *EXPLICIT).returncode == 0
+    again = write(plugin, out, *EXPLICIT, "--resume")
+    assert again.returncode == 0, again.stderr
+
+
+def test_resume_of_a_dataset_written_before_the_manifest_held_its_run(tmp_path, reference):
+    """Such a manifest records the row group size written, not the one given: a size given now
+    matches the one written, no size given matches any, another one is refused."""
+    from tests.conftest import edit_manifest
+
+    plugin, _ = reference
+    out = tmp_path / "out"
+    assert write(plugin, out, "--row-group-size", "7").returncode == 0
+    edit_manifest(out, lambda manifest: manifest.pop("run"))
+    for given in (["--row-group-size", "7"], []):
+        again = write(plugin, out, *given, "--resume")
+        assert again.returncode == 0 and "already written" in again.stdout, again.stderr
+    other = write(plugin, out, "--row-group-size", "8", "--resume")
+    assert other.returncode == 1 and "--row-group-size: 7 then, 8 now" in other.stderr
+
+
+def test_an_s3_run_killed_after_it_published_is_finished_not_sent_around(s3, reference):
+    """Issue 31: killed after the manifest was written but before the staging folder was
+    removed, a plain run said "pass --resume" and --resume said "pass --overwrite as well"."""
+    plugin, sums = reference
+    for then in (["--resume"], []):
+        uri = s3(f"commit/fresh-published-{len(then)}")
+        assert write(plugin, uri, "--scale", "2", kill_at="published").returncode == -9
+        assert published_state(uri, sums) == "new"
+        result = write(plugin, uri, "--scale", "2", *then)
+        if then:  # finished: what was left is removed
+            assert result.returncode == 0 and "already written" in result.stdout, result.stderr
+        else:  # the output is complete: no run sends the user to --resume
+            assert result.returncode == 1 and "--resume" not in result.stderr, result.stderr
+            assert "already exists; pass --overwrite" in result.stderr
+            again = write(plugin, uri, "--scale", "2", "--resume")
+            assert again.returncode == 0 and "already written" in again.stdout, again.stderr
+        assert leftovers(Store.at(uri)) == [] and checksums(uri) == sums[2]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -68,3 +71,64 @@ def test_a_worker_that_dies_while_idle_is_replaced_and_costs_no_job():
             worker.process.join(5)
         again = dict(pool.imap_unordered(sleepy, [(i, (0.01,)) for i in range(6)]))
     assert sorted(again) == list(range(6)) and not set(again.values()) & first
+
+
+SLOW_PLUGIN = """
+    import time
+
+    def task_number():
+        return 12
+
+    def dict_data(task_id):
+        time.sleep(0.4)
+        for i in range(50):
+            yield {"task": task_id, "i": i}
+"""
+
+
+def children(pid: int) -> dict[int, bytes]:
+    """The processes whose parent is ``pid``, with their command lines."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent == pid:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    found[int(entry)] = f.read()
+        except (ValueError, OSError):  # not a process, or gone meanwhile
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux's")
+def test_killing_the_fork_server_prints_no_traceback(tmp_path):
+    """Issue 30: the fork server killed mid-run (not a worker) left its workers orphaned; they
+    printed BrokenPipeError tracebacks from _worker_main. A worker whose parent is gone exits
+    quietly, and the run ends with correct data (or one error line)."""
+    import recordmill
+    from recordmill.read.verify import verify
+    from tests.conftest import REPO, make_plugin, wait_for_staged_tasks
+
+    plugin = make_plugin(tmp_path / "slow", SLOW_PLUGIN)
+    out = tmp_path / "out"
+    run = subprocess.Popen(
+        [
+            *(sys.executable, REPO / "writer.py", "--script", plugin, "--output", out),
+            *("--workers", "3", "--on-bad-input", "skip", "--quiet"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for_staged_tasks(out, 2, run)
+    servers = [pid for pid, line in children(run.pid).items() if b"forkserver" in line]
+    assert len(servers) == 1, children(run.pid)
+    os.kill(servers[0], signal.SIGKILL)
+    stdout, stderr = run.communicate(timeout=120)
+    assert "Traceback" not in stderr, stderr
+    if run.returncode == 0:
+        assert verify(out) == [] and len(recordmill.open(str(out))) == 12 * 50, stdout
+    else:
+        lines = stderr.strip().splitlines()
+        assert run.returncode == 1 and len(lines) == 1 and lines[0].startswith("recordmill: error:")

@@ -1,0 +1,226 @@
+"""A damaged manifest file is one error line, "the manifest of PATH is damaged: ...", from
+``recordmill.open`` and from ``info``, ``head`` and ``verify``: every byte of a small
+``_manifest.parquet`` and ``_manifest.arrow`` is flipped in turn, and each flip is caught or
+changes nothing that is read (issues 30 and 31: bare ``OSError`` and ``KeyError``, tracebacks,
+and flips in the Arrow file's unread copy that went unnoticed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import recordmill
+from recordmill.cli import main
+from recordmill.dataset import manifest_check
+from tests.conftest import make_plugin, run_writer
+
+PLUGIN = """
+    import numpy as np
+
+    def task_number():
+        return 3
+
+    def schema():
+        return {"task": {"type": "int32"}, "name": {"type": "string"},
+                "v": {"type": "float32", "shape": [2]}}
+
+    def dict_data(task_id):
+        for i in range(4):
+            yield {"task": task_id, "name": f"t{task_id}-{i}", "v": np.full(2, i, np.float32)}
+"""
+
+
+@pytest.fixture(scope="module", params=["parquet", "arrow"])
+def written(request, tmp_path_factory):
+    """A small dataset of each format, and what the tools print for it intact."""
+    root = tmp_path_factory.mktemp(request.param)
+    plugin = make_plugin(root / "plugin", PLUGIN)
+    out = root / "ds"
+    args = ["--script", plugin, "--output", out, "--partitions", "2", "--quiet"]
+    result = run_writer(*args, "--format", request.param)
+    assert result.returncode == 0, result.stderr
+    return out, request.param
+
+
+def tool(capsys, *argv) -> tuple[int, str, str]:
+    """``recordmill ARGV`` in this process: (exit code, stdout, stderr); any exception that
+    escapes is the test's failure, as it would be a traceback."""
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def damaged_line(text: str, path) -> bool:
+    lines = text.strip().splitlines()
+    return len(lines) == 1 and f"the manifest of {path} is damaged: " in lines[0]
+
+
+def test_every_flipped_byte_is_caught_or_changes_nothing_read(written, tmp_path, capsys):
+    source, fmt = written
+    out = tmp_path / "ds"
+    shutil.copytree(source, out)
+    manifest_path = out / f"_manifest.{fmt}"
+    intact = manifest_path.read_bytes()
+    reference = recordmill.open(str(out))
+    rows = reference.to_arrow()
+    tools = {argv[0]: tool(capsys, *argv) for argv in (["info", out], ["head", out])}
+    tools["verify"] = tool(capsys, "verify", out)
+    assert all(code == 0 for code, _, _ in tools.values())
+    caught = 0
+    for offset in range(len(intact)):
+        damaged = bytearray(intact)
+        damaged[offset] ^= 0x01 if offset % 2 else 0x40
+        manifest_path.write_bytes(bytes(damaged))
+        try:
+            ds = recordmill.open(str(out))
+        except recordmill.OutputError as e:
+            assert damaged_line(str(e), out), (offset, str(e))
+            caught += 1
+        else:
+            assert ds.manifest == reference.manifest, offset
+            assert ds.to_arrow().equals(rows), offset
+        if offset % 9:  # the tools, on every ninth flip (each pass takes a while)
+            continue
+        for name, (_, stdout, _) in tools.items():
+            found = tool(capsys, name, out)
+            if found[0] == 0:
+                assert found[1] == stdout, (offset, name)
+            else:  # verify reports on stdout, the others say it on stderr
+                assert found[0] == 1 and damaged_line(found[1] + found[2], out), (offset, found)
+    assert caught > 0.9 * len(intact)
+
+
+def without_checksum(path, fmt: str, change=lambda text: text) -> None:
+    """Write the manifest as recordmill did before it had a checksum, its JSON ``change``d."""
+    data = path.read_bytes()
+    manifest = manifest_check.read(data, fmt)
+    text = change(json.dumps(manifest, indent=2)).encode()
+    schema = manifest_check.decode_schema(manifest["schema"]["arrow"])
+    path.write_bytes(manifest_check.empty_file(schema, fmt, {manifest_check.MANIFEST_KEY: text}))
+
+
+def test_a_manifest_without_a_checksum_still_opens(written, tmp_path, capsys):
+    source, fmt = written
+    out = tmp_path / "ds"
+    shutil.copytree(source, out)
+    without_checksum(out / f"_manifest.{fmt}", fmt)
+    assert len(recordmill.open(str(out))) == 12
+    assert tool(capsys, "verify", out)[0] == 0
+
+
+def test_rows_turned_into_sows_is_named(written, tmp_path, capsys):
+    """Issue 31: one flipped byte that turns a partition's "rows" into "Sows" gave a bare
+    KeyError from open, info and head, and a traceback from verify."""
+    source, fmt = written
+    out = tmp_path / "ds"
+    shutil.copytree(source, out)
+    path = out / f"_manifest.{fmt}"
+    data = bytearray(path.read_bytes())
+    # The second partition's "rows" (the first "rows" of all is a task's, in Arrow's first
+    # copy as well: the last one the reader reads is the footer's).
+    at = data.rindex(b'"rows"', 0, data.rindex(b'"tasks"'))
+    data[at + 1] ^= ord("r") ^ ord("S")
+    path.write_bytes(bytes(data))
+    for argv in (["info", out], ["head", out], ["verify", out]):
+        code, stdout, stderr = tool(capsys, *argv)
+        assert code == 1 and damaged_line(stdout + stderr, out), (argv, stdout, stderr)
+        assert "checksum" in stdout + stderr or "two copies" in stdout + stderr
+    with pytest.raises(recordmill.OutputError, match=r"checksum does not match|two copies"):
+        recordmill.open(str(out))
+
+    # The same damage in a manifest written before the checksum: the key and partition named.
+    shutil.copy(source / path.name, path)
+    without_checksum(path, fmt, lambda text: text.replace('"rows": 6,', '"Sows": 6,', 1))
+    named = f'partition 0 (part-00000-of-00002.{fmt}): "rows" is missing'
+    for argv in (["info", out], ["head", out], ["verify", out]):
+        code, stdout, stderr = tool(capsys, *argv)
+        assert code == 1 and damaged_line(stdout + stderr, out) and named in stdout + stderr
+    with pytest.raises(recordmill.OutputError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        recordmill.open(str(out))
+
+
+def test_a_damaged_key_of_the_readable_schema_is_named(written, tmp_path, capsys):
+    """Issue 31: a damaged "nullable" passed verify while info crashed."""
+    source, fmt = written
+    out = tmp_path / "ds"
+    shutil.copytree(source, out)
+    without_checksum(
+        out / f"_manifest.{fmt}", fmt, lambda text: text.replace('"nullable"', '"nullablE"', 1)
+    )
+    for argv in (["info", out], ["verify", out]):
+        code, stdout, stderr = tool(capsys, *argv)
+        assert code == 1 and damaged_line(stdout + stderr, out), (argv, stdout, stderr)
+        assert 'schema field 0 (task): "nullable" is missing' in stdout + stderr
+
+
+def test_a_damaged_arrow_schema_in_the_manifest_is_one_line(written, tmp_path, capsys):
+    """Issue 30: a flipped byte in the Arrow schema the manifest records made verify crash with
+    ``OSError: Invalid flatbuffers message`` (and others of pyarrow's) and open raise it bare;
+    with a checksum and without one."""
+    source, fmt = written
+    out = tmp_path / "ds"
+    shutil.copytree(source, out)
+    path = out / f"_manifest.{fmt}"
+    intact = path.read_bytes()
+    reference = recordmill.open(str(out))
+    start = intact.rindex(b'"arrow": "') + len(b'"arrow": "')
+    for offset in range(start, start + 64):
+        for checksum in (True, False):
+            damaged = bytearray(intact)
+            damaged[offset] ^= 0x01
+            path.write_bytes(bytes(damaged))
+            if not checksum:  # the same byte, in a manifest from before the checksum
+                path.write_bytes(intact)
+                at = offset - start
+
+                def flip(text, at=at):
+                    i = text.index('"arrow": "') + len('"arrow": "') + at
+                    return text[:i] + chr(ord(text[i]) ^ 0x01) + text[i + 1 :]
+
+                without_checksum(path, fmt, flip)
+            try:
+                ds = recordmill.open(str(out))
+            except recordmill.OutputError as e:
+                assert damaged_line(str(e), out), str(e)
+                harmless = False
+            else:  # a byte no reader reads (padding), possible only without the checksum
+                assert not checksum and ds.schema.equals(reference.schema), offset
+                harmless = True
+            for command in ("verify", "info", "head"):
+                code, stdout, stderr = tool(capsys, command, out)
+                if not harmless:
+                    assert code == 1 and damaged_line(stdout + stderr, out), (offset, stdout)
+                else:
+                    assert code == 0, (offset, stdout, stderr)
+    # And through the command line, as a user meets it: one line, no traceback.
+    for command in ("verify", "info"):
+        result = subprocess.run(
+            [sys.executable, "-m", "recordmill", command, str(out)], capture_output=True, text=True
+        )
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert damaged_line(result.stdout + result.stderr, out), (command, result)
+
+
+def test_the_copy_of_an_arrow_manifest_that_is_not_read_is_checked_too(tmp_path, capsys):
+    """Issue 30: an Arrow IPC file holds its schema, and the manifest, twice; flips in the
+    stream's copy (which ``open_file`` does not read) went unnoticed by verify."""
+    plugin = make_plugin(tmp_path / "plugin", PLUGIN)
+    out = tmp_path / "ds"
+    args = ["--script", plugin, "--output", out, "--format", "arrow", "--quiet"]
+    assert run_writer(*args).returncode == 0
+    path = out / "_manifest.arrow"
+    intact = path.read_bytes()
+    first = intact.index(b'{\n  "format_version"')
+    assert first < len(intact) // 2  # the stream's copy, before the footer's
+    for offset in range(first, intact.index(b"\n}", first), 7):
+        damaged = bytearray(intact)
+        damaged[offset] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(recordmill.OutputError, match=r"the manifest of .* is damaged"):
+            recordmill.open(str(out))
+        code, stdout, _ = tool(capsys, "verify", out)
+        assert code == 1 and damaged_line(stdout, out), (offset, stdout)

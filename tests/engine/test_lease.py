@@ -1,0 +1,105 @@
+"""The S3 lease against a run that outlives it: paused (SIGSTOP) for longer than the lease while
+a --resume takes the lease over, then continued (SIGCONT). The lease is shortened for the test
+(RECORDMILL_LEASE_SECONDS) so that the pause takes seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import boto3
+
+import recordmill
+from recordmill.dataset import layout
+from recordmill.dataset.storage import Store
+from recordmill.read.verify import verify
+from tests.conftest import REPO, make_plugin
+
+LEASE_SECONDS = 3
+
+PLUGIN = """
+    import time
+
+    def task_number():
+        return 16
+
+    def dict_data(task_id):
+        time.sleep(0.5)
+        for i in range(20):
+            yield {"task": task_id, "i": i, "blob": bytes([task_id]) * 200}
+"""
+
+
+def start(plugin, uri, *extra):
+    """A writer in a process group of its own (its workers and fork server with it)."""
+    return subprocess.Popen(
+        [
+            *(sys.executable, REPO / "writer.py", "--script", plugin, "--output", uri),
+            *("--workers", "2", "--partitions", "2", "--on-bad-input", "skip", "--quiet", *extra),
+        ],
+        env={**os.environ, "RECORDMILL_LEASE_SECONDS": str(LEASE_SECONDS)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def wait_until(condition, process, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, (what, process.communicate())
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.1)
+
+
+def lease_holder(uri: str) -> int | None:
+    """The pid that the output's lease object names, or None when there is none."""
+    store = Store.at(uri)
+    bucket, _, key = store.sibling(layout.lease_file(store.name)).root.partition("/")
+    endpoint = "http://" + uri.split("endpoint_override=")[1].split("&")[0]
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    try:
+        return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())["pid"]
+    except client.exceptions.NoSuchKey:
+        return None
+
+
+def finished_tasks(uri: str) -> int:
+    store = Store.at(uri)
+    return len(store.sibling(layout.staging_folder(store.name)).listdir(layout.TASKS_DIR))
+
+
+def test_a_run_paused_past_its_lease_stops_and_deletes_nothing(s3, tmp_path):
+    """Issue 31: a run paused longer than the lease, continued after a --resume had taken the
+    lease over, went on writing into the staging folder the new holder owned; both runs failed
+    and all staged work was deleted. Now the paused run stops at its first write, with one
+    line, and the run holding the lease finishes."""
+    plugin = make_plugin(tmp_path / "slow", PLUGIN)
+    uri = s3("lease/paused")
+    first = start(plugin, uri)
+    wait_until(lambda: finished_tasks(uri) >= 2, first, "two finished tasks")
+    os.killpg(first.pid, signal.SIGSTOP)
+    try:
+        time.sleep(LEASE_SECONDS + 1)
+        second = start(plugin, uri, "--resume")
+        wait_until(lambda: lease_holder(uri) == second.pid, second, "the lease taken over")
+        wait_until(lambda: finished_tasks(uri) >= 4, second, "the resume at work")
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
+    _, paused = first.communicate(timeout=60)
+    _, stderr = second.communicate(timeout=120)
+    assert second.returncode == 0, (stderr, paused)
+    lines = paused.strip().splitlines()
+    assert first.returncode == 1 and len(lines) == 1, paused
+    assert "another run took over this output's lease after this run stopped" in lines[0]
+    assert verify(uri) == []
+    table = recordmill.open(uri).to_arrow()
+    assert sorted(zip(table["task"].to_pylist(), table["i"].to_pylist(), strict=True)) == [
+        (t, i) for t in range(16) for i in range(20)
+    ]
+    assert lease_holder(uri) is None  # the holder let it go; the paused run deleted nothing
