@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from typing import Any
 
 from tqdm import tqdm
 
 
 class Progress:
+    """A bar that redraws itself on a terminal; where standard error is not one (a log file, a
+    pipe), one line at the end, not a frame every tenth of a second."""
+
     def __init__(self, total: int, desc: str, unit: str, enabled: bool = True):
         self.rows = 0
         self.bytes = 0
         self._start = self._shown = time.perf_counter()
+        self._final_only = enabled and not _is_terminal(sys.stderr)
         self._bar = tqdm(
             total=total,
             desc=desc,
             unit=unit,
             disable=not enabled,
-            file=sys.stderr,
-            dynamic_ncols=True,
+            file=open(os.devnull, "w") if self._final_only else sys.stderr,  # noqa: SIM115
+            dynamic_ncols=not self._final_only,
+            ncols=100 if self._final_only else None,
+            ascii=True if self._final_only else None,
             leave=True,
         )
 
@@ -53,6 +61,16 @@ class Progress:
         if self.rows:  # the last figures, not those of up to 0.2 s before the end
             self._show(time.perf_counter())
         self._bar.close()
+        if self._final_only:
+            print(str(self._bar), file=sys.stderr, flush=True)
+            self._bar.fp.close()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
 
 
 def human_size(nbytes: float) -> str:

@@ -106,7 +106,9 @@ def test_a_header_that_does_not_match_the_schema(tmp_path):
         "--quiet",
     )
     assert result.returncode == 1
-    assert "not in the schema: ['name', 'score', 'ok'], not in the file: ['label']" in result.stderr
+    assert "names ['label'], which the header of" in result.stderr
+    assert "(its columns: ['id', 'name', 'score', 'ok'])" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_json_lines_with_arrays_and_a_bad_line(tmp_path):

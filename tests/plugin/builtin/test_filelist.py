@@ -162,7 +162,7 @@ def test_a_missing_image_is_rejected_or_fails(tmp_path):
         "skip",
         "--quiet",
     )
-    assert result.returncode == 0 and "1 inputs rejected" in result.stdout
+    assert result.returncode == 0 and "1 input rejected" in result.stdout
     assert read_dataset(tmp_path / "o")["file_name"].to_pylist() == ["a/a0.png"]
 
 
