@@ -151,3 +151,29 @@ def test_modules_functions_and_classes_stay_small():
                 lines = node.end_lineno - node.lineno + 1
                 too_big.append(f"{name}.{node.name}: {lines} lines (at most {limit})")
     assert not too_big, "\n".join(too_big)
+
+
+def test_the_test_extra_keeps_the_newest_pyarrow():
+    """No package of the ``test`` extra caps pyarrow (daft's pyarrow<26 would test recordmill on
+    an older pyarrow than users install): such a package gets an extra of its own."""
+    import importlib.metadata
+    import re
+
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's")
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    test_extra = pyproject["project"]["optional-dependencies"]["test"]
+    capping = []
+    for requirement in test_extra:
+        name = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        capping += [
+            f"{name}: {r}"
+            for r in requires
+            if re.match(r"pyarrow\b", r) and "<" in r.split(";")[0] and "extra ==" not in r
+        ]
+    assert not capping, capping

@@ -87,5 +87,7 @@ def _stream_handlers() -> list[logging.StreamHandler]:
         h
         for logger in loggers
         for h in getattr(logger, "handlers", ())
+        # logging's last-resort handler finds sys.stderr itself: nothing to move.
         if isinstance(h, logging.StreamHandler)
+        and not isinstance(getattr(type(h), "stream", None), property)
     ]

@@ -109,7 +109,16 @@ COUNTED = (
 @pytest.mark.parametrize("source", [PLUGIN, COUNTED], ids=["staged", "direct"])
 def test_dask_gives_the_same_files_as_a_local_run(cluster, tmp_path, source):
     address, _ = cluster
-    plugin = make_plugin(tmp_path / "xyz", source)
+    # A folder plugin of two modules: its own helpers import on the Dask workers too.
+    plugin = make_plugin(
+        tmp_path / "xyz",
+        source.replace(
+            "import os, time", "import os, time\n    import helpers\n    from .helpers import BLOB"
+        ).replace("bytes([task_id]) * 64", "helpers.blob(task_id) * BLOB"),
+    )
+    (plugin / "helpers.py").write_text(
+        "BLOB = 64\n\ndef blob(task_id):\n    return bytes([task_id])\n"
+    )
     local = run_writer("--script", plugin, "--output", tmp_path / "local", "--partitions", "3")
     assert local.returncode == 0, local.stderr
     assert ("rows straight to partitions" in local.stderr + local.stdout) == (source is COUNTED)

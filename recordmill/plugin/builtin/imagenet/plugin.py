@@ -18,7 +18,7 @@ import functools
 import os
 import random
 
-from recordmill.errors import ConfigError, InputError
+from recordmill.errors import ConfigError, InputError, counted
 from recordmill.inputs import images
 
 
@@ -113,7 +113,8 @@ def _check_layout(image_dir, extensions):
         where = f"beside its {len(classes)} class folders" if classes else "and no class folder"
         name = os.path.basename(os.path.normpath(image_dir)) or "images"
         raise InputError(
-            f"--image-dir {image_dir} holds {len(loose)} images at its top level ({loose[0]}...) "
+            f"--image-dir {image_dir} holds {counted(len(loose), 'image')} at its top level "
+            f"({loose[0]}...) "
             f"{where}; {expected}. For images without classes, list them (label 0) and use the "
             f"filelist plugin: recordmill make-list {image_dir} {name} --no-recursive, then "
             f"--script filelist --list {name}.lst --root {image_dir}"
