@@ -19,6 +19,7 @@ class Progress:
         self.bytes = 0
         self._start = self._shown = time.perf_counter()
         self._final_only = enabled and not _is_terminal(sys.stderr)
+        self._stalled: set[str] = set()  # the jobs said to stall, in a log
         self._bar = tqdm(
             total=total,
             desc=desc,
@@ -53,6 +54,10 @@ class Progress:
         names = ", ".join(f"{name} ({seconds:.0f} s)" for name, seconds in jobs[:3])
         more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
         self._bar.set_postfix_str(f"{self._done()}; no progress from {names}{more}")
+        if self._final_only and {name for name, _ in jobs} != self._stalled:
+            # In a log, a line when other jobs stall, not a frame a second.
+            self._stalled = {name for name, _ in jobs}
+            print(f"{self._bar.desc}: no progress from {names}{more}", file=sys.stderr, flush=True)
 
     def step(self, count: int = 1) -> None:
         self._bar.update(count)
