@@ -17,7 +17,8 @@ if ((${version%%.*} < 16)); then pins+=("numpy<2"); fi # pyarrow before 16 is bu
 python3 -m venv --clear .venv-oldest
 . .venv-oldest/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet "${pins[@]}" -e . "pytest>=8" "hypothesis>=6" "setuptools>=70.1" \
+python -m pip install --quiet "${pins[@]}" -e . "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6" \
+    "setuptools>=70.1" \
     "duckdb>=1.0" "tfrecord>=1.14" "crc32c>=2" "lmdb>=1.4" "boto3>=1.35" "moto[server]>=5,<5.2"
 python -c 'import pyarrow; print("+ tests on pyarrow", pyarrow.__version__)'
-python -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -q -p no:cacheprovider -n auto "$@"

@@ -5,6 +5,7 @@ format (``dataset/``) import nothing of the write side (``engine/``, ``plugin/``
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,8 @@ def layer(name: str) -> str | None:
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
 
 
-def imports(name: str) -> set[str]:
+@functools.cache  # reachable() asks again and again: each module parsed once
+def imports(name: str) -> frozenset[str]:
     """What a module imports, anywhere in it: modules of recordmill by name, others by their
     top-level package."""
     found = set()
@@ -51,7 +53,7 @@ def imports(name: str) -> set[str]:
             for alias in node.names:
                 child = f"{node.module}.{alias.name}"
                 found.add(child if child in MODULES else node.module)
-    return {n if n in MODULES else n.split(".")[0] for n in found}
+    return frozenset(n if n in MODULES else n.split(".")[0] for n in found)
 
 
 def reachable(start: str) -> set[str]:

@@ -261,7 +261,9 @@ def _import_file(path: Path) -> ModuleType:
     before = set(sys.modules)
     sys.path.insert(0, str(folder))
     try:
-        _package(package, folder)
+        # A folder plugin's __init__.py runs, as Python runs a package's; a lone .py file's
+        # folder is only where its siblings are found.
+        _package(package, folder, run_init=path.name in (PLUGIN_MODULE, LEGACY_MODULE))
         if module_name in sys.modules:  # the folder's __init__.py imported it
             return sys.modules[module_name]
         spec = importlib.util.spec_from_file_location(module_name, path)
@@ -285,16 +287,18 @@ def _identifier(name: str) -> str:
     return re.sub(r"\W", "_", name)
 
 
-def _package(name: str, folder: Path) -> ModuleType:
+def _package(name: str, folder: Path, run_init: bool) -> ModuleType:
     """The package ``name`` whose modules are the files of ``folder`` (its ``__init__.py`` run,
-    when it has one)."""
+    when it has one and ``run_init``)."""
     if name in sys.modules:
         return sys.modules[name]
     init = folder / "__init__.py"
-    spec = importlib.util.spec_from_file_location(
-        name, init if init.is_file() else None, submodule_search_locations=[str(folder)]
-    )
-    if spec is None:  # no __init__.py: a package with nothing of its own
+    spec = None
+    if run_init and init.is_file():
+        spec = importlib.util.spec_from_file_location(
+            name, init, submodule_search_locations=[str(folder)]
+        )
+    if spec is None:  # no __init__.py to run: a package with nothing of its own
         spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
         spec.submodule_search_locations = [str(folder)]
     package = importlib.util.module_from_spec(spec)
