@@ -133,7 +133,7 @@ def test_yaml_with_an_unknown_key_is_an_error(counting_plugin, tmp_path):
     config.write_text(f"script: {counting_plugin}\noutput: {tmp_path / 'o'}\npartitons: 4\n")
     result = run_writer("--config", config)
     assert result.returncode == 1
-    assert "unknown setting 'partitons'" in result.stderr and "partitions" in result.stderr
+    assert "unknown setting 'partitons' (did you mean partitions?)" in result.stderr
 
 
 def test_yaml_is_data_not_code(counting_plugin, tmp_path):
