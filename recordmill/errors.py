@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+
+# The advice that ends a bad-input error; what locates the input (a row number) goes before it.
+SKIP_HINT = "(--on-bad-input skip records it and goes on)"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 row``, ``2 rows``, ``1,000 inputs``: a count with its noun in the right number."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean --partitions?)`` when one of ``candidates`` is close to ``word``."""
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.7)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class RecordmillError(Exception):
@@ -28,6 +43,11 @@ class PluginError(RecordmillError):
 
 class ConfigError(RecordmillError):
     """Bad command-line flags or configuration file."""
+
+
+class UnknownSetting(ConfigError, TypeError):
+    """A keyword of :func:`recordmill.write` that is no setting (a ``TypeError`` too, as an
+    unexpected keyword argument is in Python)."""
 
 
 class OutputError(RecordmillError):

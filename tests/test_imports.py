@@ -5,6 +5,7 @@ format (``dataset/``) import nothing of the write side (``engine/``, ``plugin/``
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,8 @@ def layer(name: str) -> str | None:
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ALLOWED) else None
 
 
-def imports(name: str) -> set[str]:
+@functools.cache  # reachable() asks again and again: each module parsed once
+def imports(name: str) -> frozenset[str]:
     """What a module imports, anywhere in it: modules of recordmill by name, others by their
     top-level package."""
     found = set()
@@ -52,7 +54,7 @@ def imports(name: str) -> set[str]:
             for alias in node.names:
                 child = f"{node.module}.{alias.name}"
                 found.add(child if child in MODULES else node.module)
-    return {n if n in MODULES else n.split(".")[0] for n in found}
+    return frozenset(n if n in MODULES else n.split(".")[0] for n in found)
 
 
 def reachable(start: str) -> set[str]:
@@ -152,3 +154,29 @@ def test_modules_functions_and_classes_stay_small():
                 lines = node.end_lineno - node.lineno + 1
                 too_big.append(f"{name}.{node.name}: {lines} lines (at most {limit})")
     assert not too_big, "\n".join(too_big)
+
+
+def test_the_test_extra_keeps_the_newest_pyarrow():
+    """No package of the ``test`` extra caps pyarrow (daft's pyarrow<26 would test recordmill on
+    an older pyarrow than users install): such a package gets an extra of its own."""
+    import importlib.metadata
+    import re
+
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's")
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    test_extra = pyproject["project"]["optional-dependencies"]["test"]
+    capping = []
+    for requirement in test_extra:
+        name = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        capping += [
+            f"{name}: {r}"
+            for r in requires
+            if re.match(r"pyarrow\b", r) and "<" in r.split(";")[0] and "extra ==" not in r
+        ]
+    assert not capping, capping

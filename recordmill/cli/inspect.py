@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from recordmill.dataset.rejects import read as read_rejects
+from recordmill.errors import counted
 from recordmill.executors.progress import human_size
 from recordmill.read.dataset import open as open_dataset
 from recordmill.read.verify import verify
@@ -21,7 +22,7 @@ def info_main(args: argparse.Namespace) -> int:
         print(json.dumps(m, indent=2))
         return 0
     print(
-        f"{args.path}: {m['total_rows']:,} rows in {len(m['partitions'])} {m['format']} "
+        f"{args.path}: {counted(m['total_rows'], 'row')} in {len(m['partitions'])} {m['format']} "
         f"partition{'s' if len(m['partitions']) != 1 else ''}"
     )
     print(
@@ -39,7 +40,7 @@ def info_main(args: argparse.Namespace) -> int:
         print(f"  {f['name']}: {f['type']}{shape}{' (nullable)' if f['nullable'] else ''}")
     print("partitions:")
     for p in m["partitions"]:
-        print(f"  {p['file']}  {p['rows']:,} rows  {human_size(p['bytes'])}")
+        print(f"  {p['file']}  {counted(p['rows'], 'row')}  {human_size(p['bytes'])}")
     rejects = (m.get("rejects") or {}).get("count", 0)
     if rejects:
         print(f"rejects: {rejects:,}, listed in {m['rejects']['file']} (recordmill rejects PATH)")
@@ -78,7 +79,10 @@ def verify_main(args: argparse.Namespace) -> int:
     if problems:
         return 1
     m = open_dataset(args.path).manifest
-    print(f"ok: {m['total_rows']:,} rows in {len(m['partitions'])} partitions match the manifest")
+    print(
+        f"ok: {counted(m['total_rows'], 'row')} in {counted(len(m['partitions']), 'partition')} "
+        "match the manifest"
+    )
     return 0
 
 

@@ -3,11 +3,53 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import Any
+
+from recordmill.errors import did_you_mean
+
+_UNRECOGNIZED = "unrecognized arguments: "
+_REQUIRED = "the following arguments are required: "
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """A usage mistake is one ``recordmill: error:`` line that says where the usage is."""
+    """A usage mistake is one ``recordmill: error:`` line that says where the usage is; a
+    mistyped flag is named as such, with the flag it is closest to."""
+
+    _given: tuple[str, ...] = ()  # the arguments of the last parse, for error()
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._given = tuple(str(a) for a in (sys.argv[1:] if args is None else args))
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> Any:
+        unknown = self.unknown_flags(self._given)
+        if message.startswith(_REQUIRED) and unknown:
+            # "--image-dri x" leaves --image-dir missing: the typo is what to report.
+            message = _UNRECOGNIZED + " ".join(unknown)
+        if message.startswith(_UNRECOGNIZED):
+            tokens = message[len(_UNRECOGNIZED) :].split()
+            message += "".join(self.suggest(t) for t in tokens if t.startswith("--"))
         self.exit(2, f"recordmill: error: {message} (see: {self.prog} --help)\n")
+
+    def flags(self) -> list[str]:
+        return [flag for action in self._actions for flag in action.option_strings]
+
+    def unknown_flags(self, tokens: Sequence[str]) -> list[str]:
+        """The ``--flags`` among ``tokens`` that no option of this parser takes (an
+        abbreviation, which argparse allows, counts as known)."""
+        known = self.flags()
+        found = []
+        for token in tokens:
+            if token == "--":
+                break
+            flag = token.partition("=")[0]
+            if flag.startswith("--") and not any(k.startswith(flag) for k in known):
+                found.append(flag)
+        return found
+
+    def suggest(self, token: str) -> str:
+        return did_you_mean(token.partition("=")[0], self.flags())

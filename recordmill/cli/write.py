@@ -40,7 +40,10 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--output", "--mindrecord_file", help="output folder")
     settings.add_flags(parser)
     parser.add_argument(
-        "--quiet", action="store_true", help="no progress bar, nor the plugin's warnings"
+        "--quiet",
+        action="store_true",
+        help="no progress bar, no Python warnings, nor what C libraries print to stderr while "
+        "tasks run; the plugin's own stderr and logging output, the summary line and errors stay",
     )
     parser.add_argument(
         "--config",

@@ -21,7 +21,7 @@ import pyarrow as pa
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
-from recordmill.errors import InputError, OutputError, RecordmillError
+from recordmill.errors import SKIP_HINT, InputError, OutputError, RecordmillError, counted
 
 REJECTS_KEY = b"recordmill.rejects"
 _ADDRESS = re.compile(r"<([^<>]*?) at 0x[0-9a-fA-F]+>")
@@ -52,7 +52,7 @@ def bad_input(options: Any, source: str, reason: str, *, skipped: str = "") -> R
     if options.get("on_bad_input", "fail") == "skip":
         return Reject(source, reason + skipped)
     # Not the format's own error: a dict_data handler of those must not take it for another one.
-    raise InputError(f"{reason} (--on-bad-input skip records it and goes on)")
+    raise InputError(f"{reason} {SKIP_HINT}")
 
 
 def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: str) -> str:
@@ -89,6 +89,6 @@ def as_record(task_id: int, reject: Reject) -> dict[str, Any]:
 def too_many(count: int, limit: int, last: Reject) -> RecordmillError:
     """The error that stops a run rejecting more than ``--max-rejects``."""
     return RecordmillError(
-        f"{count} inputs rejected, more than --max-rejects {limit}; "
+        f"{counted(count, 'input')} rejected, more than --max-rejects {limit}; "
         f"the last: {last.source}: {last.reason}"
     )

@@ -19,7 +19,7 @@ from recordmill.dataset.storage import Store
 from recordmill.engine.convert import RowConverter
 from recordmill.engine.quiet import quieted
 from recordmill.engine.settings import WriteSettings
-from recordmill.errors import RecordmillError, RowError, TaskError
+from recordmill.errors import SKIP_HINT, RecordmillError, RowError, TaskError
 from recordmill.plugin.manager import DatasetPlugin, PluginRef
 from recordmill.plugin.options import Options
 
@@ -80,10 +80,7 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
         policy = job.settings.on_bad_input
         old = dict.fromkeys(("on_bad_file", "on_bad_record"), policy)
         options = Options({**old, **vars(job.options), "on_bad_input": policy})
-        rows = _plugin(job.plugin).dict_data(task_id, options)
-        if rows is None:
-            raise TaskError(task_id, "dict_data() returned None; it must yield (or return) rows")
-        rows = iter(rows)
+        rows = _rows(_plugin(job.plugin).dict_data(task_id, options), task_id)
     except RecordmillError:
         raise
     except Exception as e:
@@ -121,6 +118,24 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
             per_row = max(1, batch.nbytes // batch.num_rows)
             limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
         yield batch
+
+
+def _rows(returned: Any, task_id: int) -> Iterator[Any]:
+    """An iterator over what ``dict_data`` returned; anything that is not rows (None, a number,
+    a single dict, a string) is the plugin's mistake, said in one line."""
+    if not isinstance(returned, (Mapping, str, bytes)):
+        try:
+            return iter(returned)
+        except TypeError:
+            pass
+    shown = repr(returned)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    if returned is not None:
+        shown = f"{type(returned).__name__} {shown}"
+    raise TaskError(
+        task_id,
+        f"dict_data() must yield dicts (return an iterable or use yield), it returned {shown}",
+    )
 
 
 def _convert(
@@ -169,7 +184,12 @@ def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> Ta
     where = f" at row {row}" if row is not None else ""
     if isinstance(error, RecordmillError):
         # Raised by a recordmill helper the plugin uses: its message says it all, no traceback.
-        return TaskError(task_id, f"{error}{where}")
+        # The row goes with what it locates, before the advice that ends a bad-input message.
+        text = str(error)
+        if where and text.endswith(SKIP_HINT):
+            text = f"{text[: -len(SKIP_HINT)].rstrip()}{where} {SKIP_HINT}"
+            where = ""
+        return TaskError(task_id, f"{text}{where}")
     return TaskError(
         task_id,
         f"dict_data() raised {type(error).__name__}: {error}{where}",

@@ -17,7 +17,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -30,37 +30,52 @@ from recordmill.engine.output import OutputDir
 from recordmill.engine.partitions import PartitionInfo, Written, write_partitions
 from recordmill.engine.plan import Run, plan
 from recordmill.engine.records import ChunkResult, check_run, record_of
-from recordmill.engine.settings import WriteSettings, old_policy_keys
+from recordmill.engine.settings import WriteSettings, check_keywords, keywords, old_policy_keys
 from recordmill.engine.tasks import run_tasks
-from recordmill.errors import OutputError, writing
+from recordmill.errors import OutputError, counted, writing
+from recordmill.executors.mainguard import check_main_guard
 from recordmill.executors.progress import human_size
-from recordmill.plugin.manager import DatasetPlugin, PluginRef
-from recordmill.plugin.options import Options
+from recordmill.plugin.manager import DatasetPlugin, PluginRef, load_plugin
+from recordmill.plugin.options import Options, option_dests
 
 
 @dataclass
 class Summary:
+    """What a write did; :meth:`line` is the CLI's summary line. Its repr leaves out the manifest
+    (the whole schema, base64) and the phases: print ``summary.manifest`` to see it."""
+
     output: str
     rows: int
     partitions: int
     bytes: int
     seconds: float
-    manifest: dict[str, Any]
-    phases: dict[str, float]
+    manifest: dict[str, Any] = field(repr=False)
+    phases: dict[str, float] = field(repr=False)
 
     def line(self) -> str:
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
         rejected = self.manifest["rejects"]["count"]
         skipped = (
-            f"; {rejected:,} inputs rejected, listed by: recordmill rejects {self.output}"
+            f"; {counted(rejected, 'input')} rejected, listed by: recordmill rejects {self.output}"
             if rejected
             else ""
         )
         return (
-            f"recordmill: wrote {self.rows:,} rows in {self.partitions} "
-            f"partition{'s' if self.partitions != 1 else ''} "
+            f"recordmill: wrote {counted(self.rows, 'row')} in "
+            f"{counted(self.partitions, 'partition')}{self._empty()} "
             f"({human_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
             f"in {self.seconds:.1f} s ({phases}){skipped}"
+        )
+
+    def _empty(self) -> str:
+        """Partitions left empty because there were fewer rows than --partitions: said, as an
+        output of mostly empty files is rarely what was meant."""
+        empty = sum(1 for p in self.manifest["partitions"] if not p["rows"])
+        if not empty:
+            return ""
+        return (
+            f", {empty:,} of them empty (--partitions {self.partitions:,} is more than the "
+            f"{counted(self.rows, 'row')})"
         )
 
 
@@ -103,7 +118,11 @@ def run_write(
         warnings.warn(note, DeprecationWarning, stacklevel=3)
     if settings is not None and values:
         raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
+    if settings is None:
+        check_keywords(values, _option_names(plugin, values))
     run = plan(plugin, options, settings or WriteSettings(**values))
+    if run.settings.executor == "process" and run.settings.workers != 0:
+        check_main_guard()
     # Checked before the output is touched: a mistake there must not cost an interrupted run.
     executor_options = executors.options_of(run.settings)
     with OutputDir(run.settings, output) as out:
@@ -137,6 +156,18 @@ def run_write(
         manifest,
         phases=phases,
     )
+
+
+def _option_names(plugin: Any, values: Mapping[str, Any]) -> list[str]:
+    """The plugin's option names, when a keyword is no setting (so that the error can say it is
+    an option of the plugin); loading the plugin here fails again, better said, in plan()."""
+    if set(values) <= set(keywords()):
+        return []
+    try:
+        loaded = plugin if isinstance(plugin, DatasetPlugin) else load_plugin(plugin)
+        return option_dests(loaded)
+    except Exception:
+        return []
 
 
 def publish(

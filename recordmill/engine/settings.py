@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from recordmill.dataset.layout import FORMATS
-from recordmill.errors import ConfigError
+from recordmill.errors import ConfigError, UnknownSetting, did_you_mean
 
 COMPRESSIONS = ("auto", "none", "zstd", "snappy", "lz4", "gzip", "brotli")
 POLICIES = ("fail", "skip")
@@ -52,7 +52,9 @@ class WriteSettings:
             "--workers",
             "--mindrecord_workers",
             type=int,
-            help="worker processes (default: the number of cores; 1 runs in this process)",
+            help="worker processes (default: the number of cores); 0 runs the tasks in this "
+            "process, one after the other, to debug a plugin: breakpoint() and pdb work, and a "
+            "crash is not retried",
         ),
     )
     format: str = field(
@@ -177,8 +179,18 @@ class WriteSettings:
             object.__setattr__(self, "executor_options", {})
         if self.partitions < 1:
             raise ConfigError(f"--partitions must be at least 1, got {self.partitions}")
-        if self.workers is not None and self.workers < 1:
-            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        if self.workers is not None and self.workers < 0:
+            raise ConfigError(f"--workers must be 0 (in this process) or more, got {self.workers}")
+        if self.workers == 0 and self.executor != "process":
+            raise ConfigError(
+                f"--workers 0 runs the tasks in this process; --executor {self.executor} runs "
+                "them in its own workers: give --workers 1 or more, or leave out --executor"
+            )
+        if self.workers == 0 and self.task_timeout is not None:
+            raise ConfigError(
+                "--task-timeout has no effect with --workers 0: a task in this process cannot "
+                "be stopped and run again"
+            )
         if self.format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if self.compression not in COMPRESSIONS:
@@ -200,7 +212,10 @@ class WriteSettings:
 
     @property
     def worker_count(self) -> int:
-        return self.workers or os.cpu_count() or 1
+        """How many worker processes run jobs at once (0: none, the jobs run in this process)."""
+        if self.workers is None:
+            return os.cpu_count() or 1
+        return self.workers
 
     def identity(self) -> dict[str, Any]:
         """What makes the output what it is: recorded in the manifest, and what a ``--resume``
@@ -213,6 +228,42 @@ class WriteSettings:
         if not self.shuffle:
             found["seed"] = None  # the seed changes nothing without --shuffle
         return found
+
+
+# What a Python caller may have meant by a keyword that is not a setting.
+_MEANT = {
+    "quiet": "progress=False",
+    "verbose": "progress=True",
+    "num_workers": "workers",
+    "num_partitions": "partitions",
+    "mindrecord_workers": "workers",
+    "mindrecord_partitions": "partitions",
+    "output_format": "format",
+    "script": "the plugin, write()'s first argument",
+    "mindrecord_script": "the plugin, write()'s first argument",
+    "mindrecord_file": "the output, write()'s second argument",
+}
+
+
+def keywords() -> list[str]:
+    """The setting keywords of :func:`recordmill.write`."""
+    return [f.name for f in dataclasses.fields(WriteSettings)]
+
+
+def check_keywords(values: Mapping[str, Any], plugin_options: Sequence[str] = ()) -> None:
+    """Raise :class:`UnknownSetting` for the first key of ``values`` that is no setting, with
+    what was probably meant: another setting, or an option of the plugin."""
+    known = keywords()
+    for key in values:
+        if key in known:
+            continue
+        if key in plugin_options:
+            hint = f": it is an option of the plugin, given as options={{{key!r}: ...}}"
+        elif key in _MEANT:
+            hint = f" (did you mean {_MEANT[key]}?)"
+        else:
+            hint = did_you_mean(key, known)
+        raise UnknownSetting(f"unknown setting {key!r}{hint}; the settings: {', '.join(known)}")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ from recordmill.engine.batches import TaskJob, TaskResult, _task_batches
 from recordmill.engine.quiet import quieted
 from recordmill.engine.records import ChunkResult, add_run, load_records, save_record
 from recordmill.engine.settings import WriteSettings
-from recordmill.errors import LeaseLost, PluginError, writing
+from recordmill.errors import InputError, LeaseLost, PluginError, counted, writing
 from recordmill.plugin.manager import PluginRef
 
 if TYPE_CHECKING:
@@ -200,14 +200,29 @@ def run_tasks(run: Run, out: OutputDir, runner: Executor) -> tuple[list[ChunkRes
         on_result=_reject_counter(run.settings.max_rejects, done),
     )
     results = sorted([*done, *new], key=lambda r: r.first)
+    rejected = sum(len(r.rejects) for r in results)
+    if not sum(r.rows for r in results) and not rejected and run.plugin.ref.source == "builtin":
+        # Every input ends up as a row or a reject: an input that gives neither is a mistake.
+        raise InputError(
+            f"plugin {run.plugin.name}: {_input_of(run)} gave no row (and no bad input) in "
+            f"{counted(run.tasks, 'task')}: nothing to write"
+        )
     if not sum(r.rows for r in results) and run.declared is None:
-        rejected = sum(len(r.rejects) for r in results)
         raise PluginError(
             f"plugin {run.plugin.name} produced no rows in any of its {run.tasks} tasks"
-            + (f" ({rejected} inputs rejected)" if rejected else "")
+            + (f" ({counted(rejected, 'input')} rejected)" if rejected else "")
             + "; an empty dataset needs its schema declared (a schema() hook)"
         )
     return results, time.perf_counter() - started
+
+
+def _input_of(run: Run) -> str:
+    """How a built-in plugin's input was given: ``--input x.rec``, or all its options."""
+    values = run.options.to_dict()
+    for name in ("input", "image_dir", "list", "data_dir"):
+        if values.get(name) is not None:
+            return f"--{name.replace('_', '-')} {values[name]}"
+    return f"its input ({values})"
 
 
 def _reject_counter(

@@ -120,6 +120,29 @@ def _job_size(job: Any) -> int:
     return getattr(job, "size", 1)
 
 
+class InlineExecutor(Executor):
+    """``--workers 0``: the jobs run one after the other in this process, to debug a plugin
+    (``breakpoint()`` and pdb read this terminal). A crash of the plugin is the run's own death;
+    ``retries_on_error`` still runs a task whose plugin raised again."""
+
+    def execute(
+        self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
+    ) -> Iterator[tuple[int, Any]]:
+        for i, job in enumerate(jobs):
+            attempt = 1
+            while True:
+                try:
+                    result = fn(job, report=report)
+                    break
+                except TaskError as e:
+                    if not self.retries_on_error or attempt > self.retries:
+                        if attempt > 1:
+                            e.args = (f"{e} (tried {attempt} times)",)
+                        raise
+                    attempt += 1
+            yield i, result
+
+
 class ProcessExecutor(Executor):
     """recordmill's process pool (one worker process too: a plugin that crashes its process,
     a segfault in a C extension, is then reported and retried, never the run's own death)."""
@@ -387,5 +410,8 @@ def options_of(settings: WriteSettings) -> dict[str, Any]:
 
 
 def create(settings: WriteSettings, workers: int, options: Mapping[str, Any]) -> Executor:
-    """The executor the settings name, given its options (as :func:`options_of` checks them)."""
+    """The executor the settings name, given its options (as :func:`options_of` checks them);
+    with ``--workers 0``, none: the jobs run in this process."""
+    if settings.workers == 0:
+        return InlineExecutor(0, settings, options)
     return find(settings.executor)(workers, settings, options)

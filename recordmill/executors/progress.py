@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from typing import Any
 
 from tqdm import tqdm
 
 
 class Progress:
+    """A bar that redraws itself on a terminal; where standard error is not one (a log file, a
+    pipe), one line at the end, not a frame every tenth of a second."""
+
     def __init__(self, total: int, desc: str, unit: str, enabled: bool = True):
         self.rows = 0
         self.bytes = 0
         self._start = self._shown = time.perf_counter()
+        self._final_only = enabled and not _is_terminal(sys.stderr)
+        self._stalled: set[str] = set()  # the jobs said to stall, in a log
         self._bar = tqdm(
             total=total,
             desc=desc,
             unit=unit,
             disable=not enabled,
-            file=sys.stderr,
-            dynamic_ncols=True,
+            file=open(os.devnull, "w") if self._final_only else sys.stderr,  # noqa: SIM115
+            dynamic_ncols=not self._final_only,
+            ncols=100 if self._final_only else None,
+            ascii=True if self._final_only else None,
             leave=True,
         )
 
@@ -45,6 +54,10 @@ class Progress:
         names = ", ".join(f"{name} ({seconds:.0f} s)" for name, seconds in jobs[:3])
         more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
         self._bar.set_postfix_str(f"{self._done()}; no progress from {names}{more}")
+        if self._final_only and {name for name, _ in jobs} != self._stalled:
+            # In a log, a line when other jobs stall, not a frame a second.
+            self._stalled = {name for name, _ in jobs}
+            print(f"{self._bar.desc}: no progress from {names}{more}", file=sys.stderr, flush=True)
 
     def step(self, count: int = 1) -> None:
         self._bar.update(count)
@@ -53,6 +66,16 @@ class Progress:
         if self.rows:  # the last figures, not those of up to 0.2 s before the end
             self._show(time.perf_counter())
         self._bar.close()
+        if self._final_only:
+            print(str(self._bar), file=sys.stderr, flush=True)
+            self._bar.fp.close()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
 
 
 def human_size(nbytes: float) -> str:

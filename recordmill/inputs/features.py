@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from recordmill.dataset.schema import safe_name
-from recordmill.errors import InputError
+from recordmill.errors import ConfigError, InputError
 
 INFER_RECORDS = 1000  # records read, across the files in order, to infer the schema from
 
@@ -36,6 +36,15 @@ def input_files(path: str, pattern: str) -> tuple[str, ...]:
     if not names:
         raise InputError(f"--input {path} holds no file matching --pattern {pattern!r}")
     return tuple(os.path.join(path, n) for n in names)
+
+
+def check_pattern(path: str, pattern: str, default: str) -> None:
+    """``--pattern`` given with a file as ``--input``, where it picks nothing: an error."""
+    if pattern != default and os.path.isfile(path):
+        raise ConfigError(
+            f"--pattern {pattern} has no effect: --input {path} is a file (--pattern picks the "
+            "files of a folder)"
+        )
 
 
 @functools.lru_cache(maxsize=1024)

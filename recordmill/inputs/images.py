@@ -18,7 +18,9 @@ Plugins that read image files share it (``imagenet``, ``filelist``), and any plu
 ``--encode jpeg|png`` re-encodes (after ``--resize S``, shorter side to S) into ``data``;
 ``--encode tensor --size S`` (or ``--size H W``) decodes to an RGB uint8 HWC array in ``image``.
 Decoding applies EXIF orientation, turns every mode (grayscale, CMYK, palette, 16-bit) into RGB,
-and uses Pillow's JPEG draft mode to decode at 1/2, 1/4 or 1/8 scale when shrinking.
+and uses Pillow's JPEG draft mode to decode at 1/2, 1/4 or 1/8 scale when shrinking (``--no-draft``
+decodes at full size: slower, exact). An option that does nothing with the encoding chosen
+(``--size`` without ``--encode tensor``...) is an error: :func:`check_options`.
 A file that is not an image, or does not decode, fails the run naming it, or with
 ``--on-bad-input skip`` becomes an entry of the dataset's rejects (``recordmill rejects PATH``).
 """
@@ -33,7 +35,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from recordmill.dataset.rejects import Reject
-from recordmill.errors import InputError, RecordmillError
+from recordmill.errors import SKIP_HINT, ConfigError, InputError, RecordmillError
 from recordmill.read.decode import to_rgb
 
 ENCODINGS = ("passthrough", "jpeg", "png", "tensor")
@@ -56,9 +58,7 @@ class BadImage(InputError):
     """An input file that is not a readable image."""
 
     def __init__(self, path: str, reason: str):
-        super().__init__(
-            f"bad image file {path}: {reason} (--on-bad-input skip records it and goes on)"
-        )
+        super().__init__(f"bad image file {path}: {reason} {SKIP_HINT}")
         self.path = path
         self.reason = reason
 
@@ -100,6 +100,80 @@ def add_options(parser: Any, passthrough: str = "the file's bytes untouched") ->
         action="store_true",
         help="with passthrough: decode every image to check it (otherwise only its signature)",
     )
+    parser.add_argument(
+        "--no-draft",
+        action="store_true",
+        help="with --encode tensor or --resize: decode each JPEG at full size before resizing "
+        "(slower, exact) instead of Pillow's draft mode, which decodes at 1/2, 1/4 or 1/8 scale "
+        "when shrinking (fast, and up to about 12/255 mean difference from a full decode)",
+    )
+
+
+# The options whose default says "not given": given with an encoding that does not use them,
+# they would do nothing, which is an error (a --quality 95 given with passthrough, the default
+# value, cannot be told from no --quality and passes).
+_DEFAULTS = {"resize_mode": "shorter-side+center-crop", "quality": 95}
+
+
+def given_options(options: Any) -> list[str]:
+    """The image flags given (set to other than their defaults), for a plugin whose images are
+    optional to say that they do nothing."""
+    return [
+        flag
+        for flag, given in (
+            ("--encode", options.encode != "passthrough"),
+            ("--size", bool(options.size)),
+            ("--resize-mode", options.resize_mode != _DEFAULTS["resize_mode"]),
+            ("--resize", bool(options.resize)),
+            ("--quality", options.quality != _DEFAULTS["quality"]),
+            ("--verify", bool(options.verify)),
+            ("--no-draft", bool(getattr(options, "no_draft", False))),
+        )
+        if given
+    ]
+
+
+def check_options(options: Any, pixels: bool = False) -> None:
+    """Raise :class:`ConfigError` for an image option that does nothing with the others given
+    (``--size 64`` without ``--encode tensor`` would store the files untouched); ``pixels``: the
+    plugin's images are decoded pixels, not files (nothing to verify, no JPEG to draft)."""
+    encode = options.encode
+    decodes = encode == "tensor" or (encode in ("jpeg", "png") and options.resize)
+    unused = [
+        ("--size", options.size and encode != "tensor", "it is --encode tensor's size"),
+        (
+            "--resize-mode",
+            options.resize_mode != _DEFAULTS["resize_mode"] and encode != "tensor",
+            "it says how --encode tensor reaches --size",
+        ),
+        (
+            "--resize",
+            options.resize and encode not in ("jpeg", "png"),
+            "it resizes for --encode jpeg or png; --encode tensor takes --size",
+        ),
+        (
+            "--quality",
+            options.quality != _DEFAULTS["quality"] and encode != "jpeg",
+            "it is --encode jpeg's",
+        ),
+        (
+            "--verify",
+            options.verify and (pixels or encode != "passthrough"),
+            "these images are decoded pixels already"
+            if pixels
+            else "it decodes passthrough's files; other encodings decode every image anyway",
+        ),
+        (
+            "--no-draft",
+            getattr(options, "no_draft", False) and (pixels or not decodes),
+            "these images are decoded pixels already"
+            if pixels
+            else "JPEGs are decoded at a reduced scale only for --encode tensor or --resize",
+        ),
+    ]
+    for flag, given, why in unused:
+        if given:
+            raise ConfigError(f"{flag} has no effect with --encode {encode}: {why}")
 
 
 def target_size(options: Any) -> tuple[int, int]:
@@ -157,7 +231,9 @@ def encode_bytes(data: bytes, path: str, options: Any) -> dict[str, Any]:
         elif not _looks_like_image(data):
             raise BadImage(path, f"not an image file (starts with {data[:8]!r})")
         return {"data": data}
-    if options.encode == "tensor":
+    if getattr(options, "no_draft", False):
+        draft = None
+    elif options.encode == "tensor":
         draft = _draft_size(options)
     else:
         draft = (options.resize, options.resize) if options.resize else None

@@ -5,7 +5,9 @@
 1. ``builtin:NAME`` or ``entrypoint:NAME`` pick that source explicitly.
 2. An existing path: a folder holding ``plugin.py`` (a copy of ``templates/template``) or a
    ``.py`` file. A path always wins, so a folder you just made is never shadowed; when its name is
-   also an installed or built-in plugin, a note on stderr says so.
+   also an installed or built-in plugin, a note on stderr says so. A folder that is not a plugin
+   (no ``plugin.py``, no ``mr_api.py``: ``./imagenet`` holding the images) does not shadow the
+   plugin of that name.
 3. A name registered in the entry-point group ``recordmill.plugins`` by an installed package.
 4. A built-in plugin: a folder in ``recordmill/plugin/builtin/``.
 """
@@ -16,6 +18,7 @@ import ast
 import difflib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import inspect
@@ -102,6 +105,10 @@ def resolve(script: str) -> PluginRef:
 
     path = Path(script).expanduser()
     if path.exists():
+        named = [r for r in (_entry_point(script), _builtin(script)) if r is not None]
+        if named and not _is_plugin_folder(path):
+            # A data folder named like a plugin (./imagenet holding the images) is not a plugin.
+            return named[0]
         ref = _from_path(path)
         shadowed = [r for r in (_entry_point(script), _builtin(script)) if r is not None]
         for other in shadowed:
@@ -115,6 +122,10 @@ def resolve(script: str) -> PluginRef:
     return _entry_point(script) or _builtin(script) or _unknown(script)
 
 
+def _is_plugin_folder(path: Path) -> bool:
+    return not path.is_dir() or any((path / n).is_file() for n in (PLUGIN_MODULE, LEGACY_MODULE))
+
+
 def _from_path(path: Path) -> PluginRef:
     path = path.resolve()
     if path.is_dir():
@@ -123,9 +134,16 @@ def _from_path(path: Path) -> PluginRef:
             return PluginRef(path.name, "path", str(module_file))
         if (path / LEGACY_MODULE).is_file():
             return PluginRef(path.name, "mindrecord", str(path / LEGACY_MODULE))
+        named = [r for r in (_entry_point(path.name), _builtin(path.name)) if r is not None]
+        hint = (
+            f"; for the {named[0].source} plugin {path.name!r}: --script "
+            f"{named[0].source}:{path.name}"
+            if named
+            else " (start one with: recordmill new NAME)"
+        )
         raise PluginError(
             f"folder {path} is not a plugin: it has neither {PLUGIN_MODULE} nor a MindRecord "
-            f"{LEGACY_MODULE} (start one with: recordmill new NAME)"
+            f"{LEGACY_MODULE}{hint}"
         )
     if path.suffix != ".py":
         raise PluginError(f"{path} is neither a plugin folder nor a .py file")
@@ -228,22 +246,79 @@ def _import(ref: PluginRef) -> Any:
 
 
 def _import_file(path: Path) -> ModuleType:
-    # A unique module name per file, so two copies of the template never collide in sys.modules.
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    module_name = f"recordmill_plugin_{path.parent.name}_{path.stem}_{digest}"
+    """Import a plugin file as a module of a package that is its folder, so that its own modules
+    import: ``from .helpers import x`` (anywhere), and ``import helpers`` (at import time, as in
+    a script: the folder is on ``sys.path`` only while the file runs)."""
+    # A unique package name per folder, so two copies of the template never collide in
+    # sys.modules; plain-imported modules of the folder are taken out of sys.modules afterwards,
+    # so that another plugin's helpers.py is its own.
+    folder = path.parent
+    digest = hashlib.sha1(str(folder).encode()).hexdigest()[:10]
+    package = f"recordmill_plugin_{_identifier(folder.name)}_{digest}"
+    module_name = f"{package}.{_identifier(path.stem)}"
     if module_name in sys.modules:
         return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise PluginError(f"cannot import plugin file {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
+    before = set(sys.modules)
+    sys.path.insert(0, str(folder))
     try:
+        # A folder plugin's __init__.py runs, as Python runs a package's; a lone .py file's
+        # folder is only where its siblings are found.
+        _package(package, folder, run_init=path.name in (PLUGIN_MODULE, LEGACY_MODULE))
+        if module_name in sys.modules:  # the folder's __init__.py imported it
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise PluginError(f"cannot import plugin file {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules[module_name]
+        for name in (module_name, package):
+            if name not in before:
+                sys.modules.pop(name, None)
         raise
+    finally:
+        sys.path.remove(str(folder))
+        _forget_plain_imports(set(sys.modules) - before, folder)
     return module
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def _package(name: str, folder: Path, run_init: bool) -> ModuleType:
+    """The package ``name`` whose modules are the files of ``folder`` (its ``__init__.py`` run,
+    when it has one and ``run_init``)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    init = folder / "__init__.py"
+    spec = None
+    if run_init and init.is_file():
+        spec = importlib.util.spec_from_file_location(
+            name, init, submodule_search_locations=[str(folder)]
+        )
+    if spec is None:  # no __init__.py to run: a package with nothing of its own
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(folder)]
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    if spec.loader is not None:
+        spec.loader.exec_module(package)
+    return package
+
+
+def _forget_plain_imports(names: set[str], folder: Path) -> None:
+    """Take the modules of ``folder`` that the plugin imported as top-level modules (``import
+    helpers``) out of ``sys.modules``: the plugin keeps them, another plugin does not see them."""
+    for name in names:
+        top = name.partition(".")[0]
+        file = getattr(sys.modules.get(name), "__file__", None)
+        # Only what this import brought in, top-level package included: a module of recordmill
+        # itself imported for the first time stays, even where the folder holds recordmill.
+        ours = top in names and not top.startswith("recordmill_plugin_") and file
+        if ours and Path(file).resolve().is_relative_to(folder.resolve()):
+            del sys.modules[name]
 
 
 def ref_for_module(module: ModuleType) -> PluginRef:

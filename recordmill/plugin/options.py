@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
-from recordmill.errors import ConfigError
+from recordmill.errors import ConfigError, did_you_mean
 
 
 class Options:
@@ -93,8 +93,9 @@ def to_tokens(parser: argparse.ArgumentParser, values: Mapping[str, Any], where:
                 for a in parser._actions
                 if a.option_strings and a.dest not in ("help", "config")
             )
+            close = did_you_mean(str(key).replace("-", "_"), [k.replace("-", "_") for k in known])
             raise ConfigError(
-                f"{where}: unknown setting {key!r} (known: {', '.join(known) or 'none'})"
+                f"{where}: unknown setting {key!r}{close} (known: {', '.join(known) or 'none'})"
             )
         if action.dest in seen:
             raise ConfigError(

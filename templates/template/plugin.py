@@ -10,6 +10,14 @@ before you change anything. Replace the bodies of the functions below with your 
 
 recordmill calls the functions here by their names (they are pluggy hooks, documented in
 recordmill/plugin/hookspecs.py). Each one may leave out parameters it does not need.
+
+The folder is the plugin: more modules can sit beside this file (xyz/helpers.py) and be imported
+with `from . import helpers` or `from .helpers import parse` (anywhere in this file), or with
+`import helpers` (at the top of this file, as in a script), in the main process and in every
+worker, local or on Dask and Ray. Another plugin's helpers.py is another module.
+
+To debug, run the tasks in the main process: `recordmill write --script xyz --output out/xyz
+--workers 0`; breakpoint() in dict_data() then stops there.
 """
 
 import numpy as np

@@ -138,7 +138,7 @@ def test_yaml_with_an_unknown_key_is_an_error(counting_plugin, tmp_path):
     config.write_text(f"script: {counting_plugin}\noutput: {tmp_path / 'o'}\npartitons: 4\n")
     result = run_writer("--config", config)
     assert result.returncode == 1
-    assert "unknown setting 'partitons'" in result.stderr and "partitions" in result.stderr
+    assert "unknown setting 'partitons' (did you mean partitions?)" in result.stderr
 
 
 def test_yaml_is_data_not_code(counting_plugin, tmp_path):
@@ -230,21 +230,26 @@ def test_a_bad_row_message_names_task_row_field(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-SLOW_PLUGIN = """
+# Task 0 is done at once; the others wait for a file that never comes, so the run is still
+# running when it is killed, however slow the machine (no sleep that a busy one outlasts).
+GATED_PLUGIN = """
+    import os
     import time
 
     def task_number():
         return 40
 
     def dict_data(task_id):
-        time.sleep(0.2)
+        deadline = time.monotonic() + 120
+        while task_id and not os.path.exists(__file__ + ".go") and time.monotonic() < deadline:
+            time.sleep(0.01)
         yield {"task": task_id}
 """
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
-    plugin = make_plugin(tmp_path / "slow", SLOW_PLUGIN)
+    plugin = make_plugin(tmp_path / "slow", GATED_PLUGIN)
     out = tmp_path / "out"
     process = subprocess.Popen(
         [
@@ -441,3 +446,106 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(tmp_path):
     )
     assert piped.stdout.startswith("[0] ") and piped.stdout.count("\n") == 1
     assert piped.stderr == "", piped.stderr
+
+
+def test_a_mistyped_flag_gets_the_flag_it_is_closest_to(counting_plugin, tmp_path):
+    result = run_writer(
+        "--script", counting_plugin, "--output", tmp_path / "o", "--partitons", "4", "--quiet"
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "unrecognized arguments: --partitons 4 (did you mean --partitions?)" in lines[0]
+
+
+def test_a_misspelt_plugin_flag_is_named_not_a_missing_required_one(tmp_path):
+    result = run_writer(
+        *("--script", "imagenet", "--image-dri", tmp_path, "--output", tmp_path / "o")
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "unrecognized arguments: --image-dri (did you mean --image-dir?)" in lines[0]
+    assert "required" not in lines[0]
+
+
+DEBUGGED_PLUGIN = """
+    import os
+
+    def task_number():
+        return 2
+
+    def dict_data(task_id):
+        pid = os.getpid()
+        breakpoint()
+        yield {"task": task_id, "pid": pid}
+"""
+
+
+def test_workers_0_runs_the_tasks_here_where_breakpoint_works(tmp_path):
+    plugin = make_plugin(tmp_path / "debugged", DEBUGGED_PLUGIN)
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [
+            *(sys.executable, str(REPO / "writer.py"), "--script", str(plugin)),
+            *("--output", str(out), "--workers", "0", "--quiet"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # pdb reads this process's standard input: the commands typed at each stop.
+    stdout, stderr = process.communicate("p task_id + 100\nc\np task_id + 100\nc\n", timeout=120)
+    assert process.returncode == 0, stderr
+    assert "(Pdb) 100" in stdout and "(Pdb) 101" in stdout
+    assert read_dataset(out)["pid"].to_pylist() == [process.pid] * 2  # no worker process
+
+
+def test_the_help_says_what_workers_0_and_1_do():
+    text = " ".join(run_writer("--help").stdout.split())
+    assert "0 runs the tasks in this process" in text
+    assert "1 runs in this process" not in text
+
+
+def test_quiet_keeps_the_plugins_own_logging_and_stderr(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "logs",
+        """
+        import logging
+        import os
+        import sys
+        import warnings
+
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+        log = logging.getLogger("logs")
+
+        def task_number():
+            return 2
+
+        def dict_data(task_id):
+            log.info("reading shard %d", task_id)
+            print("plugin's own print about task %d" % task_id, file=sys.stderr)
+            warnings.warn("a library's warning about task %d" % task_id)
+            os.write(2, b"a C library's own print about task %d\\n" % task_id)
+            yield {"a": task_id}
+        """,
+    )
+    for workers in ("0", "2"):
+        out = tmp_path / f"q{workers}"
+        quiet = run_writer("--script", plugin, "--output", out, "--workers", workers, "--quiet")
+        assert quiet.returncode == 0, quiet.stderr
+        assert "logs: reading shard 0" in quiet.stderr and "logs: reading shard 1" in quiet.stderr
+        assert "plugin's own print about task 1" in quiet.stderr
+        assert "warning" not in quiet.stderr and "C library" not in quiet.stderr
+
+
+def test_the_progress_bar_in_a_log_is_one_line_at_the_end(tmp_path):
+    """Standard error not a terminal (a log file): no frame every 0.1 s, the last one only."""
+    result = run_writer(
+        *("--script", REPO / "templates" / "template", "--output", tmp_path / "x"),
+        *("--workers", "2", "--tasks", "6", "--rows-per-task", "20000"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["template", "partitions"], lines
+    assert "6/6" in lines[0] and "120,000 rows" in lines[0]

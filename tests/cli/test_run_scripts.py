@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -163,3 +164,41 @@ def _source_check(name, demo, out):
             source = made[row["database"], row["key"]]
             assert row["label"] == source["label"]
             assert np.array_equal(row["image"], source["image"])
+
+
+def test_a_copy_of_the_template_script_runs_any_plugin(tmp_path):
+    """run_template.sh copied to run_xyz.sh, as its comment says, runs a plugin of one's own
+    (whatever its options), and a fresh `recordmill new` plugin given as SCRIPT."""
+    import shutil
+
+    from tests.conftest import COUNTING_PLUGIN, make_plugin
+
+    clone = tmp_path / "clone"
+    (clone / "run_scripts").mkdir(parents=True)
+    shutil.copy(REPO / "writer.py", clone)
+    template = (REPO / "run_scripts" / "run_template.sh").read_text()
+    copy = clone / "run_scripts" / "run_xyz.sh"
+    copy.write_text(template.replace("templates/template", "xyz"))
+    make_plugin(clone / "xyz", COUNTING_PLUGIN)  # the user's own options: --sizes, no --tasks
+    env = {**os.environ, "OUTPUT": str(tmp_path / "xyz")}
+    result = subprocess.run(
+        ["bash", str(copy), "--quiet"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert recordmill.read_manifest(tmp_path / "xyz")["total_rows"] == 25
+    made = subprocess.run(
+        [sys.executable, "-m", "recordmill", "new", "fresh"], cwd=tmp_path, capture_output=True
+    )
+    assert made.returncode == 0
+    env = {**os.environ, "SCRIPT": "fresh", "OUTPUT": str(tmp_path / "out-fresh")}
+    result = subprocess.run(
+        ["bash", str(copy), "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    manifest = recordmill.read_manifest(tmp_path / "out-fresh")
+    assert manifest["plugin"]["name"] == "fresh" and manifest["total_rows"] == 400

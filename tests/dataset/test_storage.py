@@ -125,14 +125,19 @@ def test_a_hashing_sink_gives_the_checksum_of_what_it_wrote(tmp_path):
     assert pq.read_table(tmp_path / "t.parquet")["x"].to_pylist() == list(range(1000))
 
 
+# Tasks wait for the gate file the test makes once it is done with the run that holds the lease:
+# however busy the machine, that run is still running meanwhile (a sleep can be outlasted).
 SLOW = """
+    import os
     import time
 
     def task_number():
         return 4
 
     def dict_data(task_id):
-        time.sleep(1.5)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(__file__ + ".go") and time.monotonic() < deadline:
+            time.sleep(0.01)
         yield {"task": task_id}
 """
 
@@ -159,6 +164,7 @@ def test_two_runs_on_one_s3_output_cannot_both_write(s3, tmp_path):
         assert second.returncode == 1
         assert "another recordmill run is writing" in second.stderr, second.stderr
         assert "wait for it to finish" in second.stderr
+    (plugin / "plugin.py.go").touch()
     assert first.wait(timeout=60) == 0, first.stderr.read()
     assert recordmill.open(uri).manifest["total_rows"] == 4
     assert not lease.exists()  # released

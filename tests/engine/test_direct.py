@@ -120,7 +120,7 @@ SLOW = """
 
     def add_options(parser):
         parser.add_argument("--marks", required=True)
-        parser.add_argument("--sleep", type=float, default=0.3)
+        parser.add_argument("--hold-from", type=int, default=12)
         parser.add_argument("--die-once", type=int, default=-1)
 
     def task_number():
@@ -140,7 +140,12 @@ SLOW = """
         ):
             open(os.path.join(options.marks, "died"), "w").close()
             os._exit(3)  # the worker dies while writing its partition
-        time.sleep(options.sleep)
+        # Tasks from --hold-from on wait for the gate (MARKS.go): the run is surely still running
+        # when the test kills it, however busy the machine.
+        deadline = time.monotonic() + 120
+        while task_id >= options.hold_from and not os.path.exists(options.marks + ".go"):
+            assert time.monotonic() < deadline, "the test never opened the gate"
+            time.sleep(0.01)
         for i in range(50):
             yield {"task": task_id, "i": i, "blob": bytes([task_id]) * 100}
 """
@@ -160,7 +165,7 @@ def writer_args(plugin, marks, out, *extra):
 
 
 def reference_checksums(plugin, marks, tmp_path):
-    result = run_writer(*writer_args(plugin, marks, tmp_path / "ref", "--sleep", "0"))
+    result = run_writer(*writer_args(plugin, marks, tmp_path / "ref"))
     assert result.returncode == 0, result.stderr
     for mark in marks.iterdir():
         mark.unlink()
@@ -172,7 +177,10 @@ def test_a_killed_run_resumes_its_unwritten_partitions_to_the_same_files(slow, t
     reference = reference_checksums(plugin, marks, tmp_path)
     out = tmp_path / "out"
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "writer.py"), *map(str, writer_args(plugin, marks, out))],
+        [
+            *(sys.executable, str(REPO / "writer.py")),
+            *map(str, writer_args(plugin, marks, out, "--hold-from", "4")),
+        ],
         start_new_session=True,
     )
     parts = tmp_path / layout.staging_folder("out") / layout.PARTS_DIR
@@ -186,7 +194,8 @@ def test_a_killed_run_resumes_its_unwritten_partitions_to_the_same_files(slow, t
     written = sorted(int(p.name.split("-")[1]) for p in parts.glob("*.json"))
     for mark in marks.iterdir():
         mark.unlink()
-    resumed = run_writer(*writer_args(plugin, marks, out, "--resume"))
+    (tmp_path / "marks.go").touch()
+    resumed = run_writer(*writer_args(plugin, marks, out, "--hold-from", "4", "--resume"))
     assert resumed.returncode == 0, resumed.stderr
     ran_again = [int(m.name.split("-")[0]) for m in marks.iterdir()]
     # Finished partitions are not written again; task 0's first rows are made once more in the
@@ -199,9 +208,7 @@ def test_a_killed_run_resumes_its_unwritten_partitions_to_the_same_files(slow, t
 def test_a_worker_that_dies_writing_a_partition_is_replaced(slow, tmp_path):
     plugin, marks = slow
     reference = reference_checksums(plugin, marks, tmp_path)
-    result = run_writer(
-        *writer_args(plugin, marks, tmp_path / "out", "--sleep", "0", "--die-once", "5")
-    )
+    result = run_writer(*writer_args(plugin, marks, tmp_path / "out", "--die-once", "5"))
     assert result.returncode == 0, result.stderr
     assert (marks / "died").exists()
     assert [p["checksum"] for p in recordmill.read_manifest(tmp_path / "out")["partitions"]] == (

@@ -435,3 +435,64 @@ def test_python_callers_are_told_the_keyword_not_the_flag(counting_plugin, tmp_p
     with pytest.raises(recordmill.RecordmillError) as caught:
         recordmill.write(counting_plugin, tmp_path / "out", progress=False)
     assert "overwrite=True" in str(caught.value) and "--overwrite" not in str(caught.value)
+
+
+def test_the_summary_line_counts_in_words_and_says_empty_partitions(counting_plugin, tmp_path):
+    from tests.conftest import run_writer
+
+    one = run_writer(
+        *("--script", counting_plugin, "--output", tmp_path / "one", "--sizes", "1", "--quiet")
+    )
+    assert one.returncode == 0, one.stderr
+    assert "recordmill: wrote 1 row in 1 partition (" in one.stdout
+    few = run_writer(
+        *("--script", counting_plugin, "--output", tmp_path / "few", "--sizes", "2,1"),
+        *("--partitions", "10", "--quiet"),
+    )
+    assert few.returncode == 0, few.stderr
+    assert (
+        "wrote 3 rows in 10 partitions, 7 of them empty (--partitions 10 is more than the 3 rows)"
+        in few.stdout
+    )
+    rejected = make_plugin(
+        tmp_path / "rejecting",
+        """
+        import recordmill
+
+        def task_number():
+            return 1
+
+        def dict_data(task_id):
+            yield recordmill.Reject("input 0", "unreadable")
+            yield {"x": 1}
+        """,
+    )
+    result = run_writer(*("--script", rejected, "--output", tmp_path / "r", "--quiet"))
+    assert result.returncode == 0, result.stderr
+    assert "; 1 input rejected, listed by: recordmill rejects" in result.stdout
+
+
+def test_the_repr_of_a_summary_is_short(counting_plugin, tmp_path):
+    summary = recordmill.write(counting_plugin, tmp_path / "out", progress=False)
+    text = repr(summary)
+    assert text.startswith("Summary(output=") and "rows=25" in text
+    assert len(text) < 200 and "manifest" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("keywords", "said"),
+    [
+        ({"quiet": True}, "unknown setting 'quiet' (did you mean progress=False?)"),
+        ({"partitons": 2}, "unknown setting 'partitons' (did you mean partitions?)"),
+        ({"sizes": "1,2"}, "unknown setting 'sizes': it is an option of the plugin"),
+    ],
+)
+def test_an_unknown_setting_keyword_is_named_with_the_settings(
+    counting_plugin, tmp_path, keywords, said
+):
+    with pytest.raises(recordmill.ConfigError) as raised:
+        recordmill.write(counting_plugin, tmp_path / "out", **keywords)
+    assert str(raised.value).startswith(said)
+    assert "the settings: " in str(raised.value) and "workers" in str(raised.value)
+    assert isinstance(raised.value, TypeError)  # what Python says of an unexpected keyword
+    assert not (tmp_path / "out").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -14,20 +15,25 @@ import pytest
 import recordmill
 from tests.conftest import REPO, make_plugin, run_writer, wait_for_staged_tasks
 
-# Each task sleeps a little and leaves a mark per run of it, so tests can count what ran again.
+# Each task leaves a mark per run of it, so tests can count what ran again; the tasks from
+# --hold-from on wait for the gate file (MARKS.go) before making rows, so that a run is surely
+# still running when a test stops it, however busy the machine (a sleep can be outlasted).
 SLOW = """
     import os, time
 
     def add_options(parser):
         parser.add_argument("--marks", required=True)
-        parser.add_argument("--sleep", type=float, default=0.3)
+        parser.add_argument("--hold-from", type=int, default=12)
 
     def task_number():
         return 12
 
     def dict_data(task_id, options):
         open(os.path.join(options.marks, f"{task_id}-{os.getpid()}-{time.time_ns()}"), "w").close()
-        time.sleep(options.sleep)
+        deadline = time.monotonic() + 120
+        while task_id >= options.hold_from and not os.path.exists(options.marks + ".go"):
+            assert time.monotonic() < deadline, "the test never opened the gate"
+            time.sleep(0.01)
         for i in range(50):
             yield {"task": task_id, "i": i, "blob": bytes([task_id]) * 100}
 """
@@ -93,8 +99,6 @@ def reference(slow, tmp_path):
         "3",
         "--marks",
         marks,
-        "--sleep",
-        "0",
         "--quiet",
     )
     assert result.returncode == 0, result.stderr
@@ -107,7 +111,7 @@ def reference(slow, tmp_path):
 def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference, how):
     plugin, marks = slow
     out = tmp_path / "out"
-    process = start(plugin, marks, out)
+    process = start(plugin, marks, out, "--hold-from", "3")
     wait_for_staged_tasks(out, 3, process)
     began = time.monotonic()
     if how in ("ctrl-c", "sigterm"):
@@ -133,6 +137,7 @@ def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference,
 
     for mark in marks.iterdir():
         mark.unlink()
+    (tmp_path / "marks.go").touch()
     finished = {
         int(p.stem.split("-")[1])
         for p in (tmp_path / ".out.recordmill-partial" / "_tasks").glob("task-*.json")
@@ -148,6 +153,8 @@ def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference,
         "3",
         "--workers",
         "2",
+        "--hold-from",
+        "3",
         "--resume",
         "--quiet",
     )
@@ -163,7 +170,7 @@ def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference,
 def test_resume_with_other_options_is_refused(slow, tmp_path):
     plugin, marks = slow
     out = tmp_path / "out"
-    process = start(plugin, marks, out)
+    process = start(plugin, marks, out, "--hold-from", "1")
     wait_for_staged_tasks(out, 1, process)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
@@ -178,10 +185,11 @@ def test_resume_with_other_options_is_refused(slow, tmp_path):
 def test_a_second_run_on_the_same_output_is_refused(slow, tmp_path):
     plugin, marks = slow
     out = tmp_path / "out"
-    first = start(plugin, marks, out)
+    first = start(plugin, marks, out, "--hold-from", "1")
     wait_for_staged_tasks(out, 1, first)
     second = run_writer("--script", plugin, "--output", out, "--marks", marks, "--overwrite")
     assert second.returncode == 1 and "another recordmill run is writing" in second.stderr
+    (tmp_path / "marks.go").touch()
     first.communicate(timeout=60)
     assert first.returncode == 0
     assert recordmill.read_manifest(out)["total_rows"] == 600
@@ -439,7 +447,10 @@ IDLE = """
 
     def dict_data(task_id, options):
         if task_id == 0:
-            time.sleep(2)  # the other worker finishes task 1 and waits, idle
+            # Held until the test has killed the other worker, idle after task 1.
+            deadline = time.monotonic() + 120
+            while not os.path.exists(options.marks + ".go") and time.monotonic() < deadline:
+                time.sleep(0.01)
         else:
             open(os.path.join(options.marks, str(os.getpid())), "w").close()
         for i in range(10):
@@ -460,12 +471,9 @@ def test_a_worker_killed_while_idle_is_replaced_and_no_task_is_lost(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not list(marks.iterdir()):
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.02)
-    time.sleep(0.2)  # task 1's rows are staged; its worker waits for the next job
+    wait_for_staged_tasks(tmp_path / "out", 1, process)  # task 1's: its worker is idle now
     os.kill(int(next(marks.iterdir()).name), signal.SIGKILL)
+    (tmp_path / "marks.go").touch()
     _, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert recordmill.read_manifest(tmp_path / "out")["total_rows"] == 20
@@ -478,11 +486,13 @@ def test_a_task_over_the_timeout_is_stopped_and_run_again(tmp_path, times):
     began = time.monotonic()
     result = run_writer(
         *("--script", plugin, "--output", tmp_path / "out", "--workers", "2", "--retries", "1"),
-        *("--task-timeout", "1.5", "--marks", tmp_path / "marks", "--how", "hang"),
+        # Long enough for the other tasks on a busy machine (load 16 on 2 cores: a worker waits
+        # seconds for a core): they must never be the ones stopped.
+        *("--task-timeout", "15", "--marks", tmp_path / "marks", "--how", "hang"),
         *("--times", times, "--quiet"),
-        timeout=60,
+        timeout=120,
     )
-    assert time.monotonic() - began < 30
+    assert time.monotonic() - began < 110
     if times == 1:
         assert result.returncode == 0, result.stderr
         assert recordmill.read_manifest(tmp_path / "out")["total_rows"] == 60
@@ -498,10 +508,12 @@ def test_a_task_without_progress_is_named_in_the_progress_bar(tmp_path):
     (tmp_path / "marks").mkdir()
     result = run_writer(
         *("--script", plugin, "--output", tmp_path / "out", "--workers", "2"),
-        *("--task-timeout", "4", "--marks", tmp_path / "marks", "--how", "hang"),
-        env={"RECORDMILL_STALL_SECONDS": "1"},
-        timeout=60,
+        # A task without progress for 2 s is named. On a busy machine a task that is only
+        # waiting for a core may be named too, for a while: the hung one is named last, alone.
+        *("--task-timeout", "15", "--marks", tmp_path / "marks", "--how", "hang"),
+        env={"RECORDMILL_STALL_SECONDS": "2"},
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "no progress from task 4 (" in result.stderr
-    assert "no progress from task 3" not in result.stderr
+    stalls = [line for line in result.stderr.splitlines() if "no progress from" in line]
+    assert stalls and re.search(r"no progress from task 4 \(\d+ s\)$", stalls[-1]), stalls

@@ -19,7 +19,9 @@ from tests.conftest import COUNTING_PLUGIN, make_plugin, run_writer
     ("values", "message"),
     [
         ({"partitions": 0}, r"--partitions must be at least 1, got 0"),
-        ({"workers": 0}, r"--workers must be at least 1"),
+        ({"workers": -1}, r"--workers must be 0 \(in this process\) or more, got -1"),
+        ({"workers": 0, "executor": "dask"}, r"--workers 0 runs the tasks in this process"),
+        ({"workers": 0, "task_timeout": 5}, r"--task-timeout has no effect with --workers 0"),
         ({"format": "csv"}, r"--format must be one of parquet, arrow"),
         ({"compression": "lzma"}, r"--compression must be one of auto"),
         ({"on_bad_input": "ignore"}, r"--on-bad-input must be fail or skip"),

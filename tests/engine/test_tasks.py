@@ -20,7 +20,7 @@ from recordmill.errors import RowError, SchemaError
 from recordmill.read.verify import verify
 from tests.conftest import REPO, make_plugin, read_dataset, run_writer, wait_for_staged_tasks
 
-# Task t yields t % 3 rows; with SLOW_FROM set, a task from there on sleeps (to be killed there).
+# Task t yields t % 3 rows; with SLOW_FROM set, a task from there on waits (to be killed there).
 MANY_TASKS = """
     import os
     import time
@@ -35,7 +35,7 @@ MANY_TASKS = """
 
     def dict_data(task_id, options):
         if task_id >= int(os.environ.get("SLOW_FROM", options.tasks)):
-            time.sleep(5)
+            time.sleep(120)  # held until the test kills the run, however busy the machine
         for i in range(task_id % 3):
             value = "text" if task_id == options.odd_task else task_id * 10 + i
             if task_id == options.bad_row_of and i == 1:
@@ -200,3 +200,42 @@ def test_a_bad_row_among_small_tasks_is_named_by_its_task_and_row(many, tmp_path
     assert manifest_file.task_totals(summary.manifest) == (5000, len(kept))
     (reject,) = recordmill.read_rejects(tmp_path / "skip")
     assert (reject["task_id"], reject["row"], reject["field"]) == (2501, 1, "value")
+
+
+def empty_input(plugin: str, folder: Path) -> list:
+    """Flags giving ``plugin`` an input that holds nothing to write."""
+    if plugin == "imagenet":
+        (folder / "images").mkdir()
+        return ["--image-dir", folder / "images"]
+    if plugin == "filelist":
+        (folder / "images.lst").write_text("\n")
+        return ["--list", folder / "images.lst"]
+    if plugin == "csv":
+        (folder / "t.csv").write_text("a,b\n")
+        return ["--input", folder / "t.csv"]
+    if plugin == "recordio":
+        (folder / "t.rec").write_bytes(b"")
+        return ["--input", folder / "t.rec"]
+    (folder / "t.tfrecord").write_bytes(b"")
+    (folder / "s.yaml").write_text("x: int64\n")
+    return ["--input", folder / "t.tfrecord", "--schema", folder / "s.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("plugin", "said"),
+    [
+        ("imagenet", "holds no class folder"),
+        ("filelist", "lists no image: it is empty"),
+        ("csv", "gave no row (and no bad input) in 1 task: nothing to write"),
+        ("recordio", "gave no row (and no bad input) in 1 task: nothing to write"),
+        ("tfrecord", "gave no row (and no bad input) in 1 task: nothing to write"),
+    ],
+)
+def test_a_built_in_plugins_input_that_gives_nothing_says_so(tmp_path, plugin, said):
+    """Every input ends up as a row or a reject: one that gives neither is an error."""
+    args = empty_input(plugin, tmp_path)
+    result = run_writer("--script", plugin, *args, "--output", tmp_path / "o", "--quiet")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert said in lines[0]
+    assert not (tmp_path / "o").exists()

@@ -32,8 +32,20 @@ PLUGIN = """
 """
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, installed_package):
+    """A scheduler and two single-process workers, shared by the tests of this module that leave
+    them as they are (starting them costs seconds)."""
+    yield from start_cluster(tmp_path_factory.mktemp("dask"), installed_package)
+
+
 @pytest.fixture
-def cluster(tmp_path, installed_package):
+def own_cluster(tmp_path, installed_package):
+    """A cluster for one test, which may kill its workers."""
+    yield from start_cluster(tmp_path, installed_package)
+
+
+def start_cluster(tmp_path, installed_package):
     """A scheduler and two single-process workers, as `dask scheduler` and `dask worker`; the
     workers have the third-party plugin package installed (on their PYTHONPATH)."""
     scheduler_file = tmp_path / "scheduler.json"
@@ -109,7 +121,16 @@ COUNTED = (
 @pytest.mark.parametrize("source", [PLUGIN, COUNTED], ids=["staged", "direct"])
 def test_dask_gives_the_same_files_as_a_local_run(cluster, tmp_path, source):
     address, _ = cluster
-    plugin = make_plugin(tmp_path / "xyz", source)
+    # A folder plugin of two modules: its own helpers import on the Dask workers too.
+    plugin = make_plugin(
+        tmp_path / "xyz",
+        source.replace(
+            "import os, time", "import os, time\n    import helpers\n    from .helpers import BLOB"
+        ).replace("bytes([task_id]) * 64", "helpers.blob(task_id) * BLOB"),
+    )
+    (plugin / "helpers.py").write_text(
+        "BLOB = 64\n\ndef blob(task_id):\n    return bytes([task_id])\n"
+    )
     local = run_writer("--script", plugin, "--output", tmp_path / "local", "--partitions", "3")
     assert local.returncode == 0, local.stderr
     assert ("rows straight to partitions" in local.stderr + local.stdout) == (source is COUNTED)
@@ -135,8 +156,8 @@ def test_dask_gives_the_same_files_as_a_local_run(cluster, tmp_path, source):
     assert table["blob"].to_pylist() == [bytes([t]) * 64 for t in range(10) for _ in range(30)]
 
 
-def test_a_worker_killed_mid_run_loses_no_row(cluster, tmp_path):
-    address, workers = cluster
+def test_a_worker_killed_mid_run_loses_no_row(own_cluster, tmp_path):
+    address, workers = own_cluster
     plugin = make_plugin(tmp_path / "xyz", PLUGIN)
     process = subprocess.Popen(
         [

@@ -9,14 +9,19 @@ from tests.conftest import make_plugin, run_writer
 
 pytest.importorskip("ray", reason='Ray is not installed here (pip install "recordmill[ray]")')
 
+# A folder plugin of two modules: its own helpers import on the Ray workers too.
 PLUGIN = """
+    import helpers
+    from .helpers import ROWS
+
     def task_number():
         return 6
 
     def dict_data(task_id):
-        for i in range(20):
-            yield {"task": task_id, "i": i}
+        for i in range(ROWS):
+            yield {"task": task_id, "i": helpers.same(i)}
 """
+HELPERS = "ROWS = 20\n\ndef same(i):\n    return i\n"
 
 
 # The same rows with their counts announced: partitions written straight from the rows.
@@ -35,6 +40,7 @@ COUNTED = (
 @pytest.mark.parametrize("source", [PLUGIN, COUNTED], ids=["staged", "direct"])
 def test_ray_writes_the_same_files_as_a_local_run(tmp_path, source):
     plugin = make_plugin(tmp_path / "xyz", source)
+    (plugin / "helpers.py").write_text(HELPERS)
     local = run_writer("--script", plugin, "--output", tmp_path / "local", "--partitions", "2")
     assert local.returncode == 0, local.stderr
     assert ("rows straight to partitions" in local.stdout + local.stderr) == (source is COUNTED)

@@ -252,3 +252,28 @@ def test_reject_reasons_are_the_same_in_every_run():
     a = Reject("x.jpg", "cannot identify image file <_io.BytesIO object at 0x7f3a2b1c0d90>")
     b = Reject("x.jpg", "cannot identify image file <_io.BytesIO object at 0x7f00deadbeef>")
     assert a == b and a.reason == "cannot identify image file <_io.BytesIO object>"
+
+
+def test_no_draft_decodes_at_full_size_as_pillow_does(tmp_path):
+    """Draft decoding (1/2, 1/4, 1/8 scale) is fast but not a full decode; --no-draft is."""
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, (480, 640, 3), dtype=np.uint8)  # detail that scaling shows
+    (tmp_path / "images" / "cat").mkdir(parents=True)
+    save(tmp_path / "images" / "cat" / "a.jpg", Image.fromarray(pixels), "JPEG", quality=90)
+    full = Image.open(tmp_path / "images" / "cat" / "a.jpg").convert("RGB")
+    reference = np.asarray(images.fit(full, (60, 80), "shorter-side+center-crop"))
+    found = {}
+    for no_draft in (False, True):
+        out = tmp_path / f"out-{no_draft}"
+        recordmill.write(
+            "imagenet",
+            out,
+            options={
+                "image_dir": tmp_path / "images",
+                **{"encode": "tensor", "size": [60, 80], "no_draft": no_draft},
+            },
+            progress=False,
+        )
+        found[no_draft] = next(iter(recordmill.open(str(out))))["image"]
+    assert np.array_equal(found[True], reference)
+    assert not np.array_equal(found[False], reference)  # the draft's, close but not the same

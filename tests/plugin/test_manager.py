@@ -15,7 +15,7 @@ import pytest
 import recordmill
 from recordmill.errors import PluginError
 from recordmill.plugin.manager import BUILTIN_DIR, available_plugins, load_plugin, resolve
-from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset
+from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset, run_writer
 
 
 @pytest.fixture
@@ -252,3 +252,55 @@ def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
     assert new.returncode == 0, new.stderr
     assert files(work / "xyz") == template
     assert "recordmill write --script xyz " in new.stdout
+
+
+TWO_MODULES = """
+    import helpers
+    from .helpers import WHO
+
+    def task_number():
+        return 3
+
+    def dict_data(task_id):
+        from . import helpers as again  # a relative import at run time, in a worker
+        yield {"who": helpers.WHO + WHO + again.WHO, "task": task_id}
+"""
+
+
+def two_module_plugin(folder: Path, who: str) -> Path:
+    make_plugin(folder, TWO_MODULES)
+    (folder / "helpers.py").write_text(f"WHO = {who!r}\n")
+    return folder
+
+
+def test_a_plugin_folder_imports_its_own_modules_without_leaking(tmp_path):
+    first = two_module_plugin(tmp_path / "first", "a")
+    second = two_module_plugin(tmp_path / "second", "b")
+    for workers in ("0", "2"):
+        for plugin, who in ((first, "aaa"), (second, "bbb")):
+            out = tmp_path / f"{plugin.name}{workers}"
+            result = run_writer("--script", plugin, "--output", out, "--workers", workers)
+            assert result.returncode == 0, result.stderr
+            assert read_dataset(out)["who"].to_pylist() == [who] * 3
+    # One process, both plugins: each its own helpers.py, none left for a plain import.
+    for plugin, who in ((first, "aaa"), (second, "bbb")):
+        recordmill.write(plugin, tmp_path / f"api-{who}", workers=2, progress=False)
+        assert read_dataset(tmp_path / f"api-{who}")["who"].to_pylist() == [who] * 3
+    assert "helpers" not in sys.modules
+
+
+def test_a_data_folder_named_like_a_built_in_does_not_shadow_it(tmp_path):
+    images = tmp_path / "imagenet" / "cat"
+    images.mkdir(parents=True)
+    (images / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 16)
+    result = run_writer(
+        *("--script", "imagenet", "--image-dir", "imagenet", "--output", "out", "--quiet"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert recordmill.read_manifest(tmp_path / "out")["plugin"]["source"] == "builtin"
+    as_path = run_writer(
+        *("--script", "./imagenet", "--image-dir", "imagenet", "--output", "o2"), cwd=tmp_path
+    )
+    assert as_path.returncode == 1
+    assert "is not a plugin" in as_path.stderr and "--script builtin:imagenet" in as_path.stderr

@@ -110,7 +110,8 @@ def test_the_scripts_own_flags_are_recorded_and_a_resume_with_others_is_refused(
 
     slow = MR_API.replace(
         "    for i in range(args.its_own_flag):",
-        "    import time\n    time.sleep(3)\n    for i in range(args.its_own_flag):",
+        # Held until the run is interrupted, however busy the machine (a sleep can be outlasted).
+        "    import time\n    time.sleep(120)\n    for i in range(args.its_own_flag):",
     )
     (legacy / "legacy" / "mr_api.py").write_text(slow)
     command = [sys.executable, str(REPO / "writer.py"), "--script", "legacy", "--output", "out"]

@@ -162,7 +162,7 @@ def test_a_missing_image_is_rejected_or_fails(tmp_path):
         "skip",
         "--quiet",
     )
-    assert result.returncode == 0 and "1 inputs rejected" in result.stdout
+    assert result.returncode == 0 and "1 input rejected" in result.stdout
     assert read_dataset(tmp_path / "o")["file_name"].to_pylist() == ["a/a0.png"]
 
 
@@ -171,3 +171,14 @@ def test_make_list_without_split_or_shuffle(tmp_path):
     (written,) = make_list(tmp_path / "img", tmp_path / "all", shuffle=False)
     lines = written.read_text().splitlines()
     assert lines[0] == "0\t0.000000\tcat/cat0.png" and lines[-1] == "9\t1.000000\tdog/dog4.png"
+
+
+def test_an_image_option_that_does_nothing_is_an_error(tmp_path):
+    (tmp_path / "a.lst").write_text("0\t1\ta.png\n")
+    result = run_writer(
+        *("--script", "filelist", "--list", tmp_path / "a.lst", "--output", tmp_path / "o"),
+        *("--encode", "png", "--size", "8"),
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert "--size has no effect with --encode png: it is --encode tensor's size" in lines[0]

@@ -172,8 +172,63 @@ def test_rows_go_straight_to_partitions_the_same_as_through_fragments(
     image_folder, tmp_path, encode
 ):
     root, _ = image_folder
-    options = {"image_dir": str(root), "encode": encode, "size": 8}
+    options = {"image_dir": str(root), "encode": encode, "size": 8 if encode == "tensor" else None}
     direct = write_both_ways(
         "imagenet", tmp_path, options, partitions=3, workers=2, row_group_size=2, progress=False
     )
     assert [t["rows"] for t in direct.manifest["tasks"]] == [4, 4, 4]
+
+
+def one_line_error(result):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("recordmill: error: ")
+    return lines[0]
+
+
+def test_images_outside_class_folders_are_an_error_that_says_what_to_do(image_folder, tmp_path):
+    root, made = image_folder
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name, (_, data) in made.items():
+        (flat / name.split("/")[1]).write_bytes(data)
+    line = one_line_error(
+        run_writer("--script", "imagenet", "--image-dir", flat, "--output", tmp_path / "o")
+    )
+    assert f"--image-dir {flat} holds 12 images at its top level" in line
+    assert "and no class folder" in line and "expected one sub-folder per class" in line
+    assert f"recordmill make-list {flat} flat --no-recursive" in line
+    assert "--script filelist --list flat.lst" in line
+    (root / "stray.png").write_bytes(made["n01440764/n01440764_1.png"][1])
+    line = one_line_error(
+        run_writer("--script", "imagenet", "--image-dir", root, "--output", tmp_path / "o")
+    )
+    assert "holds 1 image at its top level (stray.png...) beside its 3 class folders" in line
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = one_line_error(
+        run_writer("--script", "imagenet", "--image-dir", empty, "--output", tmp_path / "o")
+    )
+    assert "holds no class folder; expected one sub-folder per class" in line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--size", "64"], "--size has no effect with --encode passthrough"),
+        (["--encode", "jpeg", "--size", "64"], "--size has no effect with --encode jpeg"),
+        (["--encode", "tensor", "--size", "8", "--resize", "9"], "--resize has no effect"),
+        (["--resize-mode", "stretch"], "--resize-mode has no effect with --encode passthrough"),
+        (["--encode", "png", "--quality", "80"], "--quality has no effect with --encode png"),
+        (["--encode", "jpeg", "--verify"], "--verify has no effect with --encode jpeg"),
+        (["--no-draft"], "--no-draft has no effect with --encode passthrough"),
+        (["--subset-seed", "3"], "--subset-seed has no effect without --num-images"),
+    ],
+)
+def test_an_option_that_does_nothing_is_an_error(image_folder, tmp_path, flags, said):
+    root, _ = image_folder
+    result = run_writer(
+        *("--script", "imagenet", "--image-dir", root, "--output", tmp_path / "o", *flags)
+    )
+    assert said in one_line_error(result)

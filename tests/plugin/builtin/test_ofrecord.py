@@ -286,3 +286,19 @@ def test_a_message_of_zeroed_fields_does_not_parse():
         ofrecord.parse_ofrecord(b"\x0a\x00" + bytes(6))  # an empty feature entry, then zeros
     with pytest.raises(ProtobufError, match="holds no feature"):
         ofrecord.parse_ofrecord(b"")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--size", "8"], "--size has no effect without --image-field FEATURE"),
+        (["--image-field", "images", "--size", "8"], "--size has no effect with --encode"),
+    ],
+)
+def test_an_image_option_that_does_nothing_is_an_error(tmp_path, flags, said):
+    result = run_writer(
+        *("--script", "ofrecord", "--input", DATA / "mnist", "--output", tmp_path / "o", *flags)
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert said in lines[0]

@@ -315,3 +315,21 @@ def test_an_index_given_as_input_is_pointed_to_its_rec(tmp_path):
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("recordmill: error:")]
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"give the .rec it indexes ({DATA / 'im2rec.rec'})" in line
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--no-image-header", "--label-width", "2"], "--label-width has no effect with"),
+        (["--no-image-header", "--encode", "png"], "--encode has no effect with --no-image-header"),
+        (["--size", "8"], "--size has no effect with --encode passthrough"),
+        (["--pattern", "*.x"], "--pattern *.x has no effect: --input"),
+    ],
+)
+def test_an_option_that_does_nothing_is_an_error(tmp_path, flags, said):
+    result = run_writer(
+        *("--script", "recordio", "--input", DATA / "raw.rec", "--output", tmp_path / "o", *flags)
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert said in lines[0]

@@ -225,3 +225,13 @@ def test_an_empty_file_is_one_error_line_naming_schema(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("recordmill: error:")]
     assert "holds no records to take the schema from; pass --schema" in line
+
+
+def test_a_pattern_for_a_file_input_is_an_error(tfrecord_dir, tmp_path):
+    file = next(tfrecord_dir.iterdir())
+    result = run_writer(
+        *("--script", "tfrecord", "--input", file, "--pattern", "*.rec", "--output", tmp_path / "o")
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert f"--pattern *.rec has no effect: --input {file} is a file" in lines[0]

@@ -292,3 +292,20 @@ def test_the_demo_databases_read_back_exactly(tmp_path):
         for row in rows[16:]:
             assert tr.encode_record(row["image"], row["label"]) == txn.get(row["key"].encode())
     env.close()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--verify"], "--verify has no effect with --encode passthrough: these images are"),
+        (["--encode", "tensor", "--size", "4", "--no-draft"], "--no-draft has no effect"),
+        (["--size", "4"], "--size has no effect with --encode passthrough"),
+    ],
+)
+def test_an_image_option_that_does_nothing_is_an_error(tmp_path, flags, said):
+    result = run_writer(
+        *("--script", "torchrecord", "--input", DATA / "rgb", "--output", tmp_path / "o", *flags)
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert said in lines[0]

@@ -4,10 +4,14 @@
 
 One task per file, or per block of ``--rows-per-task`` records. CSV files need a header row. Column
 types come from ``--schema`` (YAML: ``label: int32`` or ``feat: {type: float32, shape: [3]}``, the
-same types as a plugin's schema) or, without one, are inferred from the first 1,000 records of the
-first file: whole numbers -> int64, other numbers -> float64, true/false -> bool, the rest ->
-string; a column with empty cells becomes nullable. In CSV an empty cell is a missing value (None)
-except in string columns, and an array cell is written as JSON (``[1, 2, 3]``).
+same types as a plugin's schema); the columns it does not name (all of them without one) are
+inferred from the first 1,000 records of the first file: whole numbers -> int64, other numbers ->
+float64, true/false -> bool, the rest -> string; a column with empty cells becomes nullable. A
+column of numbers with text in a few cells (at most 1 in 10) is an error naming the first such
+cell's line: its type is then said with ``--schema``, never changed to string in silence. In CSV an
+empty cell is a missing value (None) except in string columns, and an array cell is written as
+JSON (``[1, 2, 3]``). For JSON Lines, the keys ``--schema`` does not name are typed from the first
+record.
 
 Column names follow recordmill's rule for field names: other characters than letters, digits and
 ``_`` become ``_`` (``petal.width`` -> ``petal_width``, ``Sepal Length`` -> ``Sepal_Length``); a
@@ -23,20 +27,30 @@ import io
 import json
 import os
 
+import pyarrow as pa
+
 from recordmill import Reject
-from recordmill.dataset.schema import from_yaml, safe_name
-from recordmill.errors import InputError, SchemaError
+from recordmill.dataset.schema import from_yaml, infer_schema, safe_name, to_arrow_schema
+from recordmill.errors import SKIP_HINT, ConfigError, InputError, SchemaError
+from recordmill.plugin.options import Options
 
 CSV_SUFFIXES = (".csv", ".tsv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 INFER_ROWS = 1000
+# A column with numbers in at least this share of its (non-empty) cells and text in the others is
+# taken for a numeric column with a few bad cells: an error that points to --schema.
+MOSTLY_NUMBERS = 0.9
 
 
 def add_options(parser):
     parser.add_argument(
         "--input", required=True, help="a .csv/.tsv/.jsonl file or a folder of them"
     )
-    parser.add_argument("--schema", help="YAML file: column name -> type (default: inferred)")
+    parser.add_argument(
+        "--schema",
+        help="YAML file: column name -> type; the columns it does not name are inferred "
+        "(default: all inferred)",
+    )
     parser.add_argument(
         "--delimiter", default=None, help="CSV delimiter (default: ',' or a tab for .tsv)"
     )
@@ -147,40 +161,98 @@ def _tasks(input_path, rows_per_task, delimiter):
 
 
 def task_number(options):
+    files = _files(options.input)
+    if options.delimiter is not None and all(_is_jsonl(f) for f in files):
+        raise ConfigError(
+            f"--delimiter has no effect: --input {options.input} holds only JSON Lines files"
+        )
     return len(_tasks(options.input, options.rows_per_task, options.delimiter))
 
 
 def schema(options):
-    if options.schema:
-        return from_yaml(options.schema, rename=_column)
     first = _files(options.input)[0]
     if _is_jsonl(first):
-        return None  # recordmill infers from the first row of each task and checks they agree
-    return _infer_csv(first, options.delimiter)
+        return _jsonl_schema(first, options.schema)
+    return _csv_schema(first, options.delimiter, options.schema)
 
 
 @functools.lru_cache(maxsize=4)
-def _infer_csv(path, delimiter):
+def _csv_schema(path, delimiter, schema_path):
+    """The columns of ``--schema``; those it does not name are inferred (in the header's
+    order then; a schema that names them all keeps its own order)."""
+    declared = from_yaml(schema_path, rename=_column) if schema_path else {}
+    header, _ = _header(path, delimiter)
+    absent = [name for name in declared if name not in header]
+    if absent:
+        raise SchemaError(
+            f"--schema {schema_path} names {absent}, which the header of {path} lacks "
+            f"(its columns: {list(header)})"
+        )
+    rest = tuple(name for name in header if name not in declared)
+    if not rest:
+        return declared
+    inferred = _infer_csv(path, delimiter, rest)
+    return {name: declared.get(name) or inferred[name] for name in header}
+
+
+def _jsonl_schema(path, schema_path):
+    """``--schema``, the keys it does not name typed from the first record; None without one
+    (recordmill infers from the first row of each task and checks that they agree)."""
+    if not schema_path:
+        return None
+    declared = from_yaml(schema_path, rename=_column)
+    rows = _jsonl_rows(path, 0, 1, -1, Options(on_bad_input="skip"))  # bad lines: dict_data's
+    first = next((row for row in rows if isinstance(row, dict)), None)
+    rest = [k for k in (first or {}) if k not in declared]
+    if not rest:
+        return declared
+    inferred = infer_schema({k: first[k] for k in rest})
+    return pa.schema([*to_arrow_schema(declared), *inferred])
+
+
+@functools.lru_cache(maxsize=4)
+def _infer_csv(path, delimiter, names):
+    """The types of columns ``names`` from the first ``INFER_ROWS`` records of ``path``."""
     header, start = _header(path, delimiter)
-    columns = {name: [] for name in header}
-    for i, (_, _, fields) in enumerate(_csv_records(path, delimiter, start, 2)):
+    columns = {name: [] for name in names}
+    for i, (line, _, fields) in enumerate(_csv_records(path, delimiter, start, 2)):
         if i == INFER_ROWS:
             break
         for name, value in zip(header, fields, strict=False):  # short records fail later
-            columns[name].append(value)
-    return {name: _infer_column(values) for name, values in columns.items()}
+            if name in columns:
+                columns[name].append((line, value))
+    return {name: _infer_column(values, path, name) for name, values in columns.items()}
 
 
-def _infer_column(values):
-    present = [v for v in values if v != ""]
+def _infer_column(cells, path, name):
+    """The type of a column from its (line, text) cells. A column of numbers but for a few text
+    cells is an error, not a string column: one bad cell must not change its type in silence."""
+    present = [(line, v) for line, v in cells if v != ""]
     spec = {"type": "string"}
     for type_name, parse in (("int64", int), ("float64", float), ("bool", _parse_bool)):
-        if present and all(_parses(parse, v) for v in present):
+        if present and all(_parses(parse, v) for _, v in present):
             spec = {"type": type_name}
-            if len(present) < len(values):
+            if len(present) < len(cells):
                 spec["nullable"] = True
-            break
+            return spec
+    _check_mixed(present, path, name)
     return spec
+
+
+def _check_mixed(present, path, name):
+    """Raise when at least ``MOSTLY_NUMBERS`` of the cells are numbers and the others text."""
+    text = [(line, v) for line, v in present if not _parses(float, v)]
+    numbers = len(present) - len(text)
+    if not text or numbers < MOSTLY_NUMBERS * len(present):
+        return
+    kind = "int64" if all(_parses(int, v) for _, v in present if _parses(float, v)) else "float64"
+    line, value = text[0]
+    raise SchemaError(
+        f"{path}:{line}: column {name!r} holds numbers in {numbers:,} of the {len(present):,} "
+        f"cells read, but {value!r} here (and in {len(text) - 1:,} more); rather than type the "
+        f"column string, say its type with --schema: '{name}: {kind}' (with --on-bad-input skip "
+        f"to leave such rows out) or '{name}: string'"
+    )
 
 
 def _parses(parse, value):
@@ -232,7 +304,7 @@ def dict_data(task_id, options):
 def _bad(options, where, reason):
     if options.get("on_bad_input", "fail") == "skip":
         return Reject(where, reason)
-    raise InputError(f"{where}: {reason} (--on-bad-input skip records it and goes on)")
+    raise InputError(f"{where}: {reason} {SKIP_HINT}")
 
 
 def _jsonl_rows(path, start, line, count, options):
@@ -269,7 +341,7 @@ def _csv_rows(path, start, line, count, options):
     unknown = [name for name in header if name not in specs]
     missing = [name for name in specs if name not in header]
     if unknown or missing:
-        raise ValueError(
+        raise SchemaError(
             f"{path}: the header {list(header)} does not match the schema {list(specs)} "
             f"(not in the schema: {unknown}, not in the file: {missing})"
         )

@@ -15,7 +15,7 @@ array of K with ``--label-width K``), file_name (the path as listed), and the im
 import functools
 import os
 
-from recordmill.errors import InputError
+from recordmill.errors import ConfigError, InputError
 from recordmill.inputs import images
 from recordmill.inputs.filelists import parse_line
 
@@ -47,6 +47,8 @@ def _lines(path):
 
 def _ranges(options):
     lines = _lines(options.list)
+    if not any(line.strip() for line in lines):
+        raise InputError(f"--list {options.list} lists no image: it is empty")
     n = max(1, min(options.tasks, len(lines)))
     step, extra = divmod(len(lines), n)
     bounds = [0]
@@ -57,7 +59,8 @@ def _ranges(options):
 
 def task_number(options):
     if options.label_width < 1:
-        raise ValueError(f"--label-width must be at least 1, got {options.label_width}")
+        raise ConfigError(f"--label-width must be at least 1, got {options.label_width}")
+    images.check_options(options)
     return len(_ranges(options)) - 1
 
 
@@ -90,7 +93,7 @@ def dict_data(task_id, options):
             continue
         labels = entry.labels
         if options.label_type != "float32" and any(v != int(v) for v in labels):
-            raise ValueError(
+            raise InputError(
                 f"{options.list}:{number + 1}: label {labels} is not a whole number; "
                 "use --label-type float32"
             )

@@ -18,7 +18,7 @@ import functools
 import os
 import random
 
-from recordmill.errors import InputError
+from recordmill.errors import ConfigError, InputError, counted
 from recordmill.inputs import images
 
 
@@ -65,7 +65,7 @@ def _label_map(label_file, image_dir):
             if not parts:
                 continue
             if len(parts) < 2 or not parts[1].lstrip("-").isdigit():
-                raise ValueError(
+                raise InputError(
                     f"{label_file}:{number}: expected 'synset label [name]', got {line!r}"
                 )
             labels[parts[0]] = (int(parts[1]), parts[2].strip() if len(parts) > 2 else "")
@@ -96,7 +96,31 @@ def _subset(image_dir, extensions, num_images, seed):
 
 
 def task_number(options):
+    images.check_options(options)
+    if options.subset_seed != 0 and options.num_images < 0:
+        raise ConfigError("--subset-seed has no effect without --num-images K (it picks those K)")
+    _check_layout(options.image_dir, options.extensions)
     return len(_class_dirs(options.image_dir))
+
+
+def _check_layout(image_dir, extensions):
+    """Images outside the class folders would be left out: an error that says what layout is
+    expected and how to convert a folder of images without classes."""
+    classes = _class_dirs(image_dir)
+    loose = _files(image_dir, extensions)
+    expected = f"expected one sub-folder per class ({os.path.join(image_dir, 'CLASS', 'IMAGE')})"
+    if loose:
+        where = f"beside its {len(classes)} class folders" if classes else "and no class folder"
+        name = os.path.basename(os.path.normpath(image_dir)) or "images"
+        raise InputError(
+            f"--image-dir {image_dir} holds {counted(len(loose), 'image')} at its top level "
+            f"({loose[0]}...) "
+            f"{where}; {expected}. For images without classes, list them (label 0) and use the "
+            f"filelist plugin: recordmill make-list {image_dir} {name} --no-recursive, then "
+            f"--script filelist --list {name}.lst --root {image_dir}"
+        )
+    if not classes:
+        raise InputError(f"--image-dir {image_dir} holds no class folder; {expected}")
 
 
 def task_rows(task_id, options):
@@ -125,7 +149,7 @@ def dict_data(task_id, options):
     synset = _class_dirs(options.image_dir)[task_id]
     labels = _label_map(options.label_file, options.image_dir)
     if synset not in labels:
-        raise KeyError(f"class folder {synset!r} is not in --label-file {options.label_file}")
+        raise InputError(f"class folder {synset!r} is not in --label-file {options.label_file}")
     label, text = labels[synset]
     folder = os.path.join(options.image_dir, synset)
     if options.num_images >= 0:

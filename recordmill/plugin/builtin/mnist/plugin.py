@@ -46,7 +46,7 @@ def _find(options, kind):
 def _load(images_path, labels_path):
     pixels, labels = read_idx(images_path), read_idx(labels_path)
     if pixels.ndim != 3 or labels.ndim != 1 or len(pixels) != len(labels):
-        raise ValueError(
+        raise InputError(
             f"{images_path} holds {pixels.shape} and {labels_path} holds {labels.shape}: "
             "expected N images and N labels"
         )

@@ -36,13 +36,14 @@ TYPES = {
     "int32": "int32",
     "int64": "int64",
 }
+PATTERN = "part-*"
 
 
 def add_options(parser):
     parser.add_argument("--input", required=True, help="an OFRecord part file or a folder of them")
     parser.add_argument(
         "--pattern",
-        default="part-*",
+        default=PATTERN,
         help="files to take from a folder (default: %(default)s)",
     )
     parser.add_argument(
@@ -59,6 +60,7 @@ def add_options(parser):
 
 
 def task_number(options):
+    features.check_pattern(options.input, options.pattern, PATTERN)
     return len(features.input_files(options.input, options.pattern))
 
 
@@ -84,9 +86,14 @@ def _feature_schema(input_path, pattern, schema_path):
 def _image_column(options, spec):
     """The column of ``--image-field``, checked against the features' schema; None without it."""
     if not options.image_field:
-        if options.encode != "passthrough" or options.verify or options.size or options.resize:
-            raise ConfigError("--encode, --size, --resize and --verify need --image-field FEATURE")
+        image_options = images.given_options(options)
+        if image_options:
+            raise ConfigError(
+                f"{image_options[0]} has no effect without --image-field FEATURE (the image "
+                "options are for the feature it names)"
+            )
         return None
+    images.check_options(options)
     name = features.column(options.image_field)
     if name not in spec:
         raise ConfigError(f"--image-field {options.image_field}: no such feature ({sorted(spec)})")

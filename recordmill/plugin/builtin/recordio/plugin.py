@@ -29,8 +29,9 @@ from typing import NamedTuple
 import numpy as np
 
 from recordmill.dataset.rejects import bad_input
-from recordmill.errors import InputError
+from recordmill.errors import ConfigError, InputError
 from recordmill.inputs import images, tasks_for
+from recordmill.inputs.features import check_pattern as input_files_check
 from recordmill.inputs.features import input_files
 from recordmill.inputs.recordio import (
     RecordIOError,
@@ -42,12 +43,13 @@ from recordmill.inputs.recordio import (
 )
 
 INFER_RECORDS = 1000  # records read, across the files in order, to tell the label width
+PATTERN = "*.rec"
 
 
 def add_options(parser):
     parser.add_argument("--input", required=True, help="a .rec file or a folder of them")
     parser.add_argument(
-        "--pattern", default="*.rec", help="files to take from a folder (default: %(default)s)"
+        "--pattern", default=PATTERN, help="files to take from a folder (default: %(default)s)"
     )
     parser.add_argument(
         "--tasks",
@@ -141,6 +143,23 @@ def _plan(options):
 
 
 def task_number(options):
+    input_files_check(options.input, options.pattern, PATTERN)
+    if options.no_image_header:
+        given = images.given_options(options) + [
+            flag
+            for flag, on in (
+                ("--label-width", options.label_width is not None),
+                ("--label-type", options.label_type != "float32"),
+            )
+            if on
+        ]
+        if given:
+            raise ConfigError(
+                f"{given[0]} has no effect with --no-image-header: each record is stored as it "
+                "is, in offset and data"
+            )
+    else:
+        images.check_options(options)
     return len(_plan(options))
 
 
@@ -174,15 +193,13 @@ def label_width(options):
     """1 (a scalar), K (an array of K) or -1 (a list of varying length)."""
     if options.label_width is not None:
         if options.label_width == 0 or options.label_width < -1:
-            raise ValueError(f"--label-width must be -1 or at least 1, got {options.label_width}")
+            raise ConfigError(f"--label-width must be -1 or at least 1, got {options.label_width}")
         return options.label_width
     return _inferred_width(options.input, options.pattern)
 
 
 def schema(options):
     if options.no_image_header:
-        if options.encode != "passthrough":
-            raise ValueError("--encode needs image records; --no-image-header stores raw bytes")
         return {"offset": {"type": "int64"}, "data": {"type": "bytes"}}
     label = {"type": options.label_type}
     width = label_width(options)

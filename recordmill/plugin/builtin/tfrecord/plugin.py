@@ -26,13 +26,14 @@ from recordmill.inputs.features import INFER_RECORDS
 from recordmill.inputs.tfrecord import COMPRESSIONS, TFRecordError, parse_example, records
 
 TYPES = {"bytes": "bytes", "float": "float32", "int64": "int64"}
+PATTERN = "*.tfrecord*"
 
 
 def add_options(parser):
     parser.add_argument("--input", required=True, help="a TFRecord file or a folder of them")
     parser.add_argument(
         "--pattern",
-        default="*.tfrecord*",
+        default=PATTERN,
         help="files to take from a folder (default: %(default)s)",
     )
     parser.add_argument(
@@ -49,6 +50,7 @@ def add_options(parser):
 
 
 def task_number(options):
+    features.check_pattern(options.input, options.pattern, PATTERN)
     return len(features.input_files(options.input, options.pattern))
 
 

@@ -78,6 +78,7 @@ def _plan(path, tasks):
 
 
 def task_number(options):
+    images.check_options(options, pixels=True)
     return len(_plan(options.input, options.tasks))
 
 
@@ -128,7 +129,7 @@ def _first_record(path):
             raise InputError(f"{where}: {e}; the schema is taken from it") from None
     if damage is not None:
         raise InputError(str(damage))
-    raise ValueError(f"--input {path} holds no records to take the schema from")
+    raise InputError(f"--input {path} holds no records to take the schema from")
 
 
 def _label_type(label):
