@@ -248,18 +248,20 @@ class Store:
     def size(self, *names: str) -> int:
         return self.info(*names).size
 
-    def write_text(self, name: str, text: str) -> None:
-        self.write_bytes(name, text.encode())
+    def write_text(self, name: str, text: str, flush: bool = True) -> None:
+        self.write_bytes(name, text.encode(), flush)
 
-    def write_bytes(self, name: str, data: bytes) -> None:
+    def write_bytes(self, name: str, data: bytes, flush: bool = True) -> None:
         """Whole or not at all: a reader never sees half a file (on local disk a rename; object
-        stores make a written object appear whole anyway)."""
+        stores make a written object appear whole anyway). ``flush=False``: not flushed even
+        when this store flushes (a file that, lost or damaged by a power cut, only costs work
+        done again)."""
         self.check()
         if self.local:
             partial = self.path(name + ".partial")
             with open(partial, "wb") as f:
                 f.write(data)
-                if self.fsync:  # before the rename: a name never stands for lost data
+                if self.fsync and flush:  # before the rename: a name never stands for lost data
                     f.flush()
                     _fdatasync(f.fileno())
             os.replace(partial, self.path(name))

@@ -201,8 +201,9 @@ def test_an_overwrite_deletes_the_older_dataset_once_the_new_one_is_durable(plug
 
 
 def test_what_a_resume_trusts_is_flushed_before_it_is_trusted(plugin, tmp_path):
-    """run.json and each task or partition record are flushed before their renames; each
-    fragment, and its name, before the record that marks its tasks done; a partition and its
+    """run.json and each partition record are flushed before their renames; each fragment,
+    and its name, before the record that marks its tasks done (a task record itself is not:
+    one that a power cut damaged is passed over, see test_records.py); a partition and its
     record, by name, before the main process deletes a fragment it was made from."""
     out = tmp_path / "out"
     calls = traced_write(plugin, out)
@@ -212,7 +213,8 @@ def test_what_a_resume_trusts_is_flushed_before_it_is_trusted(plugin, tmp_path):
     assert len(records) == 1 + 6 + 3  # run.json, the tasks', the partitions'
     for record in records:
         partial = Path(record.paths[0])
-        assert any(c.end < record.start for c in flushes(calls, partial)), partial
+        flushed = any(c.end < record.start for c in flushes(calls, partial))
+        assert flushed == ("/_tasks/" not in str(partial)), partial
         if "/_tasks/" in str(partial):
             fragment = partial.parent / partial.name.replace(".json.partial", ".arrow")
             for path in (fragment, staging / "_tasks"):
