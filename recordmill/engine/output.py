@@ -17,7 +17,7 @@ from typing import Any
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
-from recordmill.engine import commit, records
+from recordmill.engine import append, commit, records
 from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
 from recordmill.errors import OutputError, writing
@@ -37,6 +37,7 @@ class OutputDir:
         self.final = Store.at(path)
         self.overwrite = settings.overwrite
         self.resume = settings.resume
+        self.append = settings.append
         self._writing = False
         self.staging = self.final.sibling(layout.staging_folder(self.final.name))
         self._old = self.final.sibling(layout.old_folder(self.final.name))
@@ -60,8 +61,7 @@ class OutputDir:
             return "empty"
         if manifest_file.find(self.final) is not None or layout.OLD_MANIFEST in names:
             return "dataset"
-        ours = layout.PARTITION.match
-        if all(ours(n) or n.split(".")[0] == layout.REJECTS_STEM for n in names):
+        if all(layout.PARTITION.match(n) or layout.REJECTS.match(n) for n in names):
             return "leftover"
         return "other"
 
@@ -76,7 +76,7 @@ class OutputDir:
                 f"dataset: no {layout.manifest_file('parquet')}); recordmill never replaces it, "
                 "even with --overwrite: choose another output, or empty or remove it yourself"
             )
-        if state == "dataset" and not self.overwrite:
+        if state == "dataset" and not (self.overwrite or self.append):
             if self.resume:
                 raise OutputError(
                     f"output {self.final} already holds a dataset; the interrupted run replaces "
@@ -149,9 +149,10 @@ class OutputDir:
                 return self.staging
             if not self.overwrite:
                 what = "a complete dataset that was not published yet" if staged else "its work"
+                over = f"delete {self.staging}" if self.append else "pass --overwrite"
                 raise OutputError(
                     f"an interrupted run left {self.staging} ({what}); pass --resume to finish "
-                    "it (only its unfinished tasks run again) or --overwrite to start over"
+                    f"it (only its unfinished tasks run again) or {over} to start over"
                 )
             self._check_final()
             if self._state() == "leftover":  # a commit cut short: its half-published files too
@@ -181,9 +182,14 @@ class OutputDir:
         changed = records.describe_changes(records.run_record(self.finished), record)
         if changed:
             where = self.staging if self.staged else self.final
+            again = (
+                "drop --resume to append it"
+                if self.append
+                else "pass --overwrite (without --resume) to write it again"
+            )
             raise OutputError(
                 f"cannot --resume: {where} holds the complete output of another run ({changed}); "
-                "run it as before, or pass --overwrite (without --resume) to write it again"
+                f"run it as before, or {again}"
             )
 
     # --- the commit ---------------------------------------------------------------------------
@@ -204,10 +210,15 @@ class OutputDir:
             self.staging.delete_tree()  # object storage: killed right after it published
             return
         self._check_final()
+        appending = self.append and append.is_append(manifest, name)
+        if appending:
+            append.check_base(self.staging, self.final, manifest, name)
         commit.clean(self.staging)
         self._lock.check()
         if self.final.local:
             commit.publish_local(self.staging, self.final, self._old)
+        elif appending:
+            append.publish_object_store(self.staging, self.final, name, manifest)
         else:
             commit.publish_object_store(self.staging, self.final, name, manifest)
 

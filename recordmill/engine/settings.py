@@ -55,17 +55,24 @@ class WriteSettings:
             help="worker processes (default: the number of cores; 1 runs in this process)",
         ),
     )
-    format: str = field(
-        default="parquet", metadata=_flag("--format", identity=True, choices=FORMATS)
+    # None until known: parquet and auto, or with --append the dataset's (see engine/append.py).
+    format: str | None = field(
+        default=None,
+        metadata=_flag(
+            "--format",
+            identity=True,
+            choices=FORMATS,
+            help="the partition files' format (default: parquet; with --append, the dataset's)",
+        ),
     )
-    compression: str = field(
-        default="auto",
+    compression: str | None = field(
+        default=None,
         metadata=_flag(
             "--compression",
             identity=True,
             choices=COMPRESSIONS,
             help="auto: zstd, except bytes and tensor columns (usually JPEG/PNG already) and "
-            "Arrow files, which stay uncompressed",
+            "Arrow files, which stay uncompressed (default: auto; with --append, the dataset's)",
         ),
     )
     row_group_size: int | None = field(
@@ -94,6 +101,26 @@ class WriteSettings:
         default=False,
         metadata=_flag(
             "--overwrite", action="store_true", help="replace an existing output dataset"
+        ),
+    )
+    append: bool = field(
+        default=False,
+        metadata=_flag(
+            "--append",
+            identity=True,
+            action="store_true",
+            help="add the rows after the dataset's, as its next version (a folder that is not "
+            "a dataset gets version 1)",
+        ),
+    )
+    dedup_key: str | None = field(
+        default=None,
+        metadata=_flag(
+            "--dedup-key",
+            identity=True,
+            metavar="FIELD[,FIELD...]",
+            help="reject a row whose key is already in the dataset (any version) or earlier in "
+            "this run, as a duplicate",
         ),
     )
     resume: bool = field(
@@ -165,13 +192,22 @@ class WriteSettings:
     def __post_init__(self) -> None:
         if self.executor_options is None:  # as from write(..., executor_options=None)
             object.__setattr__(self, "executor_options", {})
+        if self.append and self.overwrite:
+            raise ConfigError(
+                "--append adds a version to a dataset and --overwrite replaces it: give one of them"
+            )
+        if not self.append:  # with --append, the dataset's (engine/append.py)
+            object.__setattr__(self, "format", self.format or "parquet")
+            object.__setattr__(self, "compression", self.compression or "auto")
+        if self.dedup_key is not None and not self.dedup_fields:
+            raise ConfigError(f"--dedup-key must name fields, got {self.dedup_key!r}")
         if self.partitions < 1:
             raise ConfigError(f"--partitions must be at least 1, got {self.partitions}")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
-        if self.format not in FORMATS:
+        if self.format is not None and self.format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
-        if self.compression not in COMPRESSIONS:
+        if self.compression is not None and self.compression not in COMPRESSIONS:
             raise ConfigError(
                 f"--compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
             )
@@ -189,6 +225,10 @@ class WriteSettings:
             raise ConfigError(f"--max-rejects must be at least 0, got {self.max_rejects}")
 
     @property
+    def dedup_fields(self) -> list[str]:
+        return [f.strip() for f in (self.dedup_key or "").split(",") if f.strip()]
+
+    @property
     def worker_count(self) -> int:
         return self.workers or os.cpu_count() or 1
 
@@ -202,6 +242,9 @@ class WriteSettings:
         }
         if not self.shuffle:
             found["seed"] = None  # the seed changes nothing without --shuffle
+        for key in ("append", "dedup_key"):  # left out unless given: as runs before them were
+            if not found[key]:
+                del found[key]
         return found
 
 
