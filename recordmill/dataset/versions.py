@@ -87,16 +87,18 @@ def appended(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def at_version(manifest: dict[str, Any], version: int | None) -> dict[str, Any]:
+def at_version(
+    manifest: dict[str, Any], version: int | None, where: str = "the dataset"
+) -> dict[str, Any]:
     """The manifest as version ``version`` had it (None: the current one): its partitions,
-    rows, tasks and rejects, and the run that wrote it."""
+    rows, tasks and rejects, and the run that wrote it. ``where`` names the dataset in errors."""
     latest = current(manifest)
     if version is None or version == latest:
         return manifest
     if not 1 <= version <= latest:
         raise OutputError(
-            f"version {version} of {manifest.get('plugin', {}).get('name', 'the dataset')}'s "
-            f"dataset does not exist: it has versions 1 to {latest} (recordmill history PATH)"
+            f"{where} has no version {version}: its versions are 1 to {latest} "
+            f"(recordmill history {where} lists them)"
         )
     kept = history(manifest)[:version]
     last = kept[-1]

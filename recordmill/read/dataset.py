@@ -47,8 +47,13 @@ def open(
     checksums: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | None = None,
+    version: int | None = None,
 ) -> Dataset:
     """Open a dataset written by recordmill: a local path or any pyarrow filesystem URI.
+
+    ``version``: the rows of that version of a dataset that grew by ``--append`` (those of the
+    first ``version`` writes, in order); by default the current one. ``ds.version`` says which
+    version a reader holds: it keeps reading it to the end whatever is appended meanwhile.
 
     ``decode`` maps field names to functions applied to their values when rows are returned as
     Python/numpy (for example ``{"data": recordmill.decode.image}``). ``cache_bytes`` bounds the
@@ -65,7 +70,7 @@ def open(
     :meth:`Dataset.shuffled`). Local Arrow IPC is read where it is.
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
-    files = open_files(store, checksums)
+    files = open_files(store, checksums, version=version)
     cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
     disk = None if cache_dir is None else (os.fspath(cache_dir), cache_limit)
     groups = Groups(files, cache_bytes, read_ahead_bytes, disk)
@@ -99,6 +104,11 @@ class Dataset:
     @property
     def manifest(self) -> dict[str, Any]:
         return self._groups.files.manifest
+
+    @property
+    def version(self) -> int:
+        """The dataset version this reader reads (see ``recordmill history PATH``)."""
+        return int(self.manifest.get("version", 1))
 
     @property
     def stats(self) -> ReadStats:
