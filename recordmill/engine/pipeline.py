@@ -128,7 +128,12 @@ def run_write(
     # Checked before the output is touched: a mistake there must not cost an interrupted run.
     executor_options = executors.options_of(run.settings)
     with OutputDir(run.settings, output) as out:
-        run = append.prepare(run, out)  # under the lock: the dataset it appends to, if any
+        try:  # under the lock: the dataset it appends to, if any
+            run = append.prepare(run, out)
+        except BaseException:
+            if not out.resumed:
+                out.abort()  # a new, empty staging folder: nothing to keep
+            raise
         replaced = append.replaced_version(run, out)
         if out.finished is not None:
             return _already_written(run, out, started)
