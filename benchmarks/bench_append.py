@@ -9,7 +9,9 @@ same generator, classes 100-109) are the 10% that arrives; ``images-grown`` is b
 links. Each command is a whole process, timed with the page cache warm, the runs interleaved:
 
 - first write: the 20,000 images (``--partitions 4 --workers 2``);
-- append: the 2,000 more, added to a copy of that dataset (``--append --partitions 1``);
+- append: the 2,000 more, added to a copy of that dataset (``--append --partitions 2``, both
+  workers busy as in the first write); and 20 more, which is what any append costs (the process,
+  its imports and workers, the commit) whatever its size;
 - overwrite: the grown 22,000 written again over a copy: what a user without --append does;
 - append, staged: the append through staged fragments (``--on-bad-input skip``), and the same
   with ``--dedup-key file_name`` (which takes that path too): the difference, and the summary's
@@ -42,6 +44,7 @@ DATA = HERE / "data"
 IMAGES = DATA / "images"
 MORE = DATA / "images-more"
 GROWN = DATA / "images-grown"
+FEW = DATA / "images-few"
 WORK = DATA / "append-out"
 BASE = WORK / "base"
 MORE_CLASSES = range(100, 110)
@@ -57,6 +60,11 @@ def ensure_data() -> None:
         jobs = [(MORE, c, 200, 0, 160, 500) for c in MORE_CLASSES]
         with ProcessPoolExecutor(2) as pool:
             list(pool.map(make_class, jobs))
+    if not FEW.is_dir():  # 20 of the more images: what any append costs whatever its size
+        first = sorted(MORE.iterdir())[0]
+        (FEW / first.name).mkdir(parents=True)
+        for f in sorted(first.iterdir())[:20]:
+            os.link(f, FEW / first.name / f.name)
     if not GROWN.is_dir():
         for root in (IMAGES, MORE):
             for folder in sorted(root.iterdir()):
@@ -76,14 +84,16 @@ def writer(*args: object) -> list[str]:
 def workloads() -> dict[str, tuple[str | None, list[str]]]:
     """name: (the dataset copied to the output first, or None; the command)."""
     out = WORK / "run"
-    new = ["--image-dir", MORE, "--output", out, "--append", "--partitions", 1, "--workers", 2]
+    new = ["--image-dir", MORE, "--output", out, "--append", "--partitions", 2, "--workers", 2]
     staged = [*new, "--on-bad-input", "skip"]
+    few = ["--image-dir", FEW, "--output", out, "--append", "--partitions", 2, "--workers", 2]
     return {
         "first write: 20,000 images": (
             None,
             writer("--image-dir", IMAGES, "--output", out, "--partitions", 4, "--workers", 2),
         ),
         "append: 2,000 more (10%)": ("base", writer(*new)),
+        "append: 20 more (0.1%), the fixed cost": ("base", writer(*few)),
         "overwrite: all 22,000 again": (
             "base",
             writer(
@@ -117,7 +127,7 @@ def prepare() -> None:
     first = writer("--image-dir", IMAGES, "--output", BASE, "--partitions", 4, "--workers", 2)
     subprocess.run([str(c) for c in first], check=True, stdout=subprocess.DEVNULL)
     shutil.copytree(BASE, WORK / "appended", copy_function=os.link)
-    again = ["--image-dir", MORE, "--output", WORK / "appended", "--append", "--partitions", 1]
+    again = ["--image-dir", MORE, "--output", WORK / "appended", "--append", "--partitions", 2]
     subprocess.run([str(c) for c in writer(*again)], check=True, stdout=subprocess.DEVNULL)
 
 

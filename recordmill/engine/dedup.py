@@ -149,6 +149,8 @@ def _dataset_keys(
         if base["format"] == "arrow":
             table = pa.ipc.open_file(final.input_file(entry["file"])).read_all().select(fields)
         else:
+            # ParquetFile reads just the key columns' chunks; read_table() (the datasets API)
+            # took ten times as long here, reading more of each file.
             with final.fs.open_input_file(final.path(entry["file"])) as f:
-                table = pq.read_table(f, columns=fields)
+                table = pq.ParquetFile(f).read(columns=fields)
         yield versions.version_of(entry), table
