@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recordmill.dataset import layout, versions
+from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.rejects import Reject, too_many
 from recordmill.dataset.schema import check_same_schema
 from recordmill.dataset.storage import Store
@@ -80,6 +81,17 @@ def find(run: Run, out: OutputDir, results: list[ChunkResult]) -> Duplicates:
     for rows in kept:
         add_run(task_rows, int(rows))
     return Duplicates(np.flatnonzero(keep), dropped, task_rows, time.perf_counter() - started)
+
+
+def check_early(run: Run) -> None:
+    """Refuse bad key fields before any task runs, where the schema is known by then (declared,
+    or the dataset's that the rows are appended to)."""
+    if not run.settings.dedup_key:
+        return
+    if run.declared is not None:
+        check_fields(run.settings.dedup_fields, run.declared)
+    elif run.base is not None:
+        check_fields(run.settings.dedup_fields, manifest_file.arrow_schema(run.base))
 
 
 def check_fields(fields: list[str], schema: pa.Schema) -> None:

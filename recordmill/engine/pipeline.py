@@ -130,6 +130,7 @@ def run_write(
     with OutputDir(run.settings, output) as out:
         try:  # under the lock: the dataset it appends to, if any
             run = append.prepare(run, out)
+            dedup.check_early(run)
         except BaseException:
             if not out.resumed:
                 out.abort()  # a new, empty staging folder: nothing to keep
