@@ -2,7 +2,7 @@
 
 Reading (``open``, ``read_manifest``, ``read_rejects``) is imported at once; writing (``write``
 and the plugin machinery, with pluggy) only when first used, so that a training job that only
-reads loads nothing of the write side.
+reads loads nothing of the write side; ``show`` (a dataset's HTML page) also when first used.
 """
 
 import importlib
@@ -34,6 +34,7 @@ _LAZY = {
     "available_plugins": "recordmill.plugin.manager",
     "load_plugin": "recordmill.plugin.manager",
     "resolve": "recordmill.plugin.manager",
+    "show": "recordmill.report",
 }
 compat.install()  # recordmill.torch, recordmill.decode and the module names of before the layers
 
@@ -70,5 +71,6 @@ __all__ = [
     "read_manifest",
     "read_rejects",
     "resolve",
+    "show",
     "write",
 ]

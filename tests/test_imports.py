@@ -19,10 +19,11 @@ ALLOWED = {
     "dataset": set(),
     "read": {"dataset"},
     "inputs": {"dataset", "read"},
+    "report": {"dataset", "read"},
     "plugin": {"dataset", "inputs"},
     "executors": {"dataset", "plugin", "engine"},
     "engine": {"dataset", "plugin", "executors", "inputs"},
-    "cli": {"dataset", "read", "plugin", "engine", "executors", "inputs"},
+    "cli": {"dataset", "read", "plugin", "engine", "executors", "inputs", "report"},
 }
 MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_CLASS_LINES = 500, 60, 200
 

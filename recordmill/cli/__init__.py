@@ -1,6 +1,6 @@
 """The command line: ``recordmill COMMAND``, one module per group of commands, each adding its
 own sub-parsers (``write``, ``inspect``: info/head/rejects/verify, ``scaffold``: plugins/new/
-make-list/demo-data). A command module parses arguments and calls the library; nothing more.
+make-list/demo-data, ``show``: a dataset's page). A command module parses arguments and calls the library; nothing more.
 ``python writer.py`` is ``recordmill write``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 import recordmill
-from recordmill.cli import inspect, scaffold
+from recordmill.cli import inspect, scaffold, show
 from recordmill.cli.parsing import OneLineParser
 from recordmill.cli.write import write_main
 from recordmill.errors import RecordmillError
@@ -35,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     scaffold.add_parsers(commands)
     inspect.add_parsers(commands)
+    show.add_parsers(commands)
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()

@@ -106,8 +106,8 @@ class DiskCache:
         self.segments = segments
         self.parts = plan_parts(files)
         self.part_of = [k for k, part in enumerate(self.parts) for _ in part.groups]
-        self.root = Path(folder).expanduser().absolute() / _version_key(files)
-        self._make_folders()
+        self.folder = Folder(Path(folder).expanduser().absolute() / _version_key(files))
+        self.root = self.folder.root
         # The block shuffle's windows follow the limit, so an order drawn on another machine
         # must see the same one: only a limit given (the same on every rank) shapes the order.
         self.chosen = limit is not None
@@ -182,17 +182,17 @@ class DiskCache:
     def cached(self) -> set[int]:
         """The parts in the cache now."""
         names = {part.name: k for k, part in enumerate(self.parts)}
-        return {names[n.split(".")[0]] for n in self._names() if n.split(".")[0] in names}
+        return {names[n.split(".")[0]] for n in self.folder.names() if n.split(".")[0] in names}
 
     # --- filling ------------------------------------------------------------------------------
 
     def _load(self, k: int) -> list[pa.RecordBatch]:
         part = self.parts[k]
-        found = self._find(part)
+        found = self.folder.find(part.name)
         if found is not None and (batches := self._map(found)) is not None:
             return batches
-        with self._locked(part.name):
-            found = self._find(part)  # filled by another process while this one waited
+        with self.folder.locked(part.name):
+            found = self.folder.find(part.name)  # filled by another process while this one waited
             if found is not None and (batches := self._map(found)) is not None:
                 return batches
             batches = self._fetch(part)
@@ -201,7 +201,7 @@ class DiskCache:
             except OSError as e:  # a full disk: read on from the source, say so once
                 self._warn(e)
                 return batches
-            self._evict(keep=path)
+            self.folder.evict(path, self.limit)
         return self._map(path) or batches
 
     def _fetch(self, part: Part) -> list[pa.RecordBatch]:
@@ -253,9 +253,26 @@ class DiskCache:
                 path.unlink()  # damaged: fetched again
             return None
 
-    def _evict(self, keep: Path) -> None:
+    def _warn(self, error: OSError) -> None:
+        if "full" not in self._said:
+            self._said.add("full")
+            print(
+                f"recordmill: warning: cannot fill the cache in {self.root}: "
+                f"{error.strerror or error}; reading on from {self.files.store}",
+                file=sys.stderr,
+            )
+
+
+class Folder:
+    """One dataset version's folder in the cache: ``parts/`` and the ``locks/`` beside them."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._make()
+
+    def evict(self, keep: Path, limit: int) -> None:
         """Remove the least recently used parts until the others fit ``limit``."""
-        with self._locked("evict"):
+        with self.locked("evict"):
             found = []
             for entry in os.scandir(self.root / "parts"):
                 if entry.name.endswith(".arrow") and entry.path != str(keep):
@@ -264,26 +281,25 @@ class DiskCache:
                         found.append((stat.st_mtime_ns, stat.st_size, entry.path))
             total = sum(size for _, size, _ in found) + keep.stat().st_size
             for _, size, path in sorted(found):
-                if total <= self.limit:
+                if total <= limit:
                     break
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
                 total -= size
 
-    # --- the folder ---------------------------------------------------------------------------
-
-    def _find(self, part: Part) -> Path | None:
-        prefix = part.name + "."
-        for name in self._names():
-            if name.startswith(prefix) and name.endswith(".arrow"):
-                return self.root / "parts" / name
+    def find(self, name: str) -> Path | None:
+        """The cached file of the part ``name``, if there is one."""
+        prefix = name + "."
+        for found in self.names():
+            if found.startswith(prefix) and found.endswith(".arrow"):
+                return self.root / "parts" / found
         return None
 
-    def _names(self) -> Iterator[str]:
+    def names(self) -> Iterator[str]:
         return (e.name for e in os.scandir(self.root / "parts"))
 
     @contextlib.contextmanager
-    def _locked(self, name: str) -> Iterator[None]:
+    def locked(self, name: str) -> Iterator[None]:
         """An exclusive lock shared by every process on the machine; the kernel drops it when
         its holder dies."""
         fd = os.open(self.root / "locks" / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -293,7 +309,7 @@ class DiskCache:
         finally:
             os.close(fd)
 
-    def _make_folders(self) -> None:
+    def _make(self) -> None:
         try:
             for sub in ("parts", "locks"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -305,15 +321,6 @@ class DiskCache:
                 f"cannot use {self.root.parent} as a cache folder: {e.strerror or e} (give "
                 f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
             ) from None
-
-    def _warn(self, error: OSError) -> None:
-        if "full" not in self._said:
-            self._said.add("full")
-            print(
-                f"recordmill: warning: cannot fill the cache in {self.root}: "
-                f"{error.strerror or error}; reading on from {self.files.store}",
-                file=sys.stderr,
-            )
 
 
 def _version_key(files: Files) -> str:
