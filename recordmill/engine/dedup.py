@@ -48,7 +48,7 @@ class Duplicates:
 def find(run: Run, out: OutputDir, results: list[ChunkResult]) -> Duplicates:
     """The duplicates among this run's staged rows, by the key fields ``--dedup-key`` names."""
     started = time.perf_counter()
-    fields = run.settings.dedup_fields
+    fields = key_fields(run.settings.dedup_key)
     schema = run.declared or check_same_schema({r.schema_task: r.schema for r in results if r.rows})
     check_fields(fields, schema)
     seen: dict[Any, str] = {}
@@ -86,12 +86,20 @@ def find(run: Run, out: OutputDir, results: list[ChunkResult]) -> Duplicates:
 def check_early(run: Run) -> None:
     """Refuse bad key fields before any task runs, where the schema is known by then (declared,
     or the dataset's that the rows are appended to)."""
-    if not run.settings.dedup_key:
+    if run.settings.dedup_key is None:
         return
+    fields = key_fields(run.settings.dedup_key)
+    if not fields:
+        raise ConfigError(f"--dedup-key must name fields, got {run.settings.dedup_key!r}")
     if run.declared is not None:
-        check_fields(run.settings.dedup_fields, run.declared)
+        check_fields(fields, run.declared)
     elif run.base is not None:
-        check_fields(run.settings.dedup_fields, manifest_file.arrow_schema(run.base))
+        check_fields(fields, manifest_file.arrow_schema(run.base))
+
+
+def key_fields(dedup_key: str | None) -> list[str]:
+    """The fields ``--dedup-key`` names."""
+    return [f.strip() for f in (dedup_key or "").split(",") if f.strip()]
 
 
 def check_fields(fields: list[str], schema: pa.Schema) -> None:

@@ -22,6 +22,10 @@ from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
 from recordmill.errors import OutputError, writing
 
+# What a --resume that finds another run's complete output can do instead.
+WRITE_AGAIN = "pass --overwrite (without --resume) to write it again"
+APPEND_AGAIN = "drop --resume to append it"
+
 
 class OutputDir:
     """``with OutputDir(settings, path) as out:`` locks the output and gives ``out.staging`` (an
@@ -182,14 +186,9 @@ class OutputDir:
         changed = records.describe_changes(records.run_record(self.finished), record)
         if changed:
             where = self.staging if self.staged else self.final
-            again = (
-                "drop --resume to append it"
-                if self.append
-                else "pass --overwrite (without --resume) to write it again"
-            )
             raise OutputError(
                 f"cannot --resume: {where} holds the complete output of another run ({changed}); "
-                f"run it as before, or {again}"
+                f"run it as before, or {APPEND_AGAIN if self.append else WRITE_AGAIN}"
             )
 
     # --- the commit ---------------------------------------------------------------------------

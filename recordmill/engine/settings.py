@@ -24,6 +24,15 @@ POLICIES = ("fail", "skip")
 # tfrecord plugins'): still accepted, with a note, until the next release.
 OLD_POLICY_NAMES = ("on_bad_row", "on_bad_file", "on_bad_record")
 OLD_PLUGIN_POLICY_NAMES = ("on_bad_file", "on_bad_record")  # a plugin may still define these
+FORMAT_HELP = "the partition files' format (default: parquet; with --append, the dataset's)"
+APPEND_HELP = (
+    "add the rows after the dataset's, as its next version (a folder that is not a dataset gets "
+    "version 1)"
+)
+DEDUP_HELP = (
+    "reject a row whose key (FIELD[,FIELD...]) is already in the dataset (any version) or earlier "
+    "in this run, as a duplicate"
+)
 
 
 def _flag(*names: str, identity: bool = False, **argparse_kwargs: Any) -> dict[str, Any]:
@@ -57,13 +66,7 @@ class WriteSettings:
     )
     # None until known: parquet and auto, or with --append the dataset's (see engine/append.py).
     format: str | None = field(
-        default=None,
-        metadata=_flag(
-            "--format",
-            identity=True,
-            choices=FORMATS,
-            help="the partition files' format (default: parquet; with --append, the dataset's)",
-        ),
+        default=None, metadata=_flag("--format", identity=True, choices=FORMATS, help=FORMAT_HELP)
     )
     compression: str | None = field(
         default=None,
@@ -105,23 +108,11 @@ class WriteSettings:
     )
     append: bool = field(
         default=False,
-        metadata=_flag(
-            "--append",
-            identity=True,
-            action="store_true",
-            help="add the rows after the dataset's, as its next version (a folder that is not "
-            "a dataset gets version 1)",
-        ),
+        metadata=_flag("--append", identity=True, action="store_true", help=APPEND_HELP),
     )
     dedup_key: str | None = field(
         default=None,
-        metadata=_flag(
-            "--dedup-key",
-            identity=True,
-            metavar="FIELD[,FIELD...]",
-            help="reject a row whose key is already in the dataset (any version) or earlier in "
-            "this run, as a duplicate",
-        ),
+        metadata=_flag("--dedup-key", identity=True, metavar="FIELD[,...]", help=DEDUP_HELP),
     )
     resume: bool = field(
         default=False,
@@ -199,8 +190,6 @@ class WriteSettings:
         if not self.append:  # with --append, the dataset's (engine/append.py)
             object.__setattr__(self, "format", self.format or "parquet")
             object.__setattr__(self, "compression", self.compression or "auto")
-        if self.dedup_key is not None and not self.dedup_fields:
-            raise ConfigError(f"--dedup-key must name fields, got {self.dedup_key!r}")
         if self.partitions < 1:
             raise ConfigError(f"--partitions must be at least 1, got {self.partitions}")
         if self.workers is not None and self.workers < 1:
@@ -223,10 +212,6 @@ class WriteSettings:
             raise ConfigError(f"--row-group-size must be at least 1, got {self.row_group_size}")
         if self.max_rejects is not None and self.max_rejects < 0:
             raise ConfigError(f"--max-rejects must be at least 0, got {self.max_rejects}")
-
-    @property
-    def dedup_fields(self) -> list[str]:
-        return [f.strip() for f in (self.dedup_key or "").split(",") if f.strip()]
 
     @property
     def worker_count(self) -> int:
