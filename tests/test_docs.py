@@ -120,7 +120,7 @@ def set_up_commands() -> list[str]:
 def test_the_readme_has_exactly_two_set_up_commands_and_ci_runs_the_second():
     first, second = set_up_commands()
     assert first.startswith("pip install -e . && ")
-    assert second == 'pip install -e ".[test]" && python -m pytest -q'
+    assert second == 'pip install -e ".[test]" && python -m pytest -q -n auto'
     ci_picks = [line for line in README.read_text().splitlines() if CI_TEST_COMMAND.match(line)]
     assert ci_picks[:1] == [second], "grep -m1 in .ci/run would take another line"
 

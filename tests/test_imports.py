@@ -44,10 +44,14 @@ def layer(name: str) -> str | None:
 
 @functools.cache  # reachable() asks again and again: each module parsed once
 def imports(name: str) -> frozenset[str]:
-    """What a module imports, anywhere in it: modules of recordmill by name, others by their
-    top-level package."""
+    """What a module imports, anywhere in it but under ``if TYPE_CHECKING:``: modules of
+    recordmill by name, others by their top-level package."""
     found = set()
-    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+    tree = ast.parse(MODULES[name].read_text())
+    for block in ast.walk(tree):  # `if TYPE_CHECKING:` imports are for annotations only
+        if isinstance(block, ast.If) and ast.unparse(block.test).endswith("TYPE_CHECKING"):
+            block.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:

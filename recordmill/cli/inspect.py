@@ -1,4 +1,5 @@
-"""The commands that look at a written dataset: ``info``, ``head``, ``rejects``, ``verify``."""
+"""The commands that look at a written dataset: ``info``, ``history``, ``head``, ``rejects``,
+``verify``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from recordmill.dataset import versions
+from recordmill.dataset.manifest import read as read_manifest
 from recordmill.dataset.rejects import read as read_rejects
 from recordmill.errors import counted
 from recordmill.executors.progress import human_size
@@ -25,6 +28,12 @@ def info_main(args: argparse.Namespace) -> int:
         f"{args.path}: {counted(m['total_rows'], 'row')} in {len(m['partitions'])} {m['format']} "
         f"partition{'s' if len(m['partitions']) != 1 else ''}"
     )
+    version = versions.current(m)
+    if version > 1:
+        appends = f"{version - 1} append{'s' if version > 2 else ''}"
+        print(f"version {version}: a write and {appends} (recordmill history {args.path})")
+    else:
+        print("version 1")
     print(
         f"created {m.get('created', '?')} by recordmill {m['versions']['recordmill']}, "
         f"pyarrow {m['versions']['pyarrow']}, python {m['versions'].get('python', '?')}"
@@ -45,6 +54,29 @@ def info_main(args: argparse.Namespace) -> int:
     if rejects:
         print(f"rejects: {rejects:,}, listed in {m['rejects']['file']} (recordmill rejects PATH)")
     return 0
+
+
+def history_main(args: argparse.Namespace) -> int:
+    manifest = read_manifest(args.path)
+    if args.json:
+        print(json.dumps(versions.history(manifest), indent=2))
+        return 0
+    for entry in versions.history(manifest):
+        print(_history_line(entry))
+    return 0
+
+
+def _history_line(entry: dict[str, Any]) -> str:
+    """One version: number, time, rows and partitions added, rejects, plugin and options."""
+    plugin = entry.get("plugin") or {}
+    options = ", ".join(f"{k}={v!r}" for k, v in (plugin.get("options") or {}).items())
+    rejected = entry["rejects"]["count"]
+    return (
+        f"version {entry['version']}  {entry.get('created') or '?'}  +{entry['rows']:,} rows  "
+        f"{entry['partitions']} partition{'s' if entry['partitions'] != 1 else ''}"
+        + (f"  {rejected:,} rejected" if rejected else "")
+        + f"  plugin {plugin.get('name', '?')}: {options or 'no options'}"
+    )
 
 
 def rejects_main(args: argparse.Namespace) -> int:
@@ -87,13 +119,19 @@ def verify_main(args: argparse.Namespace) -> int:
 
 
 def add_parsers(commands: Any) -> None:
-    """``info``, ``rejects``, ``head`` and ``verify``."""
+    """``info``, ``history``, ``rejects``, ``head`` and ``verify``."""
     info = commands.add_parser(
         "info", help="what a dataset holds: schema, rows, partitions, plugin"
     )
     info.add_argument("path")
     info.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     info.set_defaults(func=info_main)
+    history = commands.add_parser(
+        "history", help="a dataset's versions, one line each: time, rows added, plugin, options"
+    )
+    history.add_argument("path")
+    history.add_argument("--json", action="store_true", help="print the history as JSON")
+    history.set_defaults(func=history_main)
     listed = commands.add_parser(
         "rejects", help="print a dataset's rejected inputs, one JSON object a line"
     )

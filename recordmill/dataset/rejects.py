@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from recordmill.dataset import layout
+from recordmill.dataset import layout, versions
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
 from recordmill.errors import SKIP_HINT, InputError, OutputError, RecordmillError, counted
@@ -55,10 +55,14 @@ def bad_input(options: Any, source: str, reason: str, *, skipped: str = "") -> R
     raise InputError(f"{reason} {SKIP_HINT}")
 
 
-def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: str) -> str:
-    """Write the rejects file into ``folder``; returns its name."""
+def write(
+    folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: str, version: int = 1
+) -> str:
+    """Write the rejects file of a dataset version into ``folder``; returns its name. (Each
+    version that rejected inputs has its own: an append never rewrites a file a reader of an
+    earlier version may read.)"""
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects)
-    name = layout.rejects_file(fmt)
+    name = layout.rejects_file(fmt, version)
     folder.write_bytes(name, manifest_file.empty_file(schema, fmt, {REJECTS_KEY: lines.encode()}))
     return name
 
@@ -66,13 +70,14 @@ def write(folder: Store, rejects: list[dict[str, Any]], schema: pa.Schema, fmt: 
 def read(
     dataset: str | os.PathLike[str] | Store, manifest: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """The rejects of a written dataset (a path, a URI or a Store), in task order; give its
-    ``manifest`` when it was read already."""
+    """The rejects of a written dataset (a path, a URI or a Store), version by version, each in
+    task order; give its ``manifest`` when it was read already."""
     store = dataset if isinstance(dataset, Store) else Store.at(dataset)
     manifest = manifest or manifest_file.load(store)
-    name = (manifest.get("rejects") or {}).get("file")
-    if not name:
-        return []
+    return [r for name in versions.rejects_files(manifest) for r in _read(store, name, manifest)]
+
+
+def _read(store: Store, name: str, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         with store.fs.open_input_stream(store.path(name)) as f:
             data = f.read()

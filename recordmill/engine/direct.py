@@ -73,6 +73,7 @@ class DirectJob:
     staging: Store
     settings: WriteSettings
     row_group_size: int
+    version: int = 1  # the dataset version it belongs to: its file's name says it
 
 
 def plan(counts: Sequence[int], partitions: int) -> list[tuple[int, int, tuple[Segment, ...]]]:
@@ -173,6 +174,8 @@ def announced_rows(run: Run) -> list[int] | None:
     settings = run.settings
     if settings.shuffle or run.declared is None or settings.on_bad_input != "fail":
         return None
+    if settings.dedup_key:
+        return None  # duplicates are found among the staged rows (dedup.py), then left out
     if run.tasks > CHUNKS:
         return None  # tasks too many to run one by one: the staged path runs them in chunks
     counts = []
@@ -196,7 +199,7 @@ def write_direct(
             f"plugin {run.plugin.name} announced no rows in any of its {run.tasks} tasks"
         )
     schema = run.declared
-    rg_size = run.settings.row_group_size or default_group_size(
+    rg_size = run.row_group_size or default_group_size(
         run.plugin.ref, run.options, schema, out.staging, run.settings, counts
     )
     jobs = [
@@ -212,6 +215,7 @@ def write_direct(
             out.staging,
             run.settings,
             rg_size,
+            run.version,
         )
         for index, (lo, hi, segments) in enumerate(plan(counts, run.settings.partitions))
     ]

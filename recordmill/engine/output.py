@@ -18,10 +18,14 @@ from typing import Any
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
-from recordmill.engine import commit, records
+from recordmill.engine import append, commit, records
 from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
 from recordmill.errors import LeaseLost, OutputError, writing
+
+# What a --resume that finds another run's complete output can do instead.
+WRITE_AGAIN = "pass --overwrite (without --resume) to write it again"
+APPEND_AGAIN = "drop --resume to append it"
 
 
 class OutputDir:
@@ -39,6 +43,7 @@ class OutputDir:
         self.final = Store.at(path, fsync=settings.fsync)
         self.overwrite = settings.overwrite
         self.resume = settings.resume
+        self.append = settings.append
         self._writing = False
         self.staging = self.final.sibling(layout.staging_folder(self.final.name))
         self._old = self.final.sibling(layout.old_folder(self.final.name))
@@ -62,8 +67,7 @@ class OutputDir:
             return "empty"
         if manifest_file.find(self.final) is not None or layout.OLD_MANIFEST in names:
             return "dataset"
-        ours = layout.PARTITION.match
-        if all(ours(n) or n.split(".")[0] == layout.REJECTS_STEM for n in names):
+        if all(layout.PARTITION.match(n) or layout.REJECTS.match(n) for n in names):
             return "leftover"
         return "other"
 
@@ -78,7 +82,7 @@ class OutputDir:
                 f"dataset: no {layout.manifest_file('parquet')}); recordmill never replaces it, "
                 "even with --overwrite: choose another output, or empty or remove it yourself"
             )
-        if state == "dataset" and not self.overwrite:
+        if state == "dataset" and not (self.overwrite or self.append):
             if self.resume:
                 raise OutputError(
                     f"output {self.final} already holds a dataset; the interrupted run replaces "
@@ -158,9 +162,10 @@ class OutputDir:
                 return self.staging
             if not self.overwrite:
                 what = "a complete dataset that was not published yet" if staged else "its work"
+                over = f"delete {self.staging}" if self.append else "pass --overwrite"
                 raise OutputError(
                     f"an interrupted run left {self.staging} ({what}); pass --resume to finish "
-                    "it (only its unfinished tasks run again) or --overwrite to start over"
+                    f"it (only its unfinished tasks run again) or {over} to start over"
                 )
             self._check_final()
             if self._state() == "leftover":  # a commit cut short: its half-published files too
@@ -192,7 +197,7 @@ class OutputDir:
             where = self.staging if self.staged else self.final
             raise OutputError(
                 f"cannot --resume: {where} holds the complete output of another run ({changed}); "
-                "run it as before, or pass --overwrite (without --resume) to write it again"
+                f"run it as before, or {APPEND_AGAIN if self.append else WRITE_AGAIN}"
             )
 
     # --- the commit ---------------------------------------------------------------------------
@@ -212,14 +217,26 @@ class OutputDir:
             self.staging.delete_tree()  # object storage: killed right after it published
             return
         self._check_final()
+        appending = self.append and append.is_append(manifest, name)
+        if appending:
+            append.check_base(self.staging, self.final, manifest, name)
         commit.clean(self.staging)
         self._lock.check()
-        if self.final.local:
-            commit.publish_local(self.staging, self.final, self._old)
-        else:
-            commit.publish_object_store(self.staging, self.final, name, manifest)
+        _publish(self.staging, self.final, self._old, name, manifest, appending)
 
     def abort(self) -> None:
         # A run that lost its lease deletes nothing: the staging folder is the other run's.
         with contextlib.suppress(LeaseLost):
             self.staging.delete_tree()
+
+
+def _publish(
+    staging: Store, final: Store, old: Store, name: str, manifest: bytes, appending: bool
+) -> None:
+    """The last steps: locally one rename; on object storage the files, then the manifest."""
+    if final.local:
+        commit.publish_local(staging, final, old)
+    elif appending:
+        append.publish_object_store(staging, final, name, manifest)
+    else:
+        commit.publish_object_store(staging, final, name, manifest)

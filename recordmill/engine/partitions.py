@@ -56,7 +56,8 @@ class PartitionJob:
     fragments: tuple[tuple[int, tuple[int, ...]], ...]
     start: int
     stop: int
-    order: np.ndarray | None = None  # global row numbers, with --shuffle
+    order: np.ndarray | None = None  # global row numbers, with --shuffle or --dedup-key
+    version: int = 1  # the dataset version it belongs to: its file's name says it
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
     """Write partition ``job.index`` of ``job.count`` from ``chunks`` (Arrow batches or tables
     holding its rows in order) in row groups of ``job.row_group_size``, its checksum computed
     on the way; then the record that marks it done."""
-    name = layout.partition_file(job.index, job.count, job.settings.format)
+    name = layout.partition_file(job.index, job.count, job.settings.format, job.version)
     staging = job.staging
     with writing(staging.path(name)):
         sink = HashingSink(staging.output(name))
@@ -144,7 +145,7 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
 
 def finished_partition(staging: Store, job: PartitionJob) -> PartitionInfo | None:
     """The info of a partition an interrupted run finished (file and record both there)."""
-    name = layout.partition_file(job.index, job.count, job.settings.format)
+    name = layout.partition_file(job.index, job.count, job.settings.format, job.version)
     record = layout.partition_record_file(name)
     if not (staging.is_file(record) and staging.is_file(name)):
         return None
@@ -179,17 +180,20 @@ class Written:
 
 
 def write_partitions(
-    run: Run, out: OutputDir, runner: Executor, results: list[ChunkResult]
+    run: Run,
+    out: OutputDir,
+    runner: Executor,
+    results: list[ChunkResult],
+    keep: np.ndarray | None = None,
 ) -> tuple[Written, float]:
     """Phase 3: the partitions not written yet, from the fragments, deleting each fragment once
-    no partition needs it; and the seconds it took."""
+    no partition needs it; and the seconds it took. ``keep``: the global rows to write (the
+    others are duplicates, see dedup.py); all of them when None."""
     started = time.perf_counter()
     schema = run.declared or check_same_schema({r.schema_task: r.schema for r in results if r.rows})
-    total = sum(r.rows for r in results)
-    rg_size = run.settings.row_group_size or default_row_group_size(
-        total, sum(r.nbytes for r in results)
-    )
-    jobs = _partition_jobs(results, out.staging, schema, run.settings, rg_size)
+    total = sum(r.rows for r in results) if keep is None else len(keep)
+    rg_size = run.row_group_size or default_row_group_size(total, sum(r.nbytes for r in results))
+    jobs = _partition_jobs(results, out.staging, schema, run, rg_size, keep)
     finished, todo = unfinished(out, jobs)
     cleaner = _fragment_cleaner(jobs, out.staging, set(finished))
     written_now = runner.run(
@@ -219,12 +223,16 @@ def _partition_jobs(
     results: list[ChunkResult],
     staging: Store,
     schema: pa.Schema,
-    settings: WriteSettings,
+    run: Run,
     row_group_size: int,
+    keep: np.ndarray | None,
 ) -> list[PartitionJob]:
-    total = sum(r.rows for r in results)
+    settings = run.settings
+    total = sum(r.rows for r in results) if keep is None else len(keep)
     fragments = tuple((r.first, tuple(r.batch_rows)) for r in results if r.rows)
     order = np.random.default_rng(settings.seed).permutation(total) if settings.shuffle else None
+    if keep is not None:  # the rows kept, in order or shuffled among themselves
+        order = keep if order is None else keep[order]
     return [
         PartitionJob(
             index=p,
@@ -237,6 +245,7 @@ def _partition_jobs(
             start=start,
             stop=stop,
             order=None if order is None else order[start:stop],
+            version=run.version,
         )
         for p, (start, stop) in enumerate(bounds(total, settings.partitions))
     ]

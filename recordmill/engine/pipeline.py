@@ -8,6 +8,9 @@
 3. :func:`~recordmill.engine.partitions.write_partitions`: the fragments into P balanced files;
 4. :func:`publish`: the rejects and the manifest, and the commit (``commit.py``).
 
+With ``--append`` the run adds a version to the dataset at the output (``append.py``); with
+``--dedup-key``, duplicates are found between phases 2 and 3 (``dedup.py``).
+
 The engine knows nothing of argparse; the CLI turns flags into a call to :func:`write`.
 """
 
@@ -22,8 +25,10 @@ from types import ModuleType
 from typing import Any
 
 from recordmill import executors
-from recordmill.dataset import layout, rejects
+from recordmill.dataset import layout, rejects, versions
 from recordmill.dataset import manifest as manifest_file
+from recordmill.dataset.schema import check_same_schema
+from recordmill.engine import append, dedup
 from recordmill.engine.commit import step
 from recordmill.engine.direct import announced_rows, write_direct
 from recordmill.engine.output import OutputDir
@@ -51,26 +56,43 @@ class Summary:
     seconds: float
     manifest: dict[str, Any] = field(repr=False)
     phases: dict[str, float] = field(repr=False)
+    # The version written (rows, partitions and bytes are its own), the rows it rejected as
+    # duplicates (--dedup-key), and the version of the dataset an --overwrite replaced.
+    version: int = 1
+    duplicates: int = 0
+    replaced: int | None = None
 
     def line(self) -> str:
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
-        rejected = self.manifest["rejects"]["count"]
+        rejected = versions.latest_run(self.manifest)["rejects"]["count"]
+        duplicates = f" ({self.duplicates:,} duplicates)" if self.duplicates else ""
         skipped = (
-            f"; {counted(rejected, 'input')} rejected, listed by: recordmill rejects {self.output}"
+            f"; {counted(rejected, 'input')} rejected{duplicates}, listed by: recordmill "
+            f"rejects {self.output}"
             if rejected
             else ""
         )
+        verb, where = "wrote", ""
+        if self.version > 1:
+            verb = "appended"
+            where = f" as version {self.version} ({self.manifest['total_rows']:,} rows in all)"
+        replaced = (
+            f"; version 1 of a new history (it replaced version {self.replaced})"
+            if self.replaced is not None
+            else ""
+        )
         return (
-            f"recordmill: wrote {counted(self.rows, 'row')} in "
+            f"recordmill: {verb} {counted(self.rows, 'row')} in "
             f"{counted(self.partitions, 'partition')}{self._empty()} "
-            f"({human_size(self.bytes)}, {self.manifest['format']}) to {self.output} "
-            f"in {self.seconds:.1f} s ({phases}){skipped}"
+            f"({human_size(self.bytes)}, {self.manifest['format']}) to {self.output}{where} "
+            f"in {self.seconds:.1f} s ({phases}){skipped}{replaced}"
         )
 
     def _empty(self) -> str:
         """Partitions left empty because there were fewer rows than --partitions: said, as an
         output of mostly empty files is rarely what was meant."""
-        empty = sum(1 for p in self.manifest["partitions"] if not p["rows"])
+        own = [p for p in self.manifest["partitions"] if p.get("version", 1) == self.version]
+        empty = sum(1 for p in own if not p["rows"])
         if not empty:
             return ""
         return (
@@ -126,6 +148,14 @@ def run_write(
     # Checked before the output is touched: a mistake there must not cost an interrupted run.
     executor_options = executors.options_of(run.settings)
     with OutputDir(run.settings, output) as out:
+        try:  # under the lock: the dataset it appends to, if any
+            run = append.prepare(run, out)
+            dedup.check_early(run)
+        except BaseException:
+            if not out.resumed:
+                out.abort()  # a new, empty staging folder: nothing to keep
+            raise
+        replaced = append.replaced_version(run, out)
         if out.finished is not None:
             return _already_written(run, out, started)
         check_run(out.staging, run, out.resumed)
@@ -136,25 +166,21 @@ def run_write(
             options=executor_options,
         ) as runner:
             runner.check(run.plugin, out.staging)
-            counts = announced_rows(run)
-            if counts is None:
-                results, tasks_seconds = run_tasks(run, out, runner)
-                step("tasks-done")
-                written, partitions_seconds = write_partitions(run, out, runner, results)
-                phases = {"tasks": tasks_seconds, "partitions": partitions_seconds}
-            else:
-                results, written, seconds = write_direct(run, out, runner, counts)
-                phases = {"rows straight to partitions": seconds}
+            results, written, phases, found = _write_rows(run, out, runner)
             step("partitions-done")
-        manifest = publish(run, out, results, written)
+        manifest = publish(run, out, results, written, found)
+    own = versions.latest_run(manifest)
     return Summary(
         str(out.final),
-        manifest["total_rows"],
-        run.settings.partitions,
+        own["rows"],
+        own["partitions"],
         sum(p.bytes for p in written.infos),
         time.perf_counter() - started,
         manifest,
         phases=phases,
+        version=run.version,
+        duplicates=0 if found is None else len(found.rejects),
+        replaced=replaced,
     )
 
 
@@ -170,18 +196,50 @@ def _option_names(plugin: Any, values: Mapping[str, Any]) -> list[str]:
         return []
 
 
+def _write_rows(
+    run: Run, out: OutputDir, runner: executors.Executor
+) -> tuple[list[ChunkResult], Written, dict[str, float], dedup.Duplicates | None]:
+    """Phases 2 and 3 (or both in one, written straight from the rows), with what dedup.py
+    found between them."""
+    counts = announced_rows(run)
+    if counts is not None:
+        results, written, seconds = write_direct(run, out, runner, counts)
+        return results, written, {"rows straight to partitions": seconds}, None
+    results, tasks_seconds = run_tasks(run, out, runner)
+    step("tasks-done")
+    if run.base is not None and run.declared is None:
+        inferred = check_same_schema({r.schema_task: r.schema for r in results if r.rows})
+        append.check_schema(inferred, run.base, "inferred")
+    phases = {"tasks": tasks_seconds}
+    found = None
+    if run.settings.dedup_key:
+        found = dedup.find(run, out, results)
+        phases["duplicates"] = found.seconds
+    keep = None if found is None else found.keep
+    written, phases["partitions"] = write_partitions(run, out, runner, results, keep)
+    return results, written, phases, found
+
+
 def publish(
-    run: Run, out: OutputDir, results: list[ChunkResult], written: Written
+    run: Run,
+    out: OutputDir,
+    results: list[ChunkResult],
+    written: Written,
+    found: dedup.Duplicates | None = None,
 ) -> dict[str, Any]:
     """Phase 4: the rejects, then the manifest, and the staging folder becomes the output."""
-    fmt = run.settings.format
-    rejected = [rejects.as_record(t, j) for r in results for t, j in r.rejects]
-    manifest = manifest_file.build(
+    fmt, version = run.settings.format, run.version
+    rejected = _rejects(results, found, version)
+    task_rows = [run for r in results for run in r.task_rows] if found is None else found.task_rows
+    own = manifest_file.build(
         fmt=fmt,
         schema=written.schema,
         partitions=[vars(i) for i in written.infos],
-        tasks=manifest_file.task_entries([run for r in results for run in r.task_rows]),
-        rejects={"count": len(rejected), "file": layout.rejects_file(fmt) if rejected else None},
+        tasks=manifest_file.task_entries(task_rows),
+        rejects={
+            "count": len(rejected),
+            "file": layout.rejects_file(fmt, version) if rejected else None,
+        },
         plugin={
             "name": run.plugin.name,
             "source": run.plugin.ref.source,
@@ -191,11 +249,26 @@ def publish(
         settings={**run.settings.identity(), "row_group_size": written.row_group_size},
         run=record_of(run),  # the settings as given: what a --resume compares
     )
+    manifest = versions.first(own) if run.base is None else versions.appended(run.base, own)
     with writing(out.staging):
         if rejected:
-            rejects.write(out.staging, rejected, written.schema, fmt)
+            rejects.write(out.staging, rejected, written.schema, fmt, version)
+        if run.base is not None and out.final.local:  # the whole new version, in one folder
+            append.link_base(out.staging, out.final, run.base)
         out.commit(layout.manifest_file(fmt), manifest_file.to_bytes(manifest, written.schema))
     return manifest
+
+
+def _rejects(
+    results: list[ChunkResult], found: dedup.Duplicates | None, version: int
+) -> list[dict[str, Any]]:
+    """The run's rejects, in task order (a task's duplicates after its plugin's rejects); an
+    appended version's say which version they belong to."""
+    rejected = [(t, j) for r in results for t, j in r.rejects]
+    if found is not None:
+        rejected = sorted(rejected + found.rejects, key=lambda tj: tj[0])  # stable
+    tag = {} if version == 1 else {"version": version}
+    return [{**rejects.as_record(t, j), **tag} for t, j in rejected]
 
 
 def _already_written(run: Run, out: OutputDir, started: float) -> Summary:
@@ -206,14 +279,17 @@ def _already_written(run: Run, out: OutputDir, started: float) -> Summary:
         with writing(out.staging):
             out.publish()
     manifest = out.finished
+    version = versions.current(manifest)
+    own = [p for p in manifest["partitions"] if versions.version_of(p) == version]
     return Summary(
         str(out.final),
-        manifest["total_rows"],
-        len(manifest["partitions"]),
-        sum(p["bytes"] for p in manifest["partitions"]),
+        sum(p["rows"] for p in own),
+        len(own),
+        sum(p["bytes"] for p in own),
         time.perf_counter() - started,
         manifest,
         phases={"published what was written" if out.staged else "already written": 0.0},
+        version=version,
     )
 
 

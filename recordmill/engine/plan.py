@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from recordmill.dataset import versions
 from recordmill.dataset.schema import to_arrow_schema
 from recordmill.engine.settings import OLD_PLUGIN_POLICY_NAMES, WriteSettings, old_policy_keys
 from recordmill.errors import PluginError, RecordmillError
@@ -23,13 +24,27 @@ from recordmill.plugin.options import Options, option_dests, plugin_options
 @dataclass(frozen=True)
 class Run:
     """What a write does: the plugin and its options, the settings, the number of tasks and the
-    declared schema (None: inferred from the rows)."""
+    declared schema (None: inferred from the rows); with ``--append``, the manifest of the
+    dataset it appends to (see engine/append.py)."""
 
     plugin: DatasetPlugin
     options: Options
     settings: WriteSettings
     tasks: int
     declared: pa.Schema | None
+    base: dict[str, Any] | None = None
+
+    @property
+    def version(self) -> int:
+        """The dataset version this run writes."""
+        return 1 if self.base is None else versions.current(self.base) + 1
+
+    @property
+    def row_group_size(self) -> int | None:
+        """The rows per row group asked for: the settings', or an appended dataset's own."""
+        if self.base is not None:
+            return (self.base.get("settings") or {}).get("row_group_size")
+        return self.settings.row_group_size
 
 
 def plan(

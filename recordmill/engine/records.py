@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from recordmill.dataset import layout
-from recordmill.dataset import manifest as manifest_file
+from recordmill.dataset import layout, versions
 from recordmill.dataset.rejects import Reject
 from recordmill.dataset.storage import Store
 from recordmill.engine.commit import step
@@ -133,7 +132,7 @@ def run_record(manifest: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
     return {
         "plugin": manifest["plugin"]["name"],
         "options": manifest["plugin"].get("options") or {},
-        "task_number": manifest_file.task_totals(manifest)[0],
+        "task_number": versions.latest_run(manifest)["tasks"],  # its own, not every version's
         "settings": settings,
     }
 

@@ -24,12 +24,44 @@ POLICIES = ("fail", "skip")
 # tfrecord plugins'): still accepted, with a note, until the next release.
 OLD_POLICY_NAMES = ("on_bad_row", "on_bad_file", "on_bad_record")
 OLD_PLUGIN_POLICY_NAMES = ("on_bad_file", "on_bad_record")  # a plugin may still define these
+FORMAT_HELP = "the partition files' format (default: parquet; with --append, the dataset's)"
+APPEND_HELP = (
+    "add the rows after the dataset's, as its next version (a folder that is not a dataset gets "
+    "version 1)"
+)
+DEDUP_HELP = (
+    "reject a row whose key (FIELD[,FIELD...]) is already in the dataset (any version) or earlier "
+    "in this run, as a duplicate"
+)
 
 
 def _flag(*names: str, identity: bool = False, **argparse_kwargs: Any) -> dict[str, Any]:
     """A field's flag; ``identity``: the setting makes the output what it is (see
     :meth:`WriteSettings.identity`)."""
     return {"flags": names, "argparse": argparse_kwargs, "identity": identity}
+
+
+WORKERS_HELP = (
+    "worker processes (default: the number of cores); 0 runs the tasks in this process, one "
+    "after the other, to debug a plugin: breakpoint() and pdb work, and a crash is not retried"
+)
+COMPRESSION_HELP = (
+    "auto: zstd, except bytes and tensor columns (usually JPEG/PNG already) and Arrow files, "
+    "which stay uncompressed (default: auto; with --append, the dataset's)"
+)
+ROW_GROUP_HELP = (
+    "rows per Parquet row group / Arrow record batch (default: about 1 MB of rows of 1 KB and "
+    "more, up to 64 MB of smaller rows)"
+)
+FSYNC_HELP = (
+    "trade safety for speed: publish the output without flushing its files to the disk first; "
+    "a power cut or a system crash soon after the run can lose it (and, with --overwrite, the "
+    "dataset it replaced). For scratch outputs"
+)
+TIMEOUT_HELP = (
+    "stop a task (or partition) running longer than this and run it again on a fresh worker, "
+    "as when its worker dies (default: no limit; recordmill's own process pool only)"
+)
 
 
 @dataclass(frozen=True)
@@ -52,22 +84,20 @@ class WriteSettings:
             "--workers",
             "--mindrecord_workers",
             type=int,
-            help="worker processes (default: the number of cores); 0 runs the tasks in this "
-            "process, one after the other, to debug a plugin: breakpoint() and pdb work, and a "
-            "crash is not retried",
+            help=WORKERS_HELP,
         ),
     )
-    format: str = field(
-        default="parquet", metadata=_flag("--format", identity=True, choices=FORMATS)
+    # None until known: parquet and auto, or with --append the dataset's (see engine/append.py).
+    format: str | None = field(
+        default=None, metadata=_flag("--format", identity=True, choices=FORMATS, help=FORMAT_HELP)
     )
-    compression: str = field(
-        default="auto",
+    compression: str | None = field(
+        default=None,
         metadata=_flag(
             "--compression",
             identity=True,
             choices=COMPRESSIONS,
-            help="auto: zstd, except bytes and tensor columns (usually JPEG/PNG already) and "
-            "Arrow files, which stay uncompressed",
+            help=COMPRESSION_HELP,
         ),
     )
     row_group_size: int | None = field(
@@ -76,8 +106,7 @@ class WriteSettings:
             "--row-group-size",
             identity=True,
             type=int,
-            help="rows per Parquet row group / Arrow record batch (default: about 1 MB of rows "
-            "of 1 KB and more, up to 64 MB of smaller rows)",
+            help=ROW_GROUP_HELP,
         ),
     )
     shuffle: bool = field(
@@ -98,6 +127,14 @@ class WriteSettings:
             "--overwrite", action="store_true", help="replace an existing output dataset"
         ),
     )
+    append: bool = field(
+        default=False,
+        metadata=_flag("--append", identity=True, action="store_true", help=APPEND_HELP),
+    )
+    dedup_key: str | None = field(
+        default=None,
+        metadata=_flag("--dedup-key", identity=True, metavar="FIELD[,...]", help=DEDUP_HELP),
+    )
     resume: bool = field(
         default=False,
         metadata=_flag(
@@ -111,9 +148,7 @@ class WriteSettings:
         metadata=_flag(
             "--no-fsync",
             action="store_false",
-            help="trade safety for speed: publish the output without flushing its files to the "
-            "disk first; a power cut or a system crash soon after the run can lose it (and, "
-            "with --overwrite, the dataset it replaced). For scratch outputs",
+            help=FSYNC_HELP,
         ),
     )
     retries: int = field(
@@ -130,9 +165,7 @@ class WriteSettings:
             "--task-timeout",
             type=float,
             metavar="SECONDS",
-            help="stop a task (or partition) running longer than this and run it again on a "
-            "fresh worker, as when its worker dies (default: no limit; recordmill's own process "
-            "pool only)",
+            help=TIMEOUT_HELP,
         ),
     )
     retries_on_error: bool = field(
@@ -177,23 +210,19 @@ class WriteSettings:
     def __post_init__(self) -> None:
         if self.executor_options is None:  # as from write(..., executor_options=None)
             object.__setattr__(self, "executor_options", {})
+        if self.append and self.overwrite:
+            raise ConfigError(
+                "--append adds a version to a dataset and --overwrite replaces it: give one of them"
+            )
+        if not self.append:  # with --append, the dataset's (engine/append.py)
+            object.__setattr__(self, "format", self.format or "parquet")
+            object.__setattr__(self, "compression", self.compression or "auto")
         if self.partitions < 1:
             raise ConfigError(f"--partitions must be at least 1, got {self.partitions}")
-        if self.workers is not None and self.workers < 0:
-            raise ConfigError(f"--workers must be 0 (in this process) or more, got {self.workers}")
-        if self.workers == 0 and self.executor != "process":
-            raise ConfigError(
-                f"--workers 0 runs the tasks in this process; --executor {self.executor} runs "
-                "them in its own workers: give --workers 1 or more, or leave out --executor"
-            )
-        if self.workers == 0 and self.task_timeout is not None:
-            raise ConfigError(
-                "--task-timeout has no effect with --workers 0: a task in this process cannot "
-                "be stopped and run again"
-            )
-        if self.format not in FORMATS:
+        _check_workers(self)
+        if self.format is not None and self.format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
-        if self.compression not in COMPRESSIONS:
+        if self.compression is not None and self.compression not in COMPRESSIONS:
             raise ConfigError(
                 f"--compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
             )
@@ -227,7 +256,25 @@ class WriteSettings:
         }
         if not self.shuffle:
             found["seed"] = None  # the seed changes nothing without --shuffle
+        for key in ("append", "dedup_key"):  # left out unless given: as runs before them were
+            if not found[key]:
+                del found[key]
         return found
+
+
+def _check_workers(settings: WriteSettings) -> None:
+    if settings.workers is not None and settings.workers < 0:
+        raise ConfigError(f"--workers must be 0 (in this process) or more, got {settings.workers}")
+    if settings.workers == 0 and settings.executor != "process":
+        raise ConfigError(
+            f"--workers 0 runs the tasks in this process; --executor {settings.executor} runs "
+            "them in its own workers: give --workers 1 or more, or leave out --executor"
+        )
+    if settings.workers == 0 and settings.task_timeout is not None:
+        raise ConfigError(
+            "--task-timeout has no effect with --workers 0: a task in this process cannot "
+            "be stopped and run again"
+        )
 
 
 # What a Python caller may have meant by a keyword that is not a setting.

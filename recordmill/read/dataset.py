@@ -47,8 +47,13 @@ def open(
     checksums: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | None = None,
+    version: int | None = None,
 ) -> Dataset:
     """Open a dataset written by recordmill: a local path or any pyarrow filesystem URI.
+
+    ``version``: the rows of that version of a dataset that grew by ``--append`` (those of the
+    first ``version`` writes, in order); by default the current one. ``ds.version`` says which
+    version a reader holds: it keeps reading it to the end whatever is appended meanwhile.
 
     ``decode`` maps field names to functions applied to their values when rows are returned as
     Python/numpy (for example ``{"data": recordmill.decode.image}``). ``cache_bytes`` bounds the
@@ -65,7 +70,7 @@ def open(
     :meth:`Dataset.shuffled`). Local Arrow IPC is read where it is.
     """
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
-    files = open_files(store, checksums)
+    files = open_files(store, checksums, version=version)
     cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
     disk = None if cache_dir is None else (os.fspath(cache_dir), cache_limit)
     groups = Groups(files, cache_bytes, read_ahead_bytes, disk)
@@ -99,6 +104,10 @@ class Dataset:
     @property
     def manifest(self) -> dict[str, Any]:
         return self._groups.files.manifest
+
+    @property
+    def version(self) -> int:  # the version this reader reads (recordmill history PATH)
+        return int(self.manifest.get("version", 1))
 
     @property
     def stats(self) -> ReadStats:
@@ -163,7 +172,7 @@ class Dataset:
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         """The given rows (negative indices count from the end), in the given order."""
         rows = self._global(indices)
-        window = self._window_rows(1024)
+        window = self._window(1024)
         batches = [self._gather(rows[lo : lo + window]) for lo in range(0, len(rows), window)]
         return pa.Table.from_batches(batches, schema=self.schema)
 
@@ -204,7 +213,7 @@ class Dataset:
         if shuffle:
             seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
             order = view.shuffled(seed) + view._start
-            window = view._window_rows(batch_size)
+            window = view._window(batch_size)
             for lo in range(0, len(order), window):
                 batch = view._gather(order[lo : lo + window], check=True)
                 yield from _pieces(batch, batch_size, format, view._decode)
@@ -236,7 +245,7 @@ class Dataset:
                 yield from _rows(batch, self._decode)
             return
         rows = self._global(indices)
-        window = self._window_rows(batch_size)
+        window = self._window(batch_size)
         for lo in range(0, len(rows), window):
             gathered = self._gather(rows[lo : lo + window])
             for start in range(0, gathered.num_rows, batch_size):
@@ -244,15 +253,11 @@ class Dataset:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _window_rows(self, batch_size: int) -> int:
+    def _window(self, batch_size: int) -> int:  # rows gathered at once by a shuffle
         return passes.window_rows(self._groups, batch_size, self._row_bytes())
 
     def _row_bytes(self) -> int:
-        """The bytes a row of this view takes decoded, as its first row group holds them."""
-        if self._per_row is None:
-            groups = self._groups.ready()
-            first = groups.group(0, self.schema) if groups.files.groups else None
-            self._per_row = max(1, first.nbytes // first.num_rows) if first else 1
+        self._per_row = self._per_row or passes.row_bytes(self._groups, self.schema)
         return self._per_row
 
     def _groups_in_order(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:

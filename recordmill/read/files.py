@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recordmill.dataset import manifest as manifest_file
+from recordmill.dataset import versions
 from recordmill.dataset.checksum import column_crc32
 from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import RowIndex
@@ -272,11 +273,15 @@ def group_rows(handle: Any) -> list[int]:
     return [handle.get_batch(i).num_rows for i in range(handle.num_record_batches)]
 
 
-def open_files(store: Store, checksums: bool = True, tries: int = 5) -> Files:
-    """The dataset's manifest and (on a local disk) all its files, of one version: were they
-    replaced in between (a run with --overwrite committed), it is tried again."""
-    manifest = manifest_file.load(store)
+def open_files(
+    store: Store, checksums: bool = True, tries: int = 5, version: int | None = None
+) -> Files:
+    """The dataset's manifest and (on a local disk) all its files, of one version (``version``,
+    or the current one): were they replaced in between (a run with --overwrite or --append
+    committed), it is tried again."""
+    latest = manifest_file.load(store)
     for _ in range(tries):
+        manifest = versions.at_version(latest, version, str(store))
         listed = sum(p["rows"] for p in manifest["partitions"])
         if manifest["total_rows"] != listed:
             raise OutputError(
@@ -287,11 +292,11 @@ def open_files(store: Store, checksums: bool = True, tries: int = 5) -> Files:
             files, error = Files(store, manifest, checksums), None
         except OutputError as e:
             files, error = None, e
-        now = manifest_file.load(store) if store.local else manifest
-        if now == manifest:
+        now = manifest_file.load(store) if store.local else latest
+        if now == latest:
             if error is not None:  # the same version: the files are damaged
                 raise error
             assert files is not None
             return files
-        manifest = now
+        latest = now
     raise OutputError(f"{store} was replaced {tries} times while it was opened; open it again")

@@ -58,3 +58,10 @@ def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:
 def _groups_per_part(groups: Groups) -> int:
     assert groups.disk is not None
     return min(len(part.groups) for part in groups.disk.parts) if groups.disk.parts else 1
+
+
+def row_bytes(groups: Groups, schema: pa.Schema) -> int:
+    """The bytes a row takes decoded, as the first row group holds them."""
+    groups = groups.ready()
+    first = groups.group(0, schema) if groups.files.groups else None
+    return max(1, first.nbytes // first.num_rows) if first else 1

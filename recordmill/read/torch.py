@@ -13,7 +13,8 @@ the batches it has handed out; its ``state_dict()`` saved after batch k and give
 the same order, whatever ``num_workers`` is. The order of an epoch is one seeded permutation cut
 into batches (``Sampler`` for a ``MapDataset``; for an ``IterableDataset`` with one rank batch b goes to
 worker ``b % num_workers``, and the DataLoader hands batches out in that order), so it does not
-depend on the number of workers.
+depend on the number of workers. A state is of one version of a dataset that grows (``--append``):
+a loader of another version refuses it.
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ class _Source:
         columns: Sequence[str] | None,
         decode: Mapping[str, Callable[[Any], Any]] | None,
         cache: Mapping[str, Any],
+        version: int | None = None,
     ):
         self.path = os.fspath(path)
+        # The version opened first: a process that receives this pickled opens that one too,
+        # whatever was appended meanwhile.
+        self.version = version
         self.columns = list(columns) if columns is not None else None
         self.decode = dict(decode or {})
         self.cache = {k: v for k, v in cache.items() if v is not None}  # open()'s cache_*
@@ -65,7 +70,8 @@ class _Source:
 
     def dataset(self) -> Dataset:
         if self._dataset is None:
-            ds = open_dataset(self.path, decode=self.decode, **self.cache).warm()
+            ds = open_dataset(self.path, decode=self.decode, version=self.version, **self.cache)
+            self.version = ds.warm().version
             self._dataset = ds.select(self.columns) if self.columns is not None else ds
         return self._dataset
 
@@ -104,10 +110,17 @@ class _Position:
             "seed": self.seed,
             "shuffle": self.shuffle,
             "rows": self._length(),
+            "version": self._version(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         mine = self.state_dict()
+        saved = state.get("version")  # states saved before versions existed have none
+        if saved is not None and mine["version"] is not None and saved != mine["version"]:
+            raise ValueError(
+                f"cannot resume: the saved state is of version {saved} of the dataset, this one "
+                f"reads version {mine['version']}; open version={saved} to resume it"
+            )
         for key in ("seed", "shuffle", "rows"):
             if state.get(key, mine[key]) != mine[key]:
                 raise ValueError(
@@ -142,6 +155,10 @@ class _Position:
     def _length(self) -> int:
         raise NotImplementedError
 
+    def _version(self) -> int | None:
+        """The dataset version read (None where unknown: a Sampler given a row count)."""
+        return None
+
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if rank is not None and world_size is not None:
@@ -153,7 +170,8 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
 
 
 class MapDataset(torch_data.Dataset):
-    """``len(ds)`` and ``ds[i]`` -> ``transform(row)`` (the row dict when no transform)."""
+    """``len(ds)`` and ``ds[i]`` -> ``transform(row)`` (the row dict when no transform), of the
+    dataset's current version or ``version`` (kept by every process it is pickled into)."""
 
     def __init__(
         self,
@@ -164,9 +182,10 @@ class MapDataset(torch_data.Dataset):
         cache_bytes: int | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
+        version: int | None = None,
     ):
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
-        self.source = _Source(path, columns, decode, cache)
+        self.source = _Source(path, columns, decode, cache, version)
         self.source.dataset()
         self.transform = transform
 
@@ -205,9 +224,13 @@ class Sampler(_Position, torch_data.Sampler):
         self.rows = data_source if isinstance(data_source, int) else len(data_source)
         self.rank, self.world_size = _distributed(rank, world_size)
         self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
+        self._source = data_source.source if isinstance(data_source, MapDataset) else None
 
     def _length(self) -> int:
         return self.rows
+
+    def _version(self) -> int | None:
+        return None if self._source is None else self._source.version
 
     def _shuffled(self) -> np.ndarray:
         if self._orders is None:
@@ -231,7 +254,8 @@ class IterableDataset(_Position, torch_data.IterableDataset):
     ``(b // world_size) % num_workers``, which is the order the DataLoader hands batches out in:
     every row goes to exactly one (rank, worker), and a rank's batches do not depend on the
     number of workers. Call :meth:`set_epoch` each epoch, or use :class:`DataLoader`, which also
-    moves to the next epoch after a complete one and can resume mid-epoch.
+    moves to the next epoch after a complete one and can resume mid-epoch. It reads the
+    dataset's current version, or ``version``, and every DataLoader worker reads that one too.
     """
 
     def __init__(
@@ -249,10 +273,11 @@ class IterableDataset(_Position, torch_data.IterableDataset):
         cache_bytes: int | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
+        version: int | None = None,
     ):
         _Position.__init__(self, shuffle, seed)
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
-        self.source = _Source(path, columns, decode, cache)
+        self.source = _Source(path, columns, decode, cache, version)
         self.source.dataset()
         self.transform = transform
         self.rank = rank
@@ -262,6 +287,9 @@ class IterableDataset(_Position, torch_data.IterableDataset):
 
     def _length(self) -> int:
         return len(self.source.dataset())
+
+    def _version(self) -> int | None:
+        return self.source.version
 
     def _shuffled(self) -> np.ndarray:
         return self.source.dataset().shuffled(self.seed, self.epoch)

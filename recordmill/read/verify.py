@@ -1,13 +1,15 @@
 """``recordmill verify``: re-read a dataset and check it against its manifest, on local disk or
-object storage alike."""
+object storage alike: every partition of every version, and each version's against its history
+entry."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pyarrow as pa
 
-from recordmill.dataset import layout, rejects
+from recordmill.dataset import layout, rejects, versions
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
 from recordmill.errors import OutputError
@@ -22,11 +24,7 @@ def verify(path: str | os.PathLike[str]) -> list[str]:
         expected_schema = manifest_file.arrow_schema(manifest)
     except (OutputError, ValueError, KeyError) as e:
         return [f"manifest: {e}"]
-    problems = []
-    listed = {p["file"] for p in manifest["partitions"]}
-    for extra in store.listdir():
-        if layout.PARTITION.match(extra) and extra not in listed:
-            problems.append(f"{extra}: a partition file the manifest does not list")
+    problems = _unlisted(store, manifest) + _versions(manifest)
     total = 0
     for entry in manifest["partitions"]:
         sizes = manifest_file.group_sizes(manifest, entry)
@@ -50,6 +48,47 @@ def verify(path: str | os.PathLike[str]) -> list[str]:
         else:
             if listed_rejects != rejected:
                 problems.append(f"rejects: {listed_rejects} listed, the manifest counts {rejected}")
+    return problems
+
+
+def _unlisted(store: Store, manifest: dict[str, Any]) -> list[str]:
+    """Partition files in the folder that the manifest does not list."""
+    listed = {p["file"] for p in manifest["partitions"]}
+    latest = versions.current(manifest)
+    problems = []
+    for extra in store.listdir():
+        version = layout.partition_version(extra)
+        if version is None or extra in listed:
+            continue
+        if version > latest:
+            problems.append(
+                f"{extra}: a partition of version {version}, which is not published (an append "
+                "that did not finish: recordmill write --append --resume finishes it)"
+            )
+        else:
+            problems.append(f"{extra}: a partition file the manifest does not list")
+    return problems
+
+
+def _versions(manifest: dict[str, Any]) -> list[str]:
+    """Each version's partitions against its history entry: rows, files and checksums."""
+    history = versions.history(manifest)
+    numbers = [h["version"] for h in history]
+    if numbers != list(range(1, versions.current(manifest) + 1)):
+        return [f"manifest: version {versions.current(manifest)}, but its history has {numbers}"]
+    problems = []
+    for h in history:
+        own = [p for p in manifest["partitions"] if versions.version_of(p) == h["version"]]
+        rows = sum(p["rows"] for p in own)
+        if rows != h["rows"] or [p["checksum"] for p in own] != h["checksums"]:
+            problems.append(
+                f"manifest: version {h['version']}'s partitions hold {rows} rows in {len(own)} "
+                f"files, its history says {h['rows']} rows in {h['partitions']} files, or "
+                "other checksums"
+            )
+    found = [versions.version_of(p) for p in manifest["partitions"]]
+    if found != sorted(found):
+        problems.append("manifest: the partitions are not listed version by version")
     return problems
 
 

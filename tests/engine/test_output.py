@@ -1,6 +1,7 @@
 """The commit is safe to die in at every step: the run is killed (SIGKILL) at each named step of
-output.py's protocol, locally and on S3, and must then finish with the reference checksums, never
-publish a stale file, and never refuse or lose a complete dataset."""
+output.py's protocol, locally and on S3, for a first write, an --overwrite and an --append, and
+must then finish with the reference checksums, never publish a stale file, and never refuse or
+lose a complete dataset."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 
 import pytest
 
+import recordmill
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
@@ -33,6 +35,27 @@ PLUGIN = """
 FRESH_STEPS = ["recorded", "tasks-done", "staged", "cleaned", "published"]
 LOCAL_OVERWRITE_STEPS = ["staged", "cleaned", "marked", "exchanged"]
 S3_OVERWRITE_STEPS = ["staged", "cleaned", "unpublished", "cleared", "moved", "published"]
+# An append's steps (engine/append.py): the dataset's files hard-linked into the staging folder,
+# then the exchange; on S3 the new files moved in beside the dataset's, then the manifest.
+LOCAL_APPEND_STEPS = [
+    "recorded",
+    "tasks-done",
+    "partitions-done",
+    "linked",
+    "staged",
+    "cleaned",
+    "marked",
+    "exchanged",
+]
+S3_APPEND_STEPS = [
+    "recorded",
+    "tasks-done",
+    "partitions-done",
+    "staged",
+    "cleaned",
+    "moved",
+    "published",
+]
 
 
 def checksums(location: str) -> list[str]:
@@ -60,6 +83,19 @@ def reference(tmp_path_factory):
     return plugin, sums
 
 
+@pytest.fixture(scope="module")
+def appended(reference, tmp_path_factory):
+    """The plugin, and the checksums of a --scale 1 dataset before and after a --scale 2 append."""
+    plugin, sums = reference
+    out = tmp_path_factory.mktemp("appended") / "out"
+    assert write(plugin, out).returncode == 0
+    result = write(plugin, out, "--scale", "2", "--append")
+    assert result.returncode == 0, result.stderr
+    after = checksums(str(out))
+    assert after[:3] == sums[1] and len(after) == 6
+    return plugin, {1: sums[1], 2: after}
+
+
 def leftovers(final: Store) -> list[str]:
     """What a finished run must not leave beside its output (the lock file too)."""
     names = (
@@ -77,17 +113,21 @@ def published_state(location: str, sums: dict[int, list[str]]) -> str:
     store = Store.at(location)
     if not store.exists() or manifest_file.find(store) is None:
         return "none"
-    assert verify(location) == [], f"a damaged dataset was published: {verify(location)}"
+    # An append cut short on S3 leaves its new files beside the older version (they have new
+    # names): verify names them, and the older version is whole.
+    problems = [p for p in verify(location) if "which is not published" not in p]
+    assert problems == [], f"a damaged dataset was published: {problems}"
     found = checksums(location)
     assert found in (sums[1], sums[2]), "a dataset with stale partitions was published"
     return "new" if found == sums[2] else "old"
 
 
-def kill_then_resume(plugin, sums, location, step, overwrite, allowed=("old", "new")):
+def kill_then_resume(plugin, sums, location, step, overwrite, allowed=("old", "new"), append=False):
     """Kill a run writing --scale 2 at ``step``; check that what is published is ``allowed``;
     then a resume with other settings is refused, and the same run resumed finishes with the
     reference checksums."""
     flags = ["--scale", "2"] + (["--overwrite"] if overwrite else [])
+    flags += ["--append"] if append else []
     killed = write(plugin, location, *flags, kill_at=step)
     assert killed.returncode == -9, f"the run did not reach step {step}: {killed.stderr}"
     state = published_state(location, sums)
@@ -119,6 +159,27 @@ def test_an_overwrite_survives_a_kill_at_each_step(reference, tmp_path, step):
     out = str(tmp_path / "out")
     assert write(plugin, out).returncode == 0
     kill_then_resume(plugin, sums, out, step, overwrite=True)
+
+
+@pytest.mark.parametrize("step", LOCAL_APPEND_STEPS)
+def test_an_append_survives_a_kill_at_each_step(appended, tmp_path, step):
+    """Killed anywhere, the last version is whole and readable; --append --resume finishes."""
+    plugin, sums = appended
+    out = str(tmp_path / "out")
+    assert write(plugin, out).returncode == 0
+    kill_then_resume(plugin, sums, out, step, False, append=True)
+    assert recordmill.open(out, version=1).to_arrow().num_rows == 75
+
+
+@pytest.mark.parametrize("step", S3_APPEND_STEPS)
+def test_an_s3_append_survives_a_kill_at_each_step(s3, appended, step):
+    """On S3 too the older version stays the dataset, whole, until the new manifest is
+    written: there is no window without one."""
+    plugin, sums = appended
+    uri = s3(f"append/{step}")
+    assert write(plugin, uri).returncode == 0
+    kill_then_resume(plugin, sums, uri, step, False, append=True)
+    assert recordmill.open(uri).version == 2
 
 
 def test_the_older_dataset_comes_back_when_the_new_one_is_dropped(reference, tmp_path):
