@@ -78,14 +78,15 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+class _PoolGone(Exception):
+    """The pool's end of a worker's pipe is closed: its process (or the fork server) died."""
+
+
 def _worker_main(conn: Connection) -> None:
     _die_with_parent()
-    try:
+    # Nobody is left to tell when the pool is gone: exit quietly, not with a traceback.
+    with contextlib.suppress(_PoolGone, KeyboardInterrupt):
         _serve(conn)
-    except (EOFError, OSError):  # BrokenPipeError, ConnectionResetError: the pool is gone
-        pass  # nobody is left to tell: exit quietly, not with a traceback
-    except KeyboardInterrupt:
-        pass
     # Nothing is left to finalize: skip the interpreter's slow teardown of pyarrow.
     sys.stdout.flush()
     sys.stderr.flush()
@@ -95,25 +96,37 @@ def _worker_main(conn: Connection) -> None:
 def _serve(conn: Connection) -> None:
     """Run the jobs the pool sends until it sends None; a job's error goes back as its result."""
 
-    def report(message: Any) -> None:
-        conn.send(("progress", message))
+    def send(message: Any) -> None:
+        try:
+            conn.send(message)
+        except (OSError, EOFError) as e:  # BrokenPipeError, ConnectionResetError
+            raise _PoolGone from e
 
-    while (job := conn.recv()) is not None:
+    def report(message: Any) -> None:
+        send(("progress", message))
+
+    while True:
+        try:
+            job = conn.recv()
+        except (OSError, EOFError) as e:
+            raise _PoolGone from e
+        if job is None:
+            return
         fn, args = job
         try:
             result = fn(*args, report=report)
-        except (BrokenPipeError, ConnectionResetError):  # from report(): the pool is gone
+        except _PoolGone:
             raise
         except BaseException as e:  # everything goes back to the main process, which decides
             message = ("error", e, traceback.format_exc())
             try:
-                conn.send(message)
-            except (OSError, EOFError):
+                send(message)
+            except _PoolGone:
                 raise
             except Exception:  # the exception itself would not pickle
-                conn.send(("error", TaskError(-1, f"{type(e).__name__}: {e}"), message[2]))
+                send(("error", TaskError(-1, f"{type(e).__name__}: {e}"), message[2]))
             continue
-        conn.send(("done", result))
+        send(("done", result))
 
 
 def _die_with_parent() -> None:
