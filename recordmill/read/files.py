@@ -10,6 +10,7 @@ column that :meth:`Files.verify` checks.
 from __future__ import annotations
 
 import bisect
+import copy
 import mmap
 import os
 import resource
@@ -61,7 +62,10 @@ class Files:
 
     def _fresh(self) -> None:
         """Readers belong to one process: a forked DataLoader worker opens its own (the parent's
-        file positions would be shared with it)."""
+        file positions would be shared with it), and on object storage makes its own client (the
+        parent's open connections would be shared with it, mixing their replies)."""
+        if self._pid not in (-1, os.getpid()) and not self.store.local:
+            self.store = Store(copy.deepcopy(self.store.fs), self.store.root)
         self._pid = os.getpid()
         self._handles: dict[tuple[int, int], Any] = {}
         self._build = threading.Lock()

@@ -12,6 +12,7 @@ False); they are read through pyarrow's own readers, as before.
 from __future__ import annotations
 
 import io
+import os
 import threading
 from typing import Any
 
@@ -35,6 +36,7 @@ class Segments:
             e.get("group_crc32c") is not None and e.get("group_offsets") for e in entries
         )
         self._remote: dict[int, Any] = {}
+        self._pid = os.getpid()
         self._footers: dict[int, pq.FileMetaData] = {}
         self._lock = threading.RLock()  # footer() opens the file under it
 
@@ -134,6 +136,9 @@ class Segments:
         if self.files.store.local:
             return self.files.raw(partition)
         with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's open objects are not ours
+                self._pid, self._remote = os.getpid(), {}
+                self.files.ready()  # a client of this process's own (Files._fresh)
             if partition not in self._remote:
                 entry = self.files.manifest["partitions"][partition]
                 path = self.files.store.path(entry["file"])

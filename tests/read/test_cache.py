@@ -254,3 +254,17 @@ def test_shuffles_through_a_small_cache_are_block_orders_of_every_row(tmp_path):
         for i in b.column("id").to_pylist()
     ]
     assert ids == block.tolist()
+
+
+def test_forked_dataloader_workers_read_s3_through_clients_of_their_own(remote, tmp_path):
+    """Workers forked after the dataset was opened shared the parent's S3 connections (kept
+    open by the proxy, as by real S3), and their replies mixed: checksum errors."""
+    pytest.importorskip("torch", reason="PyTorch is not installed")
+    import recordmill.torch as rtorch
+
+    uris, _ = remote
+    for fmt in ("parquet", "arrow"):
+        data = rtorch.MapDataset(uris[fmt], columns=["id"], cache_dir=tmp_path / fmt)
+        loader = rtorch.DataLoader(data, batch_size=64, shuffle=True, seed=1, num_workers=2)
+        ids = [i for batch in loader for i in batch["id"].tolist()]
+        assert sorted(ids) == list(range(ROWS))
