@@ -38,7 +38,6 @@ from recordmill.engine.commit import step
 from recordmill.errors import ConfigError, OutputError, SchemaError
 
 if TYPE_CHECKING:
-    from recordmill.engine.output import OutputDir
     from recordmill.engine.plan import Run
 
 
@@ -54,23 +53,24 @@ def existing(final: Store) -> dict[str, Any] | None:
     return manifest_file.load(final)
 
 
-def replaced_version(run: Run, out: OutputDir) -> int | None:
+def replaced_version(run: Run, final: Store) -> int | None:
     """With ``--overwrite``, the version of the dataset it replaces (None: there is none)."""
-    if not run.settings.overwrite or manifest_file.find(out.final) is None:
+    if not run.settings.overwrite or manifest_file.find(final) is None:
         return None
     try:
-        return versions.current(manifest_file.load(out.final))
+        return versions.current(manifest_file.load(final))
     except OutputError:
         return None  # another format, or damaged: replaced all the same
 
 
-def prepare(run: Run, out: OutputDir) -> Run:
-    """The run as it appends to the dataset at the output (a first write where there is none):
-    the dataset's format, compression and row group size; a declared schema checked."""
+def prepare(run: Run, final: Store) -> Run:
+    """The run as it appends to the dataset at ``final`` (a first write where there is none):
+    the dataset's format, compression and row group size; a declared schema checked. (Called
+    under the output's lock, so that the dataset cannot change before the run is published.)"""
     settings = run.settings
     if not settings.append:
         return run
-    base = existing(out.final)
+    base = existing(final)
     if base is None:
         return dataclasses.replace(
             run,
@@ -90,12 +90,12 @@ def prepare(run: Run, out: OutputDir) -> Run:
     for flag, (mine, theirs) in given.items():
         if mine is not None and mine != theirs:
             raise ConfigError(
-                f"cannot --append {flag} {mine} to {out.final}: the dataset's is {theirs} (an "
+                f"cannot --append {flag} {mine} to {final}: the dataset's is {theirs} (an "
                 f"append takes the dataset's; leave {flag} out)"
             )
     if versions.current(base) >= layout.MAX_VERSION:
         raise OutputError(
-            f"cannot --append to {out.final}: it has {layout.MAX_VERSION} versions, the most a "
+            f"cannot --append to {final}: it has {layout.MAX_VERSION} versions, the most a "
             "dataset holds; write it again with --overwrite"
         )
     if run.declared is not None:

@@ -149,13 +149,13 @@ def run_write(
     executor_options = executors.options_of(run.settings)
     with OutputDir(run.settings, output) as out:
         try:  # under the lock: the dataset it appends to, if any
-            run = append.prepare(run, out)
+            run = append.prepare(run, out.final)
             dedup.check_early(run)
         except BaseException:
             if not out.resumed:
                 out.abort()  # a new, empty staging folder: nothing to keep
             raise
-        replaced = append.replaced_version(run, out)
+        replaced = append.replaced_version(run, out.final)
         if out.finished is not None:
             return _already_written(run, out, started)
         check_run(out.staging, run, out.resumed)

@@ -91,6 +91,8 @@ class Dataset:
     ):
         self._groups = groups
         self.schema = schema
+        self.manifest: dict[str, Any] = groups.files.manifest
+        self.version = int(self.manifest.get("version", 1))  # it reads (see recordmill history)
         self._start = start
         self._stop = stop
         self._decode = {k: v for k, v in decode.items() if k in schema.names}
@@ -100,14 +102,6 @@ class Dataset:
         self._per_row: int | None = None
 
     # --- what it is ---------------------------------------------------------------------------
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        return self._groups.files.manifest
-
-    @property
-    def version(self) -> int:  # the version this reader reads (recordmill history PATH)
-        return int(self.manifest.get("version", 1))
 
     @property
     def stats(self) -> ReadStats:
