@@ -15,7 +15,7 @@ import pytest
 
 import recordmill
 from recordmill.read import order
-from tests.conftest import REPO, make_plugin
+from tests.conftest import REPO, make_plugin, run_writer
 from tests.s3proxy import CountingProxy
 
 PLUGIN = """
@@ -60,7 +60,11 @@ def remote(s3, tmp_path_factory):
     uris = {}
     for fmt in ("parquet", "arrow"):
         uri = s3(f"cache/{fmt}")
-        recordmill.write(plugin, uri, partitions=3, format=fmt, row_group_size=20, progress=False)
+        # In a process of its own: a fork server that an earlier test started in this one
+        # lacks the S3 credentials the s3 fixture set after it.
+        args = ["--partitions", "3", "--format", fmt, "--row-group-size", "20", "--quiet"]
+        done = run_writer("--script", plugin, "--output", uri, *args)
+        assert done.returncode == 0, done.stderr
         uris[fmt] = uri.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}")
     yield uris, proxy.counts
     proxy.close()
@@ -158,10 +162,11 @@ def test_an_overwritten_dataset_never_serves_the_older_parts(s3, tmp_path):
     second = make_plugin(
         tmp_path / "b", PLUGIN.replace("task_id * 200 + i", "-(task_id * 200 + i)")
     )
-    recordmill.write(first, uri, partitions=2, progress=False)
+    assert run_writer("--script", first, "--output", uri, "--partitions", "2").returncode == 0
     old = recordmill.open(uri, cache_dir=tmp_path / "cache")
     assert old.to_arrow().column("id").to_pylist() == list(range(ROWS))
-    recordmill.write(second, uri, partitions=2, progress=False, overwrite=True)
+    again = run_writer("--script", second, "--output", uri, "--partitions", "2", "--overwrite")
+    assert again.returncode == 0, again.stderr
     new = recordmill.open(uri, cache_dir=tmp_path / "cache")
     assert new.to_arrow().column("id").to_pylist() == [-i for i in range(ROWS)]
     assert new.cache.root != old.cache.root
