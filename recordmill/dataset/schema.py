@@ -374,6 +374,20 @@ def _text_type(value: Any) -> tuple[pa.DataType, int] | None:
     return None
 
 
+def first_difference(
+    reference: pa.Schema, other: pa.Schema
+) -> tuple[pa.Field, pa.Field | None] | None:
+    """The first field of ``reference`` that ``other`` lacks (paired with None) or holds
+    otherwise (paired with its own); None when every field of ``reference`` is there as it is."""
+    for field in reference:
+        index = other.get_field_index(field.name)
+        if index < 0:
+            return field, None
+        if not other.field(index).equals(field, check_metadata=True):
+            return field, other.field(index)
+    return None
+
+
 def check_same_schema(schemas: Mapping[int, pa.Schema]) -> pa.Schema:
     """The one schema that all tasks produced (inferred schemas are compared task by task)."""
     items = sorted(schemas.items())
@@ -381,18 +395,18 @@ def check_same_schema(schemas: Mapping[int, pa.Schema]) -> pa.Schema:
     for task_id, other in items[1:]:
         if other.equals(first, check_metadata=True):
             continue
-        for field in first:
-            index = other.get_field_index(field.name)
-            if index < 0:
+        differs = first_difference(first, other)
+        if differs is not None:
+            field, found = differs
+            if found is None:
                 raise SchemaError(
                     f"task {task_id} has no field {field.name!r}; task {first_task} has it"
                 )
-            if not other.field(index).equals(field, check_metadata=True):
-                raise SchemaError(
-                    f"field {field.name!r} is {expected_text(field)} in task {first_task} but "
-                    f"{expected_text(other.field(index))} in task {task_id}; declare a schema() so "
-                    "that all values are converted to one type"
-                )
+            raise SchemaError(
+                f"field {field.name!r} is {expected_text(field)} in task {first_task} but "
+                f"{expected_text(found)} in task {task_id}; declare a schema() so "
+                "that all values are converted to one type"
+            )
         extra = [name for name in other.names if name not in first.names]
         raise SchemaError(f"task {task_id} has field(s) {extra} that task {first_task} has not")
     return first

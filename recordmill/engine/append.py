@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from recordmill.dataset import layout, versions
 from recordmill.dataset import manifest as manifest_file
-from recordmill.dataset.schema import expected_text
+from recordmill.dataset.schema import expected_text, first_difference
 from recordmill.dataset.storage import Store
 from recordmill.engine.commit import step
 from recordmill.errors import ConfigError, OutputError, SchemaError
@@ -111,17 +111,17 @@ def check_schema(schema: pa.Schema, base: dict[str, Any], how: str) -> None:
     if schema.equals(dataset, check_metadata=True):
         return
     mine = f"this plugin's {how} schema"
-    for field in dataset:
-        index = schema.get_field_index(field.name)
-        if index < 0:
+    differs = first_difference(dataset, schema)
+    if differs is not None:
+        field, found = differs
+        if found is None:
             raise SchemaError(
                 f"cannot --append: field {field.name!r} is in the dataset, not in {mine}"
             )
-        if not schema.field(index).equals(field, check_metadata=True):
-            raise SchemaError(
-                f"cannot --append: field {field.name!r} is {_text(field)} in the dataset, "
-                f"{_text(schema.field(index))} in {mine}"
-            )
+        raise SchemaError(
+            f"cannot --append: field {field.name!r} is {_text(field)} in the dataset, "
+            f"{_text(found)} in {mine}"
+        )
     extra = [name for name in schema.names if name not in dataset.names]
     if extra:
         raise SchemaError(f"cannot --append: field {extra[0]!r} of {mine} is not in the dataset")
