@@ -12,8 +12,8 @@ import numpy as np
 from recordmill.dataset import versions
 from recordmill.dataset.manifest import read as read_manifest
 from recordmill.dataset.rejects import read as read_rejects
+from recordmill.dataset.sizes import human_size
 from recordmill.errors import counted
-from recordmill.executors.progress import human_size
 from recordmill.read.dataset import open as open_dataset
 from recordmill.read.verify import verify
 

@@ -6,9 +6,9 @@ import argparse
 import os
 from typing import Any
 
+from recordmill.dataset.sizes import human_size
 from recordmill.report import show
 from recordmill.report.build import ROWS
-from recordmill.report.summary import human_size
 
 
 def show_main(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from recordmill import executors
 from recordmill.dataset import layout, rejects, versions
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.schema import check_same_schema
+from recordmill.dataset.sizes import human_size
 from recordmill.engine import append, dedup
 from recordmill.engine.commit import step
 from recordmill.engine.direct import announced_rows, write_direct
@@ -39,7 +40,6 @@ from recordmill.engine.settings import WriteSettings, check_keywords, keywords, 
 from recordmill.engine.tasks import run_tasks
 from recordmill.errors import OutputError, counted, writing
 from recordmill.executors.mainguard import check_main_guard
-from recordmill.executors.progress import human_size
 from recordmill.plugin.manager import DatasetPlugin, PluginRef, load_plugin
 from recordmill.plugin.options import Options, option_dests
 

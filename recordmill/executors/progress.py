@@ -76,14 +76,3 @@ def _is_terminal(stream: Any) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stream
         return False
-
-
-def human_size(nbytes: float) -> str:
-    """``591.7 MB``, ``48.1 KB``, ``5 bytes``."""
-    if nbytes < 1000:
-        return f"{nbytes:.0f} bytes"
-    for unit in ("KB", "MB"):
-        nbytes /= 1000
-        if nbytes < 1000:
-            return f"{nbytes:,.1f} {unit}"
-    return f"{nbytes / 1000:,.1f} GB"

@@ -38,6 +38,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from recordmill.dataset.checksum import crc32c
+from recordmill.dataset.sizes import human_size
 from recordmill.errors import ConfigError
 from recordmill.read.files import Files
 from recordmill.read.segments import Segments
@@ -115,8 +116,8 @@ class DiskCache:
         self.largest = max((self.estimate(part) for part in self.parts), default=0)
         if self.parts and self.limit < self.largest:
             raise ConfigError(
-                f"cache_limit {_size(self.limit)} is smaller than one part of {files.store} "
-                f"({_size(self.largest)}): give at least cache_limit={self.largest}"
+                f"cache_limit {human_size(self.limit)} is smaller than one part of {files.store} "
+                f"({human_size(self.largest)}): give at least cache_limit={self.largest}"
             )
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
         self._open: OrderedDict[int, list[pa.RecordBatch]] = OrderedDict()
@@ -140,7 +141,7 @@ class DiskCache:
             self._said.add("limit")
             print(
                 f"recordmill: warning: {self.files.store} does not fit the cache's default "
-                f"limit ({_size(self.limit)}), so a shuffled epoch fetches parts again and "
+                f"limit ({human_size(self.limit)}), so a shuffled epoch fetches parts again and "
                 "again: give cache_limit= (the same on every rank) for a shuffle that fetches "
                 "each part about once",
                 file=sys.stderr,
@@ -178,11 +179,6 @@ class DiskCache:
             while len(self._open) > min(self.capacity, MAX_MAPPED):
                 self._open.popitem(last=False)
         return batches
-
-    def cached(self) -> set[int]:
-        """The parts in the cache now."""
-        names = {part.name: k for k, part in enumerate(self.parts)}
-        return {names[n.split(".")[0]] for n in self.folder.names() if n.split(".")[0] in names}
 
     # --- filling ------------------------------------------------------------------------------
 
@@ -338,11 +334,3 @@ def _default_limit(root: Path) -> int:
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
-
-
-def _size(n: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.1f} {unit}" if unit != "bytes" else f"{n} bytes"
-        n /= 1000
-    return f"{n} bytes"

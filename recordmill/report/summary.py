@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from recordmill.dataset.sizes import human_size
 from recordmill.report.stats import (
     MAX_DISTINCT,
     BoolStats,
@@ -23,17 +24,6 @@ TOOK_KEYS = ("elapsed_s", "duration_s", "seconds", "wall_s")
 VERSION_LISTS = ("versions", "history")
 BALANCED_ROWS = 0.10  # each partition's rows within 10 % of the mean (or 1 row)
 BALANCED_BYTES = 0.25  # and its bytes within 25 %: images differ in size
-
-
-def human_size(nbytes: float) -> str:
-    """``591.7 MB``, ``48.1 KB``, ``5 bytes``."""
-    if nbytes < 1000:
-        return f"{nbytes:,.0f} bytes"
-    for unit in ("KB", "MB", "GB", "TB"):
-        nbytes /= 1000
-        if nbytes < 1000 or unit == "TB":
-            return f"{nbytes:,.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def number(value: Any) -> str:
