@@ -110,6 +110,15 @@ class HashingSink:
 _ABANDONED: list[Any] = []
 
 
+def _small_puts(uri: str) -> str:
+    """An S3 URI asking pyarrow to send a small file in one ``PutObject`` when it is closed
+    (otherwise each file is a multipart upload: three requests, from the file's opening), unless
+    the URI says otherwise."""
+    if not uri.startswith("s3://") or "allow_delayed_open=" in uri:
+        return uri
+    return uri + ("&" if "?" in uri else "?") + "allow_delayed_open=true"
+
+
 @dataclass(frozen=True)
 class Store:
     """A filesystem and a base path on it; small and picklable, so workers can use it.
@@ -128,7 +137,7 @@ class Store:
         text = os.fspath(location)
         if "://" in text:
             try:
-                fs, root = pafs.FileSystem.from_uri(text)
+                fs, root = pafs.FileSystem.from_uri(_small_puts(text))
             except (pa.ArrowInvalid, OSError) as e:
                 raise ConfigError(f"cannot use the location {text}: {e}") from e
             return Store(fs, root.rstrip("/"), fsync)
@@ -196,6 +205,8 @@ class Store:
         """The folder and any missing folder above it; each one made is flushed into its parent
         (a folder that the output is renamed into must itself survive a power cut)."""
         path = self.path(*names)
+        if self.fs.type_name == "s3":
+            return  # no folders on S3: a key's prefix exists once an object is written under it
         if not self.flushes:
             self.fs.create_dir(path, recursive=True)
             return

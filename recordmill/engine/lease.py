@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import threading
+import time
 import uuid
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -40,6 +41,11 @@ from recordmill.errors import LeaseLost, OutputError
 # that a run paused past it takes seconds, not minutes.
 LEASE_SECONDS = float(os.environ.get("RECORDMILL_LEASE_SECONDS", 60.0))
 RENEW_SECONDS = LEASE_SECONDS / 4
+# A check that found the lease this run's stands for this long: the writes of a task come in
+# bursts, and a HEAD before each one was a quarter of a run's requests. Another run can take the
+# lease only when it has gone LEASE_SECONDS unrenewed, so this adds 1/60 of that to the window
+# any check-then-write has.
+CHECK_STANDS_SECONDS = LEASE_SECONDS / 60
 TAKEN = "another run took it over"
 LOST = (
     "another run took over this output's lease after this run stopped renewing it (s3://{}/{}): "
@@ -50,7 +56,8 @@ LOST = (
 class LeaseGuard:
     """Whether this run still holds its lease: called before each write to the staging folder
     or the output (a :class:`~recordmill.dataset.storage.Store`'s ``guard``). It travels to the
-    workers (pickled without its client; each process makes its own) and asks S3 each time.
+    workers (pickled without its client; each process makes its own) and asks S3 (an answer
+    stands for ``CHECK_STANDS_SECONDS``).
 
     The lease object is this run's while its ETag is the one this run wrote (renewals write the
     same body, so S3 gives the same ETag) or, where a store gives each write another ETag,
@@ -59,11 +66,21 @@ class LeaseGuard:
     def __init__(self, final: Store, bucket: str, key: str, run: str, etag: str):
         self.final, self.bucket, self.key, self.run, self.etag = final, bucket, key, run, etag
         self._client: Any = None
+        self._checked = (-CHECK_STANDS_SECONDS, 0.0)  # (monotonic, wall clock) of the last check
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None}
+        return {**self.__dict__, "_client": None, "_checked": (-CHECK_STANDS_SECONDS, 0.0)}
 
     def __call__(self) -> None:
+        # Both clocks: the monotonic one stands still while the machine is suspended, and the
+        # wall clock may be set back.
+        now = (time.monotonic(), time.time())
+        if all(0 <= b - a < CHECK_STANDS_SECONDS for a, b in zip(self._checked, now, strict=True)):
+            return
+        self._check()
+        self._checked = now
+
+    def _check(self) -> None:
         if self._client is None:
             self._client = _client(self.final)
         try:
