@@ -486,9 +486,9 @@ def test_a_task_over_the_timeout_is_stopped_and_run_again(tmp_path, times):
     began = time.monotonic()
     result = run_writer(
         *("--script", plugin, "--output", tmp_path / "out", "--workers", "2", "--retries", "1"),
-        # Long enough for the other tasks on a busy machine (load 16 on 2 cores: a worker waits
-        # seconds for a core): they must never be the ones stopped.
-        *("--task-timeout", "15", "--marks", tmp_path / "marks", "--how", "hang"),
+        # Long enough for the other tasks (ten rows each) on a busy machine (a worker may wait
+        # a second or two for a core): they must never be the ones stopped.
+        *("--task-timeout", "6", "--marks", tmp_path / "marks", "--how", "hang"),
         *("--times", times, "--quiet"),
         timeout=120,
     )
@@ -510,7 +510,7 @@ def test_a_task_without_progress_is_named_in_the_progress_bar(tmp_path):
         *("--script", plugin, "--output", tmp_path / "out", "--workers", "2"),
         # A task without progress for 2 s is named. On a busy machine a task that is only
         # waiting for a core may be named too, for a while: the hung one is named last, alone.
-        *("--task-timeout", "15", "--marks", tmp_path / "marks", "--how", "hang"),
+        *("--task-timeout", "6", "--marks", tmp_path / "marks", "--how", "hang"),
         env={"RECORDMILL_STALL_SECONDS": "2"},
         timeout=120,
     )
