@@ -9,6 +9,7 @@ object stores need no flush (a completed PUT is durable), so there it changes no
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -25,12 +26,21 @@ from recordmill.errors import ConfigError
 class _FlushedFile(pa.OSFile):
     """A local file to write whose data is on the device once :meth:`close` returns."""
 
+    def __init__(self, path: str, mode: str) -> None:
+        self._path, self._flushed = path, False
+
     def close(self) -> None:
-        if not self.closed:
-            try:
-                _fdatasync(self.fileno())
-            finally:
-                super().close()
+        if self._flushed:
+            return
+        super().close()
+        # Flushed through a descriptor of its own: any one flushes the file's data, and
+        # pyarrow before 20 has no working OSFile.fileno().
+        fd = os.open(self._path, os.O_RDONLY)
+        try:
+            _fdatasync(fd)
+        finally:
+            os.close(fd)
+        self._flushed = True
 
 
 def _fdatasync(fd: int) -> None:
@@ -114,9 +124,19 @@ def _small_puts(uri: str) -> str:
     """An S3 URI asking pyarrow to send a small file in one ``PutObject`` when it is closed
     (otherwise each file is a multipart upload: three requests, from the file's opening), unless
     the URI says otherwise."""
-    if not uri.startswith("s3://") or "allow_delayed_open=" in uri:
+    if not uri.startswith("s3://") or "allow_delayed_open=" in uri or not _delays_opens():
         return uri
     return uri + ("&" if "?" in uri else "?") + "allow_delayed_open=true"
+
+
+@functools.cache
+def _delays_opens() -> bool:
+    """Whether this pyarrow's S3 URIs take ``allow_delayed_open`` (pyarrow 19 and 20 do not)."""
+    try:
+        pafs.FileSystem.from_uri("s3://bucket?region=us-east-1&allow_delayed_open=true")
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

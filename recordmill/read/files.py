@@ -146,14 +146,26 @@ class Files:
         """A local partition's bytes, memory-mapped (the pinned file's: this version's), to take
         runs of from without a copy."""
         if partition not in self._maps:
-            size = self.manifest["partitions"][partition]["bytes"]
-            fd = self.raw(partition).fileno()
-            self._maps[partition] = (
-                memoryview(mmap.mmap(fd, size, access=mmap.ACCESS_READ))
-                if size
-                else memoryview(b"")
-            )
+            entry = self.manifest["partitions"][partition]
+            size = entry["bytes"]
+            self._maps[partition] = memoryview(self._map(partition, entry) if size else b"")
         return self._maps[partition]
+
+    def _map(self, partition: int, entry: dict[str, Any]) -> mmap.mmap:
+        raw = self.raw(partition)
+        try:
+            fd = raw.fileno()
+        except AttributeError:
+            pass
+        else:
+            return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
+        # pyarrow before 20 has no working OSFile.fileno(): the file is opened again by name (a
+        # version that replaced it meanwhile fails the checksums of its groups).
+        fd = os.open(self.store.path(entry["file"]), os.O_RDONLY)
+        try:
+            return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
 
     def handle(self, partition: int) -> Any:
         """This thread's reader of a partition (a pyarrow ParquetFile must not be read from two

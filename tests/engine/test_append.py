@@ -416,6 +416,7 @@ def test_dedup_key_must_name_plain_fields(plugin, tmp_path):
 
 
 def test_torch_refuses_a_state_of_another_version(plugin, tmp_path):
+    pytest.importorskip("torch", reason="PyTorch is not installed here")
     torch_module = pytest.importorskip("recordmill.torch")
     out = tmp_path / "out"
     write(plugin, out)
