@@ -152,13 +152,10 @@ class Files:
         return self._maps[partition]
 
     def _map(self, partition: int, entry: dict[str, Any]) -> mmap.mmap:
-        raw = self.raw(partition)
         try:
-            fd = raw.fileno()
-        except AttributeError:
+            return mmap.mmap(self.raw(partition).fileno(), entry["bytes"], access=mmap.ACCESS_READ)
+        except AttributeError:  # from fileno()
             pass
-        else:
-            return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
         # pyarrow before 20 has no working OSFile.fileno(): the file is opened again by name (a
         # version that replaced it meanwhile fails the checksums of its groups).
         fd = os.open(self.store.path(entry["file"]), os.O_RDONLY)
