@@ -34,7 +34,7 @@ class _FlushedFile(pa.OSFile):
             return
         super().close()
         # Flushed through a descriptor of its own: any one flushes the file's data, and
-        # pyarrow before 20 has no working OSFile.fileno().
+        # pyarrow 19 and 20 have no working OSFile.fileno().
         fd = os.open(self._path, os.O_RDONLY)
         try:
             _fdatasync(fd)

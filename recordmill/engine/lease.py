@@ -42,7 +42,7 @@ from recordmill.errors import LeaseLost, OutputError
 LEASE_SECONDS = float(os.environ.get("RECORDMILL_LEASE_SECONDS", 60.0))
 RENEW_SECONDS = LEASE_SECONDS / 4
 # A check that found the lease this run's stands for this long: the writes of a task come in
-# bursts, and a HEAD before each one was a quarter of a run's requests. Another run can take the
+# bursts, and a request before each one was a quarter of a run's requests. Another run can take the
 # lease only when it has gone LEASE_SECONDS unrenewed, so this adds 1/60 of that to the window
 # any check-then-write has.
 CHECK_STANDS_SECONDS = LEASE_SECONDS / 60

@@ -156,7 +156,7 @@ class Files:
             return mmap.mmap(self.raw(partition).fileno(), entry["bytes"], access=mmap.ACCESS_READ)
         except AttributeError:  # from fileno()
             pass
-        # pyarrow before 20 has no working OSFile.fileno(): the file is opened again by name (a
+        # pyarrow 19 and 20 have no working OSFile.fileno(): the file is opened again by name (a
         # version that replaced it meanwhile fails the checksums of its groups).
         fd = os.open(self.store.path(entry["file"]), os.O_RDONLY)
         try:
