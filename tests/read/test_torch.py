@@ -302,41 +302,30 @@ def test_a_given_sampler_is_kept_and_a_position_must_be_in_the_epoch(dataset):
 
 
 @pytest.mark.parametrize("style", ["map", "iterable", "path"])
-def test_loaders_read_through_one_disk_cache_shared_by_their_workers(tmp_path, style):
+def test_loaders_read_through_one_disk_cache_shared_by_their_workers(dataset, tmp_path, style):
     """A Parquet dataset read through the disk cache by DataLoader workers: each part cached
     once, every row once, in the dataset's own (block) order whatever the worker count."""
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN),
-        tmp_path / "pq",
-        partitions=3,
-        row_group_size=10,
-        progress=False,
-    )
-    probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe")
+    probe = recordmill.open(dataset, cache_dir=tmp_path / "probe")
     limit = 4 * probe.cache.largest  # a cache of 4 of the dataset's parts: a block shuffle
     cache = {"cache_dir": tmp_path / "cache", "cache_limit": limit}
     orders = []
     for workers in (0, 2):
         if style == "map":
-            data = rtorch.MapDataset(tmp_path / "pq", columns=["id"], **cache)
+            data = rtorch.MapDataset(dataset, columns=["id"], **cache)
             loader = rtorch.DataLoader(
                 data, batch_size=8, shuffle=True, seed=3, num_workers=workers
             )
         elif style == "iterable":
-            data = rtorch.IterableDataset(
-                tmp_path / "pq", columns=["id"], shuffle=True, seed=3, **cache
-            )
+            data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=3, **cache)
             loader = rtorch.DataLoader(data, batch_size=8, num_workers=workers)
         else:
             loader = rtorch.DataLoader(
-                tmp_path / "pq", batch_size=8, shuffle=True, seed=3, num_workers=workers, **cache
+                dataset, batch_size=8, shuffle=True, seed=3, num_workers=workers, **cache
             )
         orders.append([i for batch in loader for i in batch["id"].tolist()])
-    ds = recordmill.open(tmp_path / "pq", **cache)
+    ds = recordmill.open(dataset, **cache)
     expected = ds.take(ds.shuffled(3)).column("id").to_pylist()
-    assert orders[0] == orders[1] == expected and sorted(expected) == sorted(
-        all_ids(tmp_path / "pq")
-    )
+    assert orders[0] == orders[1] == expected and sorted(expected) == sorted(all_ids(dataset))
     assert ds.cache.capacity < len(ds.cache.parts)  # the block order, not a full permutation
     sizes = [f.stat().st_size for f in (tmp_path / "cache").rglob("*.arrow")]
     assert sizes and sum(sizes) <= limit + max(sizes)  # the bound: the limit and one part
