@@ -35,17 +35,22 @@ class _FlushedFile(pa.OSFile):
         super().close()
         # Flushed through a descriptor of its own: any one flushes the file's data, and
         # pyarrow 19 and 20 have no working OSFile.fileno().
-        fd = os.open(self._path, os.O_RDONLY)
-        try:
-            _fdatasync(fd)
-        finally:
-            os.close(fd)
+        _flush_file(self._path)
         self._flushed = True
 
 
 def _fdatasync(fd: int) -> None:
     # fdatasync skips the timestamps; a new file's size, which its data needs, it does flush.
     getattr(os, "fdatasync", os.fsync)(fd)
+
+
+def _flush_file(path: str) -> None:
+    """Flush a local file's data to the device, through a descriptor of its own."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        _fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:
@@ -263,11 +268,7 @@ class Store:
             return
         for top, _, files in os.walk(self.root):
             for name in files:
-                fd = os.open(os.path.join(top, name), os.O_RDONLY)
-                try:
-                    _fdatasync(fd)
-                finally:
-                    os.close(fd)
+                _flush_file(os.path.join(top, name))
         self.flush_dirs()
 
     def input_file(self, *names: str) -> Any:
