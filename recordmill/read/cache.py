@@ -275,7 +275,11 @@ class Folder:
                     with contextlib.suppress(FileNotFoundError):
                         stat = entry.stat()
                         found.append((stat.st_mtime_ns, stat.st_size, entry.path))
-            total = sum(size for _, size, _ in found) + keep.stat().st_size
+            total = sum(size for _, size, _ in found)
+            # Another thread's eviction may have taken ``keep`` between its write and this
+            # lock: its batches are still in memory, so it counts for nothing here.
+            with contextlib.suppress(FileNotFoundError):
+                total += keep.stat().st_size
             for _, size, path in sorted(found):
                 if total <= limit:
                     break

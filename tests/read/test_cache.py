@@ -15,6 +15,7 @@ import pytest
 
 import recordmill
 from recordmill.read import order
+from recordmill.read.cache import Folder
 from tests.conftest import REPO, make_plugin, run_writer
 from tests.s3proxy import CountingProxy
 
@@ -259,6 +260,20 @@ def test_shuffles_through_a_small_cache_are_block_orders_of_every_row(tmp_path):
         for i in b.column("id").to_pylist()
     ]
     assert ids == block.tolist()
+
+
+def test_a_part_another_thread_evicted_before_its_own_eviction_is_no_error(tmp_path):
+    # Two threads of one gather fill parts at once: B's eviction may take A's new part before
+    # A evicts for it (seen in a shuffled read through a cache of three parts).
+    folder = Folder(tmp_path / "v")
+    parts = tmp_path / "v" / "parts"
+    for n, name in enumerate(("a.0.arrow", "b.0.arrow")):
+        (parts / name).write_bytes(b"x" * 100)
+        os.utime(parts / name, ns=(n * 10**9, n * 10**9))
+    folder.evict(parts / "b.0.arrow", limit=100)
+    assert sorted(p.name for p in parts.iterdir()) == ["b.0.arrow"]
+    folder.evict(parts / "a.0.arrow", limit=100)
+    assert sorted(p.name for p in parts.iterdir()) == ["b.0.arrow"]
 
 
 def test_forked_dataloader_workers_read_s3_through_clients_of_their_own(remote, tmp_path):
