@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -16,6 +17,16 @@ import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The tests start about two thousand Python processes (writers, their fork servers, scripts).
+# Each would compile recordmill from source where bytecode is not written (the environment sets
+# PYTHONDONTWRITEBYTECODE): here it is written, outside the source tree. And each process's
+# OpenBLAS would start a thread per core, which only spins while two tests share two cores.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+    os.environ.setdefault(
+        "PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "recordmill-tests-pycache")
+    )
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 

@@ -9,9 +9,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-import recordmill
-from recordmill.cli import inspect, scaffold, show
-from recordmill.cli.parsing import OneLineParser
 from recordmill.cli.write import write_main
 from recordmill.errors import RecordmillError
 
@@ -22,6 +19,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "write":  # its flags depend on the plugin: parsed in two passes
         return write_main(argv[1:])
+    # The other commands' modules are imported only here: a write (most runs) spends no time
+    # on what reading, inspecting and showing need.
+    import recordmill
+    from recordmill.cli import inspect, scaffold, show
+    from recordmill.cli.parsing import OneLineParser
+
     parser = OneLineParser(
         prog="recordmill",
         description="Turn any raw training dataset into partitioned columnar record files.",
