@@ -28,6 +28,14 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
     )
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one test process more than cores. A test spends part of its time waiting
+    (for a process it started to come up, a timeout to pass, a killed run to be seen dead), time
+    another test can use."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
+
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 
 
