@@ -28,6 +28,12 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
     )
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+# The S3 server's credentials (it takes any) from the start: a fork server that a test's write
+# starts in a test process keeps the environment it started with, for every later test there.
+for _key, _value in CREDENTIALS.items():
+    os.environ.setdefault(_key, _value)
+
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one test process more than cores. A test spends part of its time waiting
@@ -35,8 +41,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     another test can use."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (cores or 1) + 1
-
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 
 
 @pytest.fixture(scope="session")

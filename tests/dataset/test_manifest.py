@@ -18,9 +18,10 @@ from tests.conftest import run_writer
 @pytest.fixture
 def dataset(counting_plugin, tmp_path):
     out = tmp_path / "out"
-    args = ("--script", counting_plugin, "--output", out, "--partitions", "2", "--quiet")
-    result = run_writer(*args, "--sizes", "4,6", "--shuffle", "--seed", "3")
-    assert result.returncode == 0, result.stderr
+    options = {"sizes": "4,6"}
+    recordmill.write(
+        counting_plugin, out, options=options, partitions=2, shuffle=True, seed=3, progress=False
+    )
     return out
 
 

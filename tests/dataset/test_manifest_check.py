@@ -40,9 +40,7 @@ def written(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     plugin = make_plugin(root / "plugin", PLUGIN)
     out = root / "ds"
-    args = ["--script", plugin, "--output", out, "--partitions", "2", "--quiet"]
-    result = run_writer(*args, "--format", request.param)
-    assert result.returncode == 0, result.stderr
+    recordmill.write(plugin, out, partitions=2, format=request.param, progress=False)
     return out, request.param
 
 

@@ -72,6 +72,21 @@ def write(plugin, output, *extra, kill_at=None):
     return run_writer(*args, "--quiet", "--on-bad-input", "skip", *extra, env=env)
 
 
+def api_write(plugin, output, scale: int, **settings) -> None:
+    """:func:`write`'s run through the Python API, in this process, whose fork server (started
+    once) spares the run a writer process of its own: for what is not killed."""
+    recordmill.write(
+        plugin,
+        output,
+        options={"scale": scale},
+        partitions=3,
+        workers=2,
+        on_bad_input="skip",
+        progress=False,
+        **settings,
+    )
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The plugin, and the checksums of its partitions with --scale 1 and --scale 2."""
@@ -79,8 +94,7 @@ def reference(tmp_path_factory):
     plugin = make_plugin(root / "xyz", PLUGIN)
     sums = {}
     for scale in (1, 2):
-        result = write(plugin, root / f"scale{scale}", "--scale", str(scale))
-        assert result.returncode == 0, result.stderr
+        api_write(plugin, root / f"scale{scale}", scale)
         sums[scale] = checksums(str(root / f"scale{scale}"))
     assert sums[1] != sums[2]
     return plugin, sums
@@ -104,8 +118,7 @@ def appended(reference, tmp_path_factory):
     plugin, sums = reference
     out = tmp_path_factory.mktemp("appended") / "out"
     older_dataset(plugin, str(out))
-    result = write(plugin, out, "--scale", "2", "--append")
-    assert result.returncode == 0, result.stderr
+    api_write(plugin, out, 2, append=True)
     after = checksums(str(out))
     assert after[:3] == sums[1] and len(after) == 6
     return plugin, {1: sums[1], 2: after}
@@ -152,8 +165,9 @@ def kill_then_resume(plugin, sums, location, step, overwrite, allowed=("old", "n
     assert other.returncode == 1 and "--partitions: 3 then, 2 now" in other.stderr, other.stderr
     assert published_state(location, sums) == state  # the refusal changed nothing
 
-    resumed = write(plugin, location, *flags, "--resume")
-    assert resumed.returncode == 0, resumed.stderr
+    # The same run resumed, through the Python API in this process: what it resumes is the
+    # engine's, either way (the command line's --resume: the tests below).
+    api_write(plugin, location, 2, overwrite=overwrite, append=append, resume=True)
     assert checksums(location) == sums[2]
     assert verify(location) == []
     assert leftovers(Store.at(location)) == []

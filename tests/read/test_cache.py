@@ -61,11 +61,8 @@ def remote(s3, tmp_path_factory):
     uris = {}
     for fmt in ("parquet", "arrow"):
         uri = s3(f"cache/{fmt}")
-        # In a process of its own: a fork server that an earlier test started in this one
-        # lacks the S3 credentials the s3 fixture set after it.
-        args = ["--partitions", "3", "--format", fmt, "--row-group-size", "20", "--quiet"]
-        done = run_writer("--script", plugin, "--output", uri, *args)
-        assert done.returncode == 0, done.stderr
+        settings = dict(partitions=3, format=fmt, row_group_size=20, progress=False)
+        recordmill.write(plugin, uri, **settings)
         uris[fmt] = uri.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}")
     yield uris, proxy.counts
     proxy.close()
