@@ -179,13 +179,13 @@ def test_an_s3_reader_sees_one_version_or_a_clear_error(s3, tmp_path, fmt):
     first = make_plugin(tmp_path / "first", PLUGIN)
     second = make_plugin(tmp_path / "second", PLUGIN.replace("np.full(3, i,", "np.full(3, -i,"))
     uri = s3(f"runs/replaced-{fmt}")
-    settings = ["--partitions", "3", "--format", fmt, "--quiet", "--row-group-size", "8"]
-    assert run_writer("--script", first, "--output", uri, *settings).returncode == 0
+    # The versions written in this process (the readers are what is tested here).
+    settings = dict(partitions=3, format=fmt, row_group_size=8, progress=False)
+    recordmill.write(first, uri, **settings)
     ds = recordmill.open(uri)
     batches = ds.iter_batches(8, format="arrow")
     seen = [next(batches)]
-    again = run_writer("--script", second, "--output", uri, *settings, "--overwrite")
-    assert again.returncode == 0, again.stderr
+    recordmill.write(second, uri, overwrite=True, **settings)
     try:
         seen += list(batches)
     except recordmill.RecordmillError as e:
@@ -207,14 +207,12 @@ def test_an_s3_reader_never_mixes_versions_of_the_same_byte_size(s3, tmp_path, f
         tmp_path / "second", PLUGIN.replace("np.full(3, i,", "np.full(3, i + 1000,")
     )
     uri = s3(f"runs/same-size-{fmt}")
-    settings = ["--partitions", "2", "--format", fmt, "--quiet", "--row-group-size", "8"]
-    settings += ["--compression", "none"]
-    assert run_writer("--script", first, "--output", uri, *settings).returncode == 0
+    settings = dict(partitions=2, format=fmt, row_group_size=8, compression="none", progress=False)
+    recordmill.write(first, uri, **settings)
     sizes = [p["bytes"] for p in recordmill.read_manifest(uri)["partitions"]]
     readers = [recordmill.open(uri, read_ahead_bytes=200, cache_bytes=200) for _ in range(2)]
     assert readers[0][3]["v"][0] < 1000  # the first row group fetched before the overwrite
-    again = run_writer("--script", second, "--output", uri, *settings, "--overwrite")
-    assert again.returncode == 0, again.stderr
+    recordmill.write(second, uri, overwrite=True, **settings)
     # the case the checks must catch: no size differs
     assert [p["bytes"] for p in recordmill.read_manifest(uri)["partitions"]] == sizes
     values = []

@@ -16,7 +16,7 @@ import pytest
 import recordmill
 from recordmill.read import order
 from recordmill.read.cache import Folder
-from tests.conftest import REPO, make_plugin, run_writer
+from tests.conftest import REPO, make_plugin
 from tests.s3proxy import CountingProxy
 
 PLUGIN = """
@@ -160,11 +160,10 @@ def test_an_overwritten_dataset_never_serves_the_older_parts(s3, tmp_path):
     second = make_plugin(
         tmp_path / "b", PLUGIN.replace("task_id * 200 + i", "-(task_id * 200 + i)")
     )
-    assert run_writer("--script", first, "--output", uri, "--partitions", "2").returncode == 0
+    recordmill.write(first, uri, partitions=2, progress=False)
     old = recordmill.open(uri, cache_dir=tmp_path / "cache")
     assert old.to_arrow().column("id").to_pylist() == list(range(ROWS))
-    again = run_writer("--script", second, "--output", uri, "--partitions", "2", "--overwrite")
-    assert again.returncode == 0, again.stderr
+    recordmill.write(second, uri, partitions=2, overwrite=True, progress=False)
     new = recordmill.open(uri, cache_dir=tmp_path / "cache")
     assert new.to_arrow().column("id").to_pylist() == [-i for i in range(ROWS)]
     assert new.cache.root != old.cache.root
