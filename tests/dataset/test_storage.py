@@ -47,8 +47,7 @@ COUNTED = (
 def test_write_to_s3_and_read_back(s3, tmp_path, source, fmt):
     plugin = make_plugin(tmp_path / "xyz", source)
     common = ["--script", plugin, "--partitions", "3", "--format", fmt, "--quiet"]
-    local = run_writer(*common, "--output", tmp_path / "local")
-    assert local.returncode == 0, local.stderr
+    recordmill.write(plugin, tmp_path / "local", partitions=3, format=fmt, progress=False)
     uri = s3(f"runs/xyz-{fmt}-{source is COUNTED}")
     remote = run_writer(*common, "--output", uri, "--workers", "2")
     assert remote.returncode == 0, remote.stderr

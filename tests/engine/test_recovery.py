@@ -88,20 +88,9 @@ def checksums(out):
 @pytest.fixture
 def reference(slow, tmp_path):
     plugin, marks = slow
-    result = run_writer(
-        "--script",
-        plugin,
-        "--output",
-        tmp_path / "ref",
-        "--workers",
-        "1",
-        "--partitions",
-        "3",
-        "--marks",
-        marks,
-        "--quiet",
-    )
-    assert result.returncode == 0, result.stderr
+    options = {"marks": str(marks)}
+    settings = dict(workers=1, partitions=3, progress=False)
+    recordmill.write(plugin, tmp_path / "ref", options=options, **settings)
     for mark in marks.iterdir():
         mark.unlink()
     return checksums(tmp_path / "ref")

@@ -11,7 +11,6 @@ import pytest
 import recordmill
 from recordmill.dataset.storage import Store
 from recordmill.report import scan
-from tests.conftest import run_writer
 from tests.report.conftest import (
     BROKEN,
     CLASSES,
@@ -176,9 +175,7 @@ def test_a_dataset_on_object_storage(image_dataset, s3, tmp_path, monkeypatch):
     uri = s3("shown/pets")
     plugin = make_plugin(tmp_path / "plugin", IMAGES_PLUGIN)
     files = str(image_dataset.parent / "files")
-    # In a process of its own: this one's workers started before the S3 credentials were set.
-    done = run_writer("--script", plugin, "--output", uri, "--image-dir", files, "--quiet")
-    assert done.returncode == 0, done.stderr
+    recordmill.write(plugin, uri, options={"image_dir": files}, progress=False)
     monkeypatch.chdir(tmp_path)
     report = recordmill.show(uri, rows=64)
     assert report.path == str(tmp_path / "pets.html")
