@@ -13,13 +13,15 @@ class Counts:
         self.requests = 0
         self.bytes = 0  # response bodies
         self.ranged = 0  # GETs with a Range header
+        self.seen: list[tuple[str, str]] = []  # (method, path and query) of each request
         self._lock = threading.Lock()
 
-    def add(self, body: int, ranged: bool) -> None:
+    def add(self, body: int, ranged: bool, method: str = "", path: str = "") -> None:
         with self._lock:
             self.requests += 1
             self.bytes += body
             self.ranged += ranged
+            self.seen.append((method, path))
 
     def take(self) -> tuple[int, int]:
         """(requests, bytes) since the last take."""
@@ -39,15 +41,17 @@ class CountingProxy:
             protocol_version = "HTTP/1.1"
 
             def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
                 upstream = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-                upstream.request(self.command, self.path, body=body, headers=headers)
+                upstream.putrequest(self.command, self.path, skip_host=True)
+                for key, value in self.headers.items():
+                    if key.lower() not in ("connection", "expect"):
+                        upstream.putheader(key, value)
+                upstream.endheaders()
+                upstream.send(self._body())
                 response = upstream.getresponse()
                 data = response.read()
                 upstream.close()
-                counts.add(len(data), "Range" in self.headers)
+                counts.add(len(data), "Range" in self.headers, self.command, self.path)
                 self.send_response_only(response.status, response.reason)
                 skipped = ("connection", "transfer-encoding")
                 if self.command != "HEAD":  # a HEAD's length is the object's: kept
@@ -59,6 +63,26 @@ class CountingProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
+
+            def _body(self) -> bytes:
+                """The request's body as it came: by length, or chunked (S3 uploads: chunks,
+                then trailers), passed on unchanged."""
+                length = self.headers.get("Content-Length")
+                if "chunked" not in self.headers.get("Transfer-Encoding", ""):
+                    return self.rfile.read(int(length)) if length else b""
+                raw = b""
+                while True:
+                    line = self.rfile.readline()
+                    raw += line
+                    size = int(line.split(b";")[0], 16)
+                    if size == 0:
+                        break
+                    raw += self.rfile.read(size + 2)
+                while True:  # trailers, then an empty line
+                    line = self.rfile.readline()
+                    raw += line
+                    if line in (b"\r\n", b"\n", b""):
+                        return raw
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 

@@ -16,7 +16,7 @@ What differs from a first write:
   replaces the output by the exchange ``--overwrite`` uses (``commit.publish_local``): one atomic
   rename, the output never missing, no file of an older or unfinished version ever in it; a reader
   holding the older version's files keeps reading them. On object storage, where there is neither
-  rename nor link, the new files are moved in beside the dataset's (step ``moved``: new names, so
+  rename nor link, the new files are copied in beside the dataset's (step ``moved``: new names, so
   nothing a reader of the older version reads changes), then the new manifest is written last
   (``published``): :func:`publish_object_store`.
 """
@@ -172,11 +172,11 @@ def check_base(staging: Store, final: Store, staged: bytes, name: str) -> None:
 
 
 def publish_object_store(staging: Store, final: Store, name: str, manifest: bytes) -> None:
-    """Object storage: the new version's files moved in beside the dataset's, the manifest
+    """Object storage: the new version's files copied in beside the dataset's, the manifest
     ``name`` written last; until then the older version is the dataset, whole."""
     for n in sorted(staging.listdir()):
         if n != name:
-            final.fs.move(staging.path(n), final.path(n))
+            final.fs.copy_file(staging.path(n), final.path(n))
             step("moved")
     final.write_bytes(name, manifest)
     step("published")

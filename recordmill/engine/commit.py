@@ -15,8 +15,10 @@ tests stop a run at each one, see :func:`step`):
    old folder without NAME puts it back first (``OutputDir``), so an older dataset is never lost.
 3. Object storage (:func:`publish_object_store`; no rename there): ``unpublished``: the older
    dataset's manifest is deleted (its folder is no longer a dataset); ``cleared``: its other
-   files are deleted; ``moved``: after the first file was moved in; ``published``: the manifest
-   is written last; then the staging folder is deleted.
+   files are deleted; ``moved``: after the first file was copied in (a copy made by the
+   store itself; the staged copies go with the staging folder, many to a request, where moving
+   each would cost a delete and pyarrow's folder marker beside the copy); ``published``: the
+   manifest is written last; then the staging folder is deleted.
 
 So a folder without a manifest is never a dataset, and a failed or killed run never leaves an
 output that looks complete.
@@ -90,8 +92,9 @@ def publish_local(staging: Store, final: Store, old: Store) -> None:
 
 
 def publish_object_store(staging: Store, final: Store, name: str, manifest: bytes) -> None:
-    """The staging folder's files moved to ``final`` (an older dataset there deleted first,
-    its manifest first of all), the manifest ``name`` written last."""
+    """The staging folder's files copied to ``final`` (an older dataset there deleted first,
+    its manifest first of all), the manifest ``name`` written last. A resume of a commit cut
+    short copies them all again: the same bytes."""
     if final.exists():
         for old_name in (n for n in final.listdir() if n.startswith(layout.MANIFEST_STEM)):
             final.delete(old_name)
@@ -106,7 +109,7 @@ def publish_object_store(staging: Store, final: Store, name: str, manifest: byte
     for n in sorted(staging.listdir()):
         if n != name:
             final.check()  # the lease, on S3
-            final.fs.move(staging.path(n), final.path(n))
+            final.fs.copy_file(staging.path(n), final.path(n))
             step("moved")
     final.write_bytes(name, manifest)
     step("published")

@@ -256,7 +256,12 @@ def _fragment_cleaner(
 ) -> Callable[[int], None]:
     """Delete each fragment as soon as every partition that reads it is written, so that the
     staged copy of the data shrinks while the partitions grow instead of doubling the disk use.
-    (A finished task's record stays: --resume must not run it again.)"""
+    (A finished task's record stays: --resume must not run it again.) On object storage there
+    is no disk to spare: the fragments go with the staging folder, many keys to a request,
+    where each one deleted here would cost three (pyarrow also checks for and writes the
+    folder's marker)."""
+    if not staging.local:
+        return lambda index: None
     released = fragments_done_after(jobs)
     done = set(done)
     prefix = 0

@@ -73,6 +73,32 @@ def test_write_to_s3_and_read_back(s3, tmp_path, source, fmt):
     assert table["v"].to_pylist() == [[float(i)] * 3 for _, i in expected]
 
 
+def test_a_write_to_s3_deletes_no_staged_file_one_by_one(s3, tmp_path):
+    """Each object deleted on its own costs a request, and pyarrow adds one more (the folder's
+    marker); the staging folder's files go with it at the end, many keys to a request. Counted
+    on the wire, through a proxy in front of the S3 server."""
+    import re
+
+    from tests.s3proxy import CountingProxy
+
+    uri = s3("runs/counted")
+    port = re.search(r"127.0.0.1:(\d+)", uri).group(1)
+    proxy = CountingProxy(int(port))
+    try:
+        counted = uri.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}")
+        plugin = make_plugin(tmp_path / "xyz", PLUGIN)  # staged: fragments, then partitions
+        recordmill.write(plugin, counted, partitions=3, progress=False)
+        seen = list(proxy.counts.seen)
+    finally:
+        proxy.close()
+    assert verify(uri) == [] and recordmill.open(uri).to_arrow().num_rows == 170
+    deleted = [path for method, path in seen if method == "DELETE"]
+    assert not [p for p in deleted if "/_tasks/task-" in p or "/part-" in p], deleted
+    copied = [p for method, p in seen if method == "PUT" and re.search(r"/counted/part-", p)]
+    assert len(copied) == 3  # each partition written once into the output
+    assert any(method == "POST" and "delete" in path for method, path in seen)
+
+
 def test_s3_overwrite_and_refusal(s3, tmp_path):
     plugin = make_plugin(tmp_path / "xyz", PLUGIN)
     uri = s3("again")
