@@ -21,18 +21,18 @@ REPO = Path(__file__).resolve().parent.parent
 # The tests start about two thousand Python processes (writers, their fork servers, scripts).
 # Each would compile recordmill from source where bytecode is not written (the environment sets
 # PYTHONDONTWRITEBYTECODE): here it is written, outside the source tree. And each process's
-# OpenBLAS would start a thread per core, which only spins while two tests share two cores.
+# OpenBLAS would start a thread per core, which only spins while tests share the cores.
 if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
     os.environ.setdefault(
         "PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "recordmill-tests-pycache")
     )
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+# The test S3 server's credentials (it takes any), from the environment as usual, and from the
+# start: a fork server that a test's write starts keeps the environment it started with, for
+# every later test in that process.
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
-# The S3 server's credentials (it takes any) from the start: a fork server that a test's write
-# starts in a test process keeps the environment it started with, for every later test there.
-for _key, _value in CREDENTIALS.items():
-    os.environ.setdefault(_key, _value)
+os.environ.update(CREDENTIALS)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -75,14 +75,7 @@ def s3():
         region="us-east-1",
         allow_bucket_creation=True,
     ).create_dir("data")
-    saved = {k: os.environ.get(k) for k in CREDENTIALS}
-    os.environ.update(CREDENTIALS)  # S3 credentials come from the environment, as usual
     yield lambda path: f"s3://data/{path}?{query}"
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
     server.kill()
     server.wait()
 

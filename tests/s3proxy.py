@@ -4,6 +4,7 @@ and every byte the server sends back, counted where they cross the wire."""
 from __future__ import annotations
 
 import http.client
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -34,7 +35,18 @@ class Counts:
 class CountingProxy:
     """Forwards to ``127.0.0.1:port`` from a port of its own (``self.port``)."""
 
+    @classmethod
+    def in_front_of(cls, uri: str) -> CountingProxy:
+        """A proxy for the server of ``uri``, an ``s3://...?endpoint_override=127.0.0.1:PORT``
+        URI; :meth:`through` gives that server's URIs through it."""
+        return cls(int(re.search(r"endpoint_override=127\.0\.0\.1:(\d+)", uri).group(1)))
+
+    def through(self, uri: str) -> str:
+        """``uri`` (of the server behind this proxy) read through this proxy."""
+        return uri.replace(f"127.0.0.1:{self.upstream}", f"127.0.0.1:{self.port}")
+
     def __init__(self, port: int):
+        self.upstream = port
         counts = self.counts = Counts()
 
         class Handler(BaseHTTPRequestHandler):

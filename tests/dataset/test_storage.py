@@ -77,15 +77,12 @@ def test_a_write_to_s3_deletes_no_staged_file_one_by_one(s3, tmp_path):
     """Each object deleted on its own costs a request, and pyarrow adds one more (the folder's
     marker); the staging folder's files go with it at the end, many keys to a request. Counted
     on the wire, through a proxy in front of the S3 server."""
-    import re
-
     from tests.s3proxy import CountingProxy
 
     uri = s3("runs/counted")
-    port = re.search(r"127.0.0.1:(\d+)", uri).group(1)
-    proxy = CountingProxy(int(port))
+    proxy = CountingProxy.in_front_of(uri)
     try:
-        counted = uri.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}")
+        counted = proxy.through(uri)
         plugin = make_plugin(tmp_path / "xyz", PLUGIN)  # staged: fragments, then partitions
         recordmill.write(plugin, counted, partitions=3, progress=False)
         seen = list(proxy.counts.seen)
@@ -94,7 +91,7 @@ def test_a_write_to_s3_deletes_no_staged_file_one_by_one(s3, tmp_path):
     assert verify(uri) == [] and recordmill.open(uri).to_arrow().num_rows == 170
     deleted = [path for method, path in seen if method == "DELETE"]
     assert not [p for p in deleted if "/_tasks/task-" in p or "/part-" in p], deleted
-    copied = [p for method, p in seen if method == "PUT" and re.search(r"/counted/part-", p)]
+    copied = [p for method, p in seen if method == "PUT" and "/runs/counted/part-" in p]
     assert len(copied) == 3  # each partition written once into the output
     assert any(method == "POST" and "delete" in path for method, path in seen)
 

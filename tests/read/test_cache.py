@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,14 +55,13 @@ def remote(s3, tmp_path_factory):
     """A Parquet and an Arrow dataset on S3, written directly; read through the proxy."""
     root = tmp_path_factory.mktemp("remote")
     plugin = make_plugin(root / "p", PLUGIN)
-    port = int(re.search(r"endpoint_override=127.0.0.1:(\d+)", s3("x")).group(1))
-    proxy = CountingProxy(port)
+    proxy = CountingProxy.in_front_of(s3("x"))
     uris = {}
     for fmt in ("parquet", "arrow"):
         uri = s3(f"cache/{fmt}")
         settings = dict(partitions=3, format=fmt, row_group_size=20, progress=False)
         recordmill.write(plugin, uri, **settings)
-        uris[fmt] = uri.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}")
+        uris[fmt] = proxy.through(uri)
     yield uris, proxy.counts
     proxy.close()
 
