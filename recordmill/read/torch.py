@@ -169,6 +169,23 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return 0, 1
 
 
+class _Ranks:
+    """``rank`` and ``world_size`` as given, or taken from ``torch.distributed`` once it is
+    initialized, in the process where it is: DataLoader workers started by spawn or forkserver
+    have no process group, so the rank must travel to them with the dataset."""
+
+    rank: int | None
+    world_size: int | None
+
+    def _bind(self) -> tuple[int, int]:
+        """This process's (rank, world size), kept once a process group gave them."""
+        if self.rank is None or self.world_size is None:
+            distributed = torch.distributed
+            if distributed.is_available() and distributed.is_initialized():
+                self.rank, self.world_size = _distributed(None, None)
+        return _distributed(self.rank, self.world_size)
+
+
 class MapDataset(torch_data.Dataset):
     """``len(ds)`` and ``ds[i]`` -> ``transform(row)`` (the row dict when no transform), of the
     dataset's current version or ``version`` (kept by every process it is pickled into)."""
@@ -206,7 +223,7 @@ class MapDataset(torch_data.Dataset):
         return [self.transform(row) for row in rows] if self.transform else rows
 
 
-class Sampler(_Position, torch_data.Sampler):
+class Sampler(_Position, _Ranks, torch_data.Sampler):
     """The indices of an epoch for a ``MapDataset``: a permutation drawn from ``seed + epoch``
     (or ``0..n-1`` without ``shuffle``); with ``rank``/``world_size`` (or an initialized
     ``torch.distributed``) every ``world_size``-th of them, from ``rank`` on. It resumes from
@@ -222,7 +239,8 @@ class Sampler(_Position, torch_data.Sampler):
     ):
         _Position.__init__(self, shuffle, seed)
         self.rows = data_source if isinstance(data_source, int) else len(data_source)
-        self.rank, self.world_size = _distributed(rank, world_size)
+        self.rank, self.world_size = rank, world_size
+        self._bind()
         self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
         self._source = data_source.source if isinstance(data_source, MapDataset) else None
 
@@ -238,13 +256,15 @@ class Sampler(_Position, torch_data.Sampler):
         return self._orders(self.seed, self.epoch)
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._order()[self.rank :: self.world_size].tolist())
+        rank, world = self._bind()
+        return iter(self._order()[rank::world].tolist())
 
     def __len__(self) -> int:
-        return len(range(self.rank, self.rows - self.position, self.world_size))
+        rank, world = self._bind()
+        return len(range(rank, self.rows - self.position, world))
 
 
-class IterableDataset(_Position, torch_data.IterableDataset):
+class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
     """Streams ``transform(row)`` for this process's share of the rows.
 
     The rows of an epoch (a permutation drawn from ``seed + epoch`` with ``shuffle``, else the
@@ -280,10 +300,16 @@ class IterableDataset(_Position, torch_data.IterableDataset):
         self.source = _Source(path, columns, decode, cache, version)
         self.source.dataset()
         self.transform = transform
-        self.rank = rank
-        self.world_size = world_size
+        self.rank, self.world_size = rank, world_size
+        self._bind()
         self.batch_size = batch_size
         self.read_batch_size = read_batch_size
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled in the main process for workers started by spawn or forkserver: the rank goes
+        # with it, since those workers have no process group to ask.
+        self._bind()
+        return dict(self.__dict__)
 
     def _length(self) -> int:
         return len(self.source.dataset())
@@ -297,7 +323,7 @@ class IterableDataset(_Position, torch_data.IterableDataset):
     def _share(self) -> tuple[int, int]:
         """This (rank, worker)'s number and how many there are, batches being dealt out to
         them in turn: rank first, then worker."""
-        rank, world = _distributed(self.rank, self.world_size)
+        rank, world = self._bind()
         info = torch_data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         return rank + worker * world, world * workers
@@ -313,6 +339,27 @@ class IterableDataset(_Position, torch_data.IterableDataset):
         for row in ds.iter_rows(rows, batch_size=self.read_batch_size):
             row = _own(row)
             yield self.transform(row) if self.transform else row
+
+
+def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
+    """The :class:`Sampler` of a map-style loader: the one given, or ours in place of a
+    ``DistributedSampler`` (as PyTorch Lightning puts in by default, wrapping ours), with its
+    rank and world size."""
+    if given is None or isinstance(given, Sampler):
+        return given if given is not None else Sampler(dataset, shuffle=shuffle, seed=seed)
+    if isinstance(given, torch_data.DistributedSampler):
+        wrapped = getattr(given.dataset, "_sampler", None)  # Lightning's wrapper of a sampler
+        if isinstance(wrapped, Sampler):
+            shuffle, seed = wrapped.shuffle, wrapped.seed
+        elif given.dataset is dataset:
+            shuffle = given.shuffle
+        else:
+            raise TypeError("the DistributedSampler given is of another dataset than the loader's")
+        return Sampler(dataset, shuffle, seed, rank=given.rank, world_size=given.num_replicas)
+    raise TypeError(
+        "give a recordmill.torch.Sampler (or a torch DistributedSampler) as sampler, or none; "
+        f"got {type(given).__name__}"
+    )
 
 
 class DataLoader(torch_data.DataLoader):
@@ -347,26 +394,18 @@ class DataLoader(torch_data.DataLoader):
             )
         if isinstance(dataset, IterableDataset):
             dataset.batch_size = batch_size
-            self.position: _Position = dataset
+            self.position: Sampler | IterableDataset = dataset
             super().__init__(dataset, batch_size=batch_size, **kwargs)
         else:
-            sampler = kwargs.pop("sampler", None)
-            if sampler is None:
-                sampler = Sampler(dataset, shuffle=shuffle, seed=seed)
-            if not isinstance(sampler, Sampler):
-                raise TypeError("give a recordmill.torch.Sampler as sampler, or none")
+            sampler = _sampler(dataset, kwargs.pop("sampler", None), shuffle, seed)
             self.position = sampler
             super().__init__(dataset, batch_size=batch_size, sampler=sampler, **kwargs)
-        self._step = (
-            batch_size
-            * _distributed(
-                getattr(self.position, "rank", None), getattr(self.position, "world_size", None)
-            )[1]
-        )
 
     def __iter__(self) -> Iterator[Any]:
+        # The rank is known here, in the main process, before any worker starts.
+        step = self.batch_size * self.position._bind()[1]
         for batch in super().__iter__():
-            self.position._advance(self._step)
+            self.position._advance(step)
             yield batch
         self.position._end_epoch()
 

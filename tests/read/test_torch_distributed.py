@@ -1,0 +1,146 @@
+"""recordmill.torch under a real torch.distributed process group (gloo), the rank left to
+recordmill: each rank reads its share, whatever starts the DataLoader workers (fork, spawn,
+forkserver); and under PyTorch Lightning's DDP with its default distributed sampler."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.read.test_torch import all_ids, dataset, formula_batches  # noqa: F401 (a fixture)
+
+pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
+
+# Each rank runs every loader in turn and writes the ids of each batch it was handed.
+RANK = """
+import json, sys
+
+import torch.distributed as dist
+
+import recordmill.torch as rtorch
+
+if __name__ == "__main__":
+    path, out, loaders = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    dist.init_process_group("gloo")  # as torchrun does: rank and world size from the environment
+    seen = {}
+    for style, workers, context in loaders:
+        if style == "map":
+            data = rtorch.MapDataset(path, columns=["id"])
+            loader = rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4,
+                                       num_workers=workers, multiprocessing_context=context)
+        else:
+            data = rtorch.IterableDataset(path, columns=["id"], shuffle=True, seed=4)
+            loader = rtorch.DataLoader(data, batch_size=7, num_workers=workers,
+                                       multiprocessing_context=context)
+        batches = [batch["id"].tolist() for batch in loader]
+        seen[f"{style} {workers} {context}"] = {"batches": batches, "state": loader.state_dict()}
+    with open(out, "w") as f:
+        json.dump(seen, f)
+    dist.destroy_process_group()
+"""
+
+LOADERS = [
+    ("iterable", 0, None),
+    ("iterable", 2, "fork"),
+    ("iterable", 1, "spawn"),
+    ("iterable", 2, "forkserver"),
+    ("map", 0, None),
+    ("map", 2, "spawn"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(script, world, args, tmp_path, extra_env=None):
+    """``world`` ranks of ``script``, as torchrun starts them (environment variables only)."""
+    import os
+
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    env.update({"WORLD_SIZE": str(world), **(extra_env or {})})
+    ranks = []
+    for rank in range(world):
+        out = tmp_path / f"rank{rank}.json"
+        cmd = [sys.executable, str(script), *map(str, args(out))]
+        ranks.append(subprocess.Popen(cmd, env={**env, "RANK": str(rank)}))
+    assert [p.wait(timeout=300) for p in ranks] == [0] * world
+    return [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(world)]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_each_rank_reads_its_share_under_a_real_process_group(dataset, tmp_path, world):  # noqa: F811
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    results = launch(script, world, lambda out: [dataset, out, json.dumps(LOADERS)], tmp_path)
+    for style, workers, context in LOADERS:
+        key = f"{style} {workers} {context}"
+        every = []
+        for rank, seen in enumerate(results):
+            expected = formula_batches(dataset, style, rank, world, 7, 4)
+            assert seen[key]["batches"] == expected, f"rank {rank} of {world}, {key}"
+            # a complete epoch: the state is at the start of the next one
+            assert (seen[key]["state"]["epoch"], seen[key]["state"]["position"]) == (1, 0)
+            every += [i for batch in expected for i in batch]
+        assert sorted(every) == sorted(all_ids(dataset)), key  # every row once over the ranks
+
+
+LIGHTNING = """
+import json, sys
+
+import pytorch_lightning as pl
+import torch
+
+import recordmill.torch as rtorch
+
+
+class Model(pl.LightningModule):
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+        self.layer = torch.nn.Linear(1, 1)
+        self.seen = []
+
+    def train_dataloader(self):
+        data = rtorch.MapDataset(self.path, columns=["id"])
+        return rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4, num_workers=1)
+
+    def training_step(self, batch, index):
+        self.seen.append(batch["id"].tolist())
+        return self.layer(batch["id"].float()[:, None]).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+if __name__ == "__main__":
+    path, out = sys.argv[1:]
+    model = Model(path)
+    trainer = pl.Trainer(strategy="ddp", devices=2, accelerator="cpu", max_epochs=1,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.fit(model)  # use_distributed_sampler=True, Lightning's default
+    with open(out.replace("RANK", str(trainer.global_rank)), "w") as f:
+        json.dump(model.seen, f)
+"""
+
+
+def test_lightning_ddp_with_its_default_sampler_reads_each_row_once(dataset, tmp_path):  # noqa: F811
+    pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning")
+    script = tmp_path / "fit.py"
+    script.write_text(LIGHTNING)
+    out = tmp_path / "seenRANK.json"
+    # Lightning's DDP starts the other rank itself, running this script again
+    subprocess.run([sys.executable, script, dataset, out], check=True, timeout=300)
+    every = []
+    for rank in range(2):
+        seen = json.loads((tmp_path / f"seen{rank}.json").read_text())
+        assert seen == formula_batches(dataset, "map", rank, 2, 7, 4), f"rank {rank}"
+        every += [i for batch in seen for i in batch]
+    assert sorted(every) == sorted(all_ids(dataset))
