@@ -15,6 +15,7 @@ recordmill, pyarrow and Python versions that wrote the manifest.)
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from recordmill.dataset.manifest import task_entries, task_totals
@@ -117,6 +118,17 @@ def at_version(
         "version": version,
         "history": kept,
     }
+
+
+def fingerprint(manifest: dict[str, Any]) -> str:
+    """What identifies the rows of the version a manifest describes: a hash of its partitions'
+    checksums, in order. Another history with as many versions and rows (``--overwrite``, then
+    ``--append``) has another one; a later version of the same history keeps every partition,
+    and an earlier version's fingerprint is computed from the rows it had."""
+    digest = hashlib.sha256()
+    for partition in manifest["partitions"]:
+        digest.update(f"{partition.get('checksum')}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def latest_run(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 import pyarrow as pa
 
+from recordmill.dataset.versions import fingerprint
 from recordmill.read.dataset import Dataset
 from recordmill.read.dataset import open as open_dataset
 
@@ -111,6 +112,7 @@ class _Position:
             "shuffle": self.shuffle,
             "rows": self._length(),
             "version": self._version(),
+            "data": self._fingerprint(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -120,6 +122,12 @@ class _Position:
             raise ValueError(
                 f"cannot resume: the saved state is of version {saved} of the dataset, this one "
                 f"reads version {mine['version']}; open version={saved} to resume it"
+            )
+        if state.get("data", mine["data"]) != mine["data"]:  # states from before it have none
+            raise ValueError(
+                f"cannot resume: the saved state is of other rows than version {mine['version']} "
+                f"of {self._where()} holds (data {state['data']}, this one {mine['data']}): the "
+                "dataset was replaced since the state was saved; start a new epoch instead"
             )
         for key in ("seed", "shuffle", "rows"):
             if state.get(key, mine[key]) != mine[key]:
@@ -155,9 +163,22 @@ class _Position:
     def _length(self) -> int:
         raise NotImplementedError
 
-    def _version(self) -> int | None:
-        """The dataset version read (None where unknown: a Sampler given a row count)."""
+    def _source(self) -> _Source | None:
+        """The dataset read (None where unknown: a Sampler given a row count)."""
         return None
+
+    def _version(self) -> int | None:
+        source = self._source()
+        return None if source is None else source.version
+
+    def _fingerprint(self) -> str | None:
+        """What identifies the rows read (``versions.fingerprint``)."""
+        source = self._source()
+        return None if source is None else fingerprint(source.dataset().manifest)
+
+    def _where(self) -> str:
+        source = self._source()
+        return "the dataset" if source is None else source.path
 
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -242,13 +263,13 @@ class Sampler(_Position, _Ranks, torch_data.Sampler):
         self.rank, self.world_size = rank, world_size
         self._bind()
         self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
-        self._source = data_source.source if isinstance(data_source, MapDataset) else None
+        self._data = data_source.source if isinstance(data_source, MapDataset) else None
 
     def _length(self) -> int:
         return self.rows
 
-    def _version(self) -> int | None:
-        return None if self._source is None else self._source.version
+    def _source(self) -> _Source | None:
+        return self._data
 
     def _shuffled(self) -> np.ndarray:
         if self._orders is None:
@@ -314,8 +335,8 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
     def _length(self) -> int:
         return len(self.source.dataset())
 
-    def _version(self) -> int | None:
-        return self.source.version
+    def _source(self) -> _Source | None:
+        return self.source
 
     def _shuffled(self) -> np.ndarray:
         return self.source.dataset().shuffled(self.seed, self.epoch)

@@ -331,3 +331,61 @@ def test_loaders_read_through_one_disk_cache_shared_by_their_workers(dataset, tm
     assert ds.cache.capacity < len(ds.cache.parts)  # the block order, not a full permutation
     sizes = [f.stat().st_size for f in (tmp_path / "cache").rglob("*.arrow")]
     assert sizes and sum(sizes) <= limit + max(sizes)  # the bound: the limit and one part
+
+
+COUNTING = """
+    def task_number():
+        return 4
+
+    def add_options(parser):
+        parser.add_argument("--base", type=int, default=0)
+        parser.add_argument("--rows", type=int, default=75)
+
+    def dict_data(task_id, options):
+        for i in range(options.rows // 4):
+            yield {"id": options.base + task_id * 1000 + i}
+"""
+
+
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_a_state_of_a_replaced_history_is_refused(tmp_path, style):
+    """Version 2 of another history (--overwrite, then --append) has as many rows as the one a
+    state was saved on: the state is refused, not resumed on other rows."""
+    plugin = make_plugin(tmp_path / "p", COUNTING)
+    out = tmp_path / "ds"
+
+    def history(base):
+        recordmill.write(
+            plugin,
+            out,
+            options={"base": base, "rows": 300},
+            overwrite=True,
+            progress=False,
+            workers=0,
+        )
+        recordmill.write(
+            plugin,
+            out,
+            options={"base": base + 100, "rows": 100},
+            append=True,
+            progress=False,
+            workers=0,
+        )
+
+    def loader():
+        if style == "map":
+            return rtorch.DataLoader(rtorch.MapDataset(out, version=2), batch_size=10, shuffle=True)
+        data = rtorch.IterableDataset(out, version=2, shuffle=True)
+        return rtorch.DataLoader(data, batch_size=10)
+
+    history(0)
+    first = loader()
+    batches = iter(first)
+    for _ in range(5):
+        next(batches)
+    state = first.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)  # the same history: accepted
+    history(50_000)
+    with pytest.raises(ValueError, match="other rows than version 2 of .*replaced"):
+        loader().load_state_dict(state)
