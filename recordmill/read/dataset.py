@@ -26,7 +26,7 @@ from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
 from recordmill.read import order, passes
-from recordmill.read.cache import CACHE_DIR_ENV, DiskCache
+from recordmill.read.cache import CACHE_DIR_ENV, DiskCache, plan_parts
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer
 from recordmill.read.groups import Groups, ReadStats
@@ -216,15 +216,27 @@ class Dataset:
             batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
             yield from _pieces(batch, batch_size, format, view._decode)
 
-    def shuffled(self, seed: int, epoch: int = 0) -> np.ndarray:
+    def shuffled(self, seed: int, epoch: int = 0, blocks: int | None = None) -> np.ndarray:
         """This view's rows (0 to len - 1) in epoch ``epoch``'s shuffled order: a permutation
         of ``seed + epoch``, or a block shuffle through a disk cache too small for every part
-        (:mod:`recordmill.read.order`)."""
-        disk = self._groups.ready().disk
-        if disk is None or disk.order_capacity is None:
+        (:mod:`recordmill.read.order`). ``blocks`` (0: a full permutation) gives the cache's
+        capacity in parts that shapes the order, in place of this reader's own
+        (:meth:`order_blocks`): what a resumed job, or a rank agreeing with the others, uses."""
+        blocks = self.order_blocks() if blocks is None else blocks
+        if blocks == 0:
             return order.permutation(len(self), seed, epoch)
-        spans = order.spans([part.rows for part in disk.parts], self._start, self._stop)
-        return order.block_order(spans, disk.capacity, seed, epoch)
+        parts = self._groups.ready().disk.parts if self.cache else plan_parts(self._groups.files)
+        spans = order.spans([part.rows for part in parts], self._start, self._stop)
+        return order.block_order(spans, blocks, seed, epoch)
+
+    def order_blocks(self) -> int:
+        """How many of the dataset's parts the shuffled order is drawn for (0: a full
+        permutation): the capacity of a disk cache too small for every part, where the user
+        chose ``cache_limit``. It shapes the order, so a loader's state records it."""
+        disk = self._groups.ready().disk
+        if disk is None or disk.order_capacity is None or disk.capacity >= len(disk.parts):
+            return 0
+        return disk.capacity
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.iter_rows()

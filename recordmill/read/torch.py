@@ -98,6 +98,9 @@ class _Position:
         self.seed = seed
         self.epoch = 0
         self.position = 0
+        # The disk cache's capacity in parts that shapes a block-shuffled order (0: a full
+        # permutation); None until a state or the ranks' agreement fixes it: this reader's own.
+        self.blocks: int | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (from its first row, unless it is the epoch already under way)."""
@@ -113,6 +116,7 @@ class _Position:
             "rows": self._length(),
             "version": self._version(),
             "data": self._fingerprint(),
+            "blocks": self._blocks(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -142,6 +146,8 @@ class _Position:
                 f"a position is 0 to {mine['rows']} (the rows of an epoch)"
             )
         self.epoch, self.position = epoch, position
+        if state.get("blocks") is not None:  # the order the state was saved in, kept
+            self.blocks = int(state["blocks"])
 
     def _order(self) -> np.ndarray:
         """This epoch's rows not yet handed out, in order."""
@@ -162,6 +168,27 @@ class _Position:
 
     def _length(self) -> int:
         raise NotImplementedError
+
+    def _blocks(self) -> int:
+        """The order's blocks: fixed, or this reader's own (``Dataset.order_blocks``)."""
+        if self.blocks is not None:
+            return self.blocks
+        source = self._source()
+        return 0 if source is None else source.dataset().order_blocks()
+
+    def _agree(self) -> None:
+        """Every rank of a ``torch.distributed`` job takes the same shuffled order: where their
+        disk caches differ in size, the block order of the smallest (one all-gather, the first
+        time a loader starts an epoch)."""
+        distributed = torch.distributed
+        if not (self.shuffle and self.blocks is None and distributed.is_available()):
+            return
+        if not distributed.is_initialized() or distributed.get_world_size() == 1:
+            return
+        every: list[Any] = [None] * distributed.get_world_size()
+        distributed.all_gather_object(every, self._blocks())
+        blocks = [b for b in every if b]
+        self.blocks = min(blocks) if blocks else 0
 
     def _source(self) -> _Source | None:
         """The dataset read (None where unknown: a Sampler given a row count)."""
@@ -227,9 +254,9 @@ class MapDataset(torch_data.Dataset):
         self.source.dataset()
         self.transform = transform
 
-    def shuffled(self, seed: int, epoch: int) -> np.ndarray:
+    def shuffled(self, seed: int, epoch: int, blocks: int | None = None) -> np.ndarray:
         """The indices of a shuffled epoch (see ``recordmill.Dataset.shuffled``)."""
-        return self.source.dataset().shuffled(seed, epoch)
+        return self.source.dataset().shuffled(seed, epoch, blocks)
 
     def __len__(self) -> int:
         return len(self.source.dataset())
@@ -274,7 +301,7 @@ class Sampler(_Position, _Ranks, torch_data.Sampler):
     def _shuffled(self) -> np.ndarray:
         if self._orders is None:
             return super()._shuffled()
-        return self._orders(self.seed, self.epoch)
+        return self._orders(self.seed, self.epoch, self._blocks())
 
     def __iter__(self) -> Iterator[int]:
         rank, world = self._bind()
@@ -339,7 +366,7 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
         return self.source
 
     def _shuffled(self) -> np.ndarray:
-        return self.source.dataset().shuffled(self.seed, self.epoch)
+        return self.source.dataset().shuffled(self.seed, self.epoch, self._blocks())
 
     def _share(self) -> tuple[int, int]:
         """This (rank, worker)'s number and how many there are, batches being dealt out to
@@ -425,6 +452,7 @@ class DataLoader(torch_data.DataLoader):
     def __iter__(self) -> Iterator[Any]:
         # The rank is known here, in the main process, before any worker starts.
         step = self.batch_size * self.position._bind()[1]
+        self.position._agree()
         for batch in super().__iter__():
             self.position._advance(step)
             yield batch

@@ -389,3 +389,50 @@ def test_a_state_of_a_replaced_history_is_refused(tmp_path, style):
     history(50_000)
     with pytest.raises(ValueError, match="other rows than version 2 of .*replaced"):
         loader().load_state_dict(state)
+
+
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_a_state_keeps_its_block_order_when_resumed_with_another_cache_limit(
+    dataset, tmp_path, style
+):
+    """The block shuffle's windows follow the cache's capacity: a job resumed with another
+    cache_limit continues the order it was saved in, neither repeating nor skipping rows."""
+    part = recordmill.open(dataset, cache_dir=tmp_path / "probe").cache.largest
+
+    def loader(parts):
+        cache = {"cache_dir": tmp_path / f"cache{parts}", "cache_limit": parts * part}
+        if style == "map":
+            data = rtorch.MapDataset(dataset, columns=["id"], **cache)
+            return rtorch.DataLoader(data, batch_size=8, shuffle=True, seed=3)
+        data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=3, **cache)
+        return rtorch.DataLoader(data, batch_size=8)
+
+    whole = epoch_ids(loader(4))
+    first = loader(4)
+    head = [batch["id"].tolist() for _, batch in zip(range(5), first)]
+    state = first.state_dict()
+    assert state["blocks"] == 4
+    resumed = loader(6)  # another limit: its own order would be another one
+    assert epoch_ids(loader(6)) != whole
+    resumed.load_state_dict(state)
+    assert head + epoch_ids(resumed) == whole
+
+
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_a_job_resumes_on_another_world_size_with_every_row_once(dataset, style):
+    """The position counts the rows all ranks took together: two ranks stop after 4 batches each,
+    three ranks resume from either one's state and read the rest, each row once."""
+    taken = []
+    states = []
+    for rank in range(2):
+        loader = rank_loader(dataset, style, rank, 2, 0)
+        taken += [i for _, batch in zip(range(4), loader) for i in batch["id"].tolist()]
+        states.append(loader.state_dict())
+    assert states[0] == states[1]  # every rank's state is the job's
+    rest = []
+    for rank in range(3):
+        loader = rank_loader(dataset, style, rank, 3, 0)
+        loader.load_state_dict(states[rank % 2])
+        rest += [i for batch in epoch_ids(loader) for i in batch]
+    assert len(taken) == 2 * 4 * 7
+    assert sorted(taken + rest) == sorted(all_ids(dataset))

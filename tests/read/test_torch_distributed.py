@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+import recordmill
 from tests.read.test_torch import all_ids, dataset, formula_batches  # noqa: F401 (a fixture)
 
 pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
@@ -24,11 +25,15 @@ import torch.distributed as dist
 import recordmill.torch as rtorch
 
 if __name__ == "__main__":
-    path, out, loaders = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    path, out, loaders, part = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
     dist.init_process_group("gloo")  # as torchrun does: rank and world size from the environment
     seen = {}
     for style, workers, context in loaders:
-        if style == "map":
+        if style == "cached":  # each rank with a cache of its own size: 4, 5, 6... parts
+            cache = {"cache_dir": out + ".cache", "cache_limit": (4 + dist.get_rank()) * part}
+            data = rtorch.IterableDataset(path, columns=["id"], shuffle=True, seed=4, **cache)
+            loader = rtorch.DataLoader(data, batch_size=7, num_workers=workers)
+        elif style == "map":
             data = rtorch.MapDataset(path, columns=["id"])
             loader = rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4,
                                        num_workers=workers, multiprocessing_context=context)
@@ -50,6 +55,7 @@ LOADERS = [
     ("iterable", 2, "forkserver"),
     ("map", 0, None),
     ("map", 2, "spawn"),
+    ("cached", 0, None),
 ]
 
 
@@ -78,12 +84,19 @@ def launch(script, world, args, tmp_path, extra_env=None):
 def test_each_rank_reads_its_share_under_a_real_process_group(dataset, tmp_path, world):  # noqa: F811
     script = tmp_path / "rank.py"
     script.write_text(RANK)
-    results = launch(script, world, lambda out: [dataset, out, json.dumps(LOADERS)], tmp_path)
+    part = recordmill.open(dataset, cache_dir=tmp_path / "probe").cache.largest
+    args = [dataset, None, json.dumps(LOADERS), part]
+    results = launch(script, world, lambda out: [*args[:1], out, *args[2:]], tmp_path)
+    # the cached loaders: every rank in the block order of the smallest cache (4 parts)
+    ds = recordmill.open(dataset)
+    blocks = ds.take(ds.shuffled(4, 0, blocks=4)).column("id").to_pylist()
     for style, workers, context in LOADERS:
         key = f"{style} {workers} {context}"
         every = []
         for rank, seen in enumerate(results):
             expected = formula_batches(dataset, style, rank, world, 7, 4)
+            if style == "cached":
+                expected = [blocks[i : i + 7] for i in range(0, len(blocks), 7)][rank::world]
             assert seen[key]["batches"] == expected, f"rank {rank} of {world}, {key}"
             # a complete epoch: the state is at the start of the next one
             assert (seen[key]["state"]["epoch"], seen[key]["state"]["position"]) == (1, 0)
