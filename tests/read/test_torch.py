@@ -387,7 +387,7 @@ def test_a_state_of_a_replaced_history_is_refused(tmp_path, style):
     resumed = loader()
     resumed.load_state_dict(state)  # the same history: accepted
     history(50_000)
-    with pytest.raises(ValueError, match="other rows than version 2 of .*replaced"):
+    with pytest.raises(ValueError, match=r"other rows than version 2 of .*replaced"):
         loader().load_state_dict(state)
 
 
@@ -409,7 +409,7 @@ def test_a_state_keeps_its_block_order_when_resumed_with_another_cache_limit(
 
     whole = epoch_ids(loader(4))
     first = loader(4)
-    head = [batch["id"].tolist() for _, batch in zip(range(5), first)]
+    head = [batch["id"].tolist() for _, batch in zip(range(5), first, strict=False)]
     state = first.state_dict()
     assert state["blocks"] == 4
     resumed = loader(6)  # another limit: its own order would be another one
@@ -426,7 +426,9 @@ def test_a_job_resumes_on_another_world_size_with_every_row_once(dataset, style)
     states = []
     for rank in range(2):
         loader = rank_loader(dataset, style, rank, 2, 0)
-        taken += [i for _, batch in zip(range(4), loader) for i in batch["id"].tolist()]
+        taken += [
+            i for _, batch in zip(range(4), loader, strict=False) for i in batch["id"].tolist()
+        ]
         states.append(loader.state_dict())
     assert states[0] == states[1]  # every rank's state is the job's
     rest = []
