@@ -17,8 +17,12 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    """`` (did you mean --partitions?)`` when one of ``candidates`` is close to ``word``."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.7)
+    """`` (did you mean --partitions?)`` when one of ``candidates`` is close to ``word``, or
+    the only one it abbreviates (``--part``: abbreviations are never taken as the flag)."""
+    candidates = list(candidates)
+    longer = [c for c in candidates if c.startswith(word) and c != word]
+    close = longer if len(longer) == 1 else []
+    close = close or difflib.get_close_matches(word, candidates, n=1, cutoff=0.7)
     return f" (did you mean {close[0]}?)" if close else ""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +12,7 @@ from recordmill.errors import did_you_mean
 
 _UNRECOGNIZED = "unrecognized arguments: "
 _REQUIRED = "the following arguments are required: "
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)'")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -18,6 +20,11 @@ class OneLineParser(argparse.ArgumentParser):
     mistyped flag is named as such, with the flag it is closest to."""
 
     _given: tuple[str, ...] = ()  # the arguments of the last parse, for error()
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        # An abbreviation is never taken for a flag: "--over" would be --overwrite.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -33,21 +40,24 @@ class OneLineParser(argparse.ArgumentParser):
         if message.startswith(_UNRECOGNIZED):
             tokens = message[len(_UNRECOGNIZED) :].split()
             message += "".join(self.suggest(t) for t in tokens if t.startswith("--"))
+        choice = _INVALID_CHOICE.search(message)
+        if choice:  # a mistyped command: "recordmill wirte"
+            choices = re.findall(r"'([^']*)'", message[choice.end() :])
+            message += did_you_mean(choice.group(1), choices)
         self.exit(2, f"recordmill: error: {message} (see: {self.prog} --help)\n")
 
     def flags(self) -> list[str]:
         return [flag for action in self._actions for flag in action.option_strings]
 
     def unknown_flags(self, tokens: Sequence[str]) -> list[str]:
-        """The ``--flags`` among ``tokens`` that no option of this parser takes (an
-        abbreviation, which argparse allows, counts as known)."""
+        """The ``--flags`` among ``tokens`` that no option of this parser takes."""
         known = self.flags()
         found = []
         for token in tokens:
             if token == "--":
                 break
             flag = token.partition("=")[0]
-            if flag.startswith("--") and not any(k.startswith(flag) for k in known):
+            if flag.startswith("--") and flag not in known:
                 found.append(flag)
         return found
 

@@ -394,7 +394,7 @@ def option_group(parser: argparse.ArgumentParser, name: str) -> argparse._Argume
 def options_of(settings: WriteSettings) -> dict[str, Any]:
     """The options of the executor the settings name, defaults filled in; an unknown executor,
     an unknown option or a missing required one is an error (checked before a run starts)."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     actions = option_group(parser, settings.executor)._group_actions
     given = dict(settings.executor_options or {})
     unknown = sorted(set(given) - {a.dest for a in actions})

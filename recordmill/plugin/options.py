@@ -66,7 +66,7 @@ def plugin_group(parser: argparse.ArgumentParser, plugin: Any) -> argparse._Argu
 
 def option_dests(plugin: Any) -> list[str]:
     """The names under which the plugin's options reach its hooks."""
-    return group_dests(plugin_group(argparse.ArgumentParser(add_help=False), plugin))
+    return group_dests(plugin_group(argparse.ArgumentParser(add_help=False, allow_abbrev=False), plugin))
 
 
 def group_dests(group: argparse._ArgumentGroup) -> list[str]:
@@ -85,18 +85,9 @@ def to_tokens(parser: argparse.ArgumentParser, values: Mapping[str, Any], where:
             actions[name.lstrip("-").replace("-", "_")] = action
     tokens: list[str] = []
     seen: dict[str, Any] = {}
+    _check_known(parser, actions, values, where)
     for key, value in values.items():
-        action = actions.get(str(key).replace("-", "_"))
-        if action is None or not action.option_strings or action.dest in ("help", "config"):
-            known = sorted(
-                a.option_strings[0].lstrip("-")
-                for a in parser._actions
-                if a.option_strings and a.dest not in ("help", "config")
-            )
-            close = did_you_mean(str(key).replace("-", "_"), [k.replace("-", "_") for k in known])
-            raise ConfigError(
-                f"{where}: unknown setting {key!r}{close} (known: {', '.join(known) or 'none'})"
-            )
+        action = actions[str(key).replace("-", "_")]
         if action.dest in seen:
             raise ConfigError(
                 f"{where}: {seen[action.dest]!r} and {key!r} are the same setting; keep one"
@@ -143,6 +134,29 @@ def _check_value(action: argparse.Action, key: str, value: Any, where: str) -> N
             )
 
 
+def _check_known(
+    parser: argparse.ArgumentParser,
+    actions: Mapping[str, argparse.Action],
+    values: Mapping[str, Any],
+    where: str,
+) -> None:
+    """Every key of ``values`` a setting of ``parser``: the ones that are not, all named at once."""
+
+    def settable(action: argparse.Action | None) -> bool:
+        return bool(action and action.option_strings and action.dest not in ("help", "config"))
+
+    unknown = [k for k in values if not settable(actions.get(str(k).replace("-", "_")))]
+    if not unknown:
+        return
+    known = sorted(a.option_strings[0].lstrip("-") for a in parser._actions if settable(a))
+    names = [k.replace("-", "_") for k in known]
+    said = [f"{k!r}{did_you_mean(str(k).replace('-', '_'), names)}" for k in unknown]
+    raise ConfigError(
+        f"{where}: unknown setting{'s' if len(said) > 1 else ''} {', '.join(said)} "
+        f"(known: {', '.join(known) or 'none'})"
+    )
+
+
 class _RaisingParser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         raise ConfigError(message)
@@ -153,7 +167,7 @@ def plugin_options(plugin: Any, values: Mapping[str, Any] | None = None) -> Opti
 
     Options not given take the defaults the plugin declares.
     """
-    parser = _RaisingParser(prog=f"plugin {plugin.name}", add_help=False)
+    parser = _RaisingParser(prog=f"plugin {plugin.name}", add_help=False, allow_abbrev=False)
     dests = group_dests(plugin_group(parser, plugin))
     args = parser.parse_args(to_tokens(parser, values or {}, f"plugin {plugin.name!r}"))
     return Options({dest: getattr(args, dest) for dest in dests})

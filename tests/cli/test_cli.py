@@ -141,6 +141,19 @@ def test_yaml_with_an_unknown_key_is_an_error(counting_plugin, tmp_path):
     assert "unknown setting 'partitons' (did you mean partitions?)" in result.stderr
 
 
+def test_a_config_with_several_unknown_keys_names_them_all(counting_plugin, tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"script: {counting_plugin}\noutput: {tmp_path / 'o'}\npartitons: 4\nwrokers: 2\n"
+    )
+    result = run_writer("--config", config)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert (
+        "unknown settings 'partitons' (did you mean partitions?), 'wrokers' (did you " in lines[0]
+    )
+
+
 def test_yaml_is_data_not_code(counting_plugin, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(
@@ -455,6 +468,33 @@ def test_a_mistyped_flag_gets_the_flag_it_is_closest_to(counting_plugin, tmp_pat
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "unrecognized arguments: --partitons 4 (did you mean --partitions?)" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--over"], "--over (did you mean --overwrite?)"),
+        (["--app", "--part", "2"], "--app --part 2 (did you mean --append?) (did you mean"),
+        (["--siz", "1,2"], "--siz 1,2 (did you mean --sizes?)"),  # a plugin flag
+    ],
+)
+def test_an_abbreviated_flag_is_never_taken_for_the_flag(counting_plugin, tmp_path, flags, said):
+    """``--over`` once replaced a dataset as --overwrite: no prefix of a flag is taken for it."""
+    out = tmp_path / "o"
+    assert run_writer("--script", counting_plugin, "--output", out, "--quiet").returncode == 0
+    before = recordmill.read_manifest(out)
+    result = run_writer("--script", counting_plugin, "--output", out, *flags, "--quiet")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert f"unrecognized arguments: {said}" in lines[0]
+    assert recordmill.read_manifest(out) == before  # nothing replaced, nothing appended
+
+
+def test_a_mistyped_command_gets_the_command_it_is_closest_to():
+    result = recordmill_cli("wirte", "--script", "x")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "invalid choice: 'wirte'" in lines[0] and "(did you mean write?)" in lines[0]
 
 
 def test_a_misspelt_plugin_flag_is_named_not_a_missing_required_one(tmp_path):
