@@ -26,6 +26,11 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+class RecordmillWarning(UserWarning):
+    """What recordmill warns about (a cache that cannot be filled, a shuffle that fetches parts
+    again and again...): filter or capture it with the ``warnings`` module."""
+
+
 class RecordmillError(Exception):
     """Base class: a problem recordmill can explain; the CLI prints it without a traceback."""
 

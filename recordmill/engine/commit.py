@@ -126,12 +126,15 @@ def _exchange(a: str, b: str) -> bool:
     return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
-def drop_published(staging: Store, final: Store) -> None:
+def drop_published(staging: Store, final: Store) -> bool:
     """Object storage: a run killed after it wrote the output's manifest (``published``), before
     it deleted its staging folder, left that folder's copy of the manifest. The output is
-    complete, so what is left goes, and the output is then taken as any complete one."""
+    complete, so what is left goes, and the output is then taken as any complete one. True when
+    it found such a run."""
     name = manifest_file.find(staging) if staging.exists() else None
     if name is None or not final.is_file(name):
-        return
+        return False
     if final.read_bytes(name) == staging.read_bytes(name):
         staging.delete_tree()
+        return True
+    return False

@@ -11,8 +11,10 @@ the first run's. An interrupted run's staging folder is kept for ``--resume``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
+import warnings
 from typing import Any
 
 from recordmill.dataset import layout
@@ -21,10 +23,10 @@ from recordmill.dataset.storage import Store
 from recordmill.engine import append, commit, records
 from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
-from recordmill.errors import LeaseLost, OutputError, writing
+from recordmill.errors import LeaseLost, OutputError, RecordmillError, RecordmillWarning, writing
 
 # What a --resume that finds another run's complete output can do instead.
-WRITE_AGAIN = "pass --overwrite (without --resume) to write it again"
+WRITE_AGAIN = "write to another output"
 APPEND_AGAIN = "drop --resume to append it"
 
 
@@ -51,6 +53,9 @@ class OutputDir:
         self.resumed = False
         self.finished: dict[str, Any] | None = None
         self.staged = False
+        # A run was killed after it published the output, before it cleaned up: the output's
+        # latest version is that run's.
+        self.killed_after_publishing = False
 
     # --- the destination ------------------------------------------------------------------
 
@@ -84,11 +89,26 @@ class OutputDir:
             )
         if state == "dataset" and not (self.overwrite or self.append):
             if self.resume:
-                raise OutputError(
-                    f"output {self.final} already holds a dataset; the interrupted run replaces "
-                    "it: pass --overwrite as well as --resume"
-                )
+                raise OutputError(self._resume_advice())
             raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
+
+    def _resume_advice(self) -> str:
+        """What to do when ``--resume`` meets the dataset that an interrupted run was to
+        replace or append to, and this command says neither."""
+        staged = {}
+        if self.staging.is_file(layout.RUN_FILE):
+            staged = json.loads(self.staging.read_text(layout.RUN_FILE)).get("settings") or {}
+        drop = f"or delete {self.staging} to drop it"
+        if staged.get("append"):
+            return (
+                f"output {self.final} holds a dataset and the interrupted run was an --append to "
+                f"it: add --append to finish it, {drop}"
+            )
+        return (
+            f"output {self.final} holds a dataset and the interrupted run was to replace it "
+            f"(it was run with --overwrite): add --overwrite to finish it, {drop} and keep the "
+            "dataset as it is"
+        )
 
     def _put_back_old(self) -> None:
         """Local disks: a run killed after its exchange left the older dataset in the staging
@@ -97,6 +117,7 @@ class OutputDir:
         if not self.final.local:
             return
         if self.staging.is_file(layout.REPLACED_MARK):
+            self.killed_after_publishing = True
             shutil.rmtree(self.staging.root)
         elif self.final.is_file(layout.REPLACED_MARK):
             self.final.delete(layout.REPLACED_MARK)  # killed before the exchange: still current
@@ -147,7 +168,8 @@ class OutputDir:
         """Check the destination and give the staging folder: an empty one, or with ``resume``
         the one an interrupted run left."""
         self._put_back_old()
-        commit.drop_published(self.staging, self.final)
+        if commit.drop_published(self.staging, self.final):
+            self.killed_after_publishing = True
         staged = self._staged_manifest()
         if self.staging.exists():
             if self.resume:
@@ -162,10 +184,10 @@ class OutputDir:
                 return self.staging
             if not self.overwrite:
                 what = "a complete dataset that was not published yet" if staged else "its work"
-                over = f"delete {self.staging}" if self.append else "pass --overwrite"
                 raise OutputError(
                     f"an interrupted run left {self.staging} ({what}); pass --resume to finish "
-                    f"it (only its unfinished tasks run again) or {over} to start over"
+                    f"it (only its unfinished tasks run again) or delete {self.staging} to start "
+                    "over"
                 )
             self._check_final()
             if self._state() == "leftover":  # a commit cut short: its half-published files too
@@ -174,6 +196,13 @@ class OutputDir:
         elif self.resume and self._state() == "dataset":
             self.finished = manifest_file.load(self.final)
             return self.staging
+        elif self.resume:
+            warnings.warn(
+                f"nothing to resume at {self.final} (no interrupted run): writing it from the "
+                "start",
+                RecordmillWarning,
+                stacklevel=2,
+            )
         self._check_final()
         self._restart()
         return self.staging
@@ -188,17 +217,38 @@ class OutputDir:
             return None
         return manifest_file.load(self.staging)
 
-    def check_finished(self, record: dict[str, Any]) -> None:
-        """Refuse to take a finished run's output as this run's unless they are the same run
-        (``record``: this run's, in its JSON form, as run.json holds it)."""
+    def check_finished(self, record: dict[str, Any]) -> bool:
+        """Whether the finished run's output is this run's (``record``: this run's, in its JSON
+        form, as run.json holds it): True, or refused; False for an ``--append --resume`` whose
+        killed run staged nothing, which is then a plain append of its own."""
         assert self.finished is not None
         changed = records.describe_changes(records.run_record(self.finished, record), record)
+        if changed and self.append and not (self.staged or self.killed_after_publishing):
+            self.finished = None
+            self._restart()
+            return False
         if changed:
             where = self.staging if self.staged else self.final
             raise OutputError(
                 f"cannot --resume: {where} holds the complete output of another run ({changed}); "
                 f"run it as before, or {APPEND_AGAIN if self.append else WRITE_AGAIN}"
             )
+        return True
+
+    def keep_for_resume(self, error: RecordmillError) -> RecordmillError:
+        """A run that failed in a task keeps the tasks it finished for ``--resume`` (as an
+        interrupted run does); the error, saying so. With none finished, nothing is kept."""
+        finished = sum(len(r.tasks) for r in records.load_records(self.staging))
+        if not finished:
+            return error
+        self._writing = False
+        kept = (
+            "the finished task is kept"
+            if finished == 1
+            else f"the {finished} finished tasks are kept"
+        )
+        error.args = (f"{error}; fix it, then run the same command with --resume: {kept}",)
+        return error
 
     # --- the commit ---------------------------------------------------------------------------
 

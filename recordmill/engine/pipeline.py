@@ -38,7 +38,7 @@ from recordmill.engine.plan import Run, plan
 from recordmill.engine.records import ChunkResult, check_run, record_of
 from recordmill.engine.settings import WriteSettings, check_keywords, keywords, old_policy_keys
 from recordmill.engine.tasks import run_tasks
-from recordmill.errors import OutputError, counted, writing
+from recordmill.errors import OutputError, RowError, TaskError, counted, writing
 from recordmill.executors.mainguard import check_main_guard
 from recordmill.plugin.manager import DatasetPlugin, PluginRef, load_plugin
 from recordmill.plugin.options import Options, option_dests
@@ -156,7 +156,7 @@ def run_write(
                 out.abort()  # a new, empty staging folder: nothing to keep
             raise
         replaced = append.replaced_version(run, out.final)
-        if out.finished is not None:
+        if out.finished is not None and out.check_finished(record_of(run)):
             return _already_written(run, out, started)
         check_run(out.staging, run, out.resumed)
         out.start_writing()  # from here on, a failure removes the staging folder
@@ -166,7 +166,10 @@ def run_write(
             options=executor_options,
         ) as runner:
             runner.check(run.plugin, out.staging)
-            results, written, phases, found = _write_rows(run, out, runner)
+            try:
+                results, written, phases, found = _write_rows(run, out, runner)
+            except (TaskError, RowError) as e:  # a plugin to fix: its finished tasks are kept
+                raise out.keep_for_resume(e)  # noqa: B904 (the same error, worded)
             step("partitions-done")
         manifest = publish(run, out, results, written, found)
     own = versions.latest_run(manifest)
@@ -274,7 +277,6 @@ def _rejects(
 def _already_written(run: Run, out: OutputDir, started: float) -> Summary:
     """``--resume`` of a run that had written everything: publish it if it was not yet."""
     assert out.finished is not None
-    out.check_finished(record_of(run))
     if out.staged:
         with writing(out.staging):
             out.publish()

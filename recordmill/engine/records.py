@@ -149,7 +149,7 @@ def check_run(staging: Store, run: Run, resumed: bool) -> None:
         if changed:
             raise OutputError(
                 f"cannot --resume: this run differs from the interrupted one ({changed}). Run "
-                "it as before, or pass --overwrite to start over"
+                f"it as before, or delete {staging} to drop it and start over"
             )
         return
     staging.write_text(layout.RUN_FILE, json.dumps(record))
@@ -174,6 +174,13 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+def _said(value: Any) -> str:
+    """A flag's value as a user gave it: a switch given or not, a value, or not given."""
+    if value is None or value is False:
+        return "not given"
+    return "given" if value is True else repr(value)
+
+
 def describe_changes(before: dict[str, Any], now: dict[str, Any]) -> str:
     """What differs between two run records, named as the flags that set it: ``--partitions: 5
     then, 3 now``."""
@@ -182,7 +189,7 @@ def describe_changes(before: dict[str, Any], now: dict[str, Any]) -> str:
         old, new = before.get(key), now.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
             changed += [
-                f"{_flag(k)}: {old.get(k)!r} then, {new.get(k)!r} now"
+                f"{_flag(k)}: {_said(old.get(k))} then, {_said(new.get(k))} now"
                 for k in sorted(set(old) | set(new))
                 if old.get(k) != new.get(k)
             ]

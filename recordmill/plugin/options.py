@@ -66,7 +66,9 @@ def plugin_group(parser: argparse.ArgumentParser, plugin: Any) -> argparse._Argu
 
 def option_dests(plugin: Any) -> list[str]:
     """The names under which the plugin's options reach its hooks."""
-    return group_dests(plugin_group(argparse.ArgumentParser(add_help=False, allow_abbrev=False), plugin))
+    return group_dests(
+        plugin_group(argparse.ArgumentParser(add_help=False, allow_abbrev=False), plugin)
+    )
 
 
 def group_dests(group: argparse._ArgumentGroup) -> list[str]:

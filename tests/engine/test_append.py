@@ -353,14 +353,19 @@ def test_a_second_writer_is_refused(plugin, tmp_path):
         lock.release()
 
 
-def test_a_resumed_append_of_another_run_says_so(plugin, tmp_path):
+def test_a_resumed_append_with_nothing_staged_is_a_plain_append(plugin, tmp_path):
+    """An --append killed in its first second staged nothing: the same command with --resume
+    appends (the latest version is not its own); once written, it is "already written"."""
     out = tmp_path / "out"
     write(plugin, out)
     write(plugin, out, append=True, start=100)
     again = write(plugin, out, append=True, start=100, resume=True)  # finished: nothing to do
     assert again.phases == {"already written": 0.0} and again.version == 2
-    with pytest.raises(OutputError, match="to append it"):
-        write(plugin, out, append=True, start=200, resume=True)
+    third = write(plugin, out, append=True, start=200, resume=True)
+    assert third.version == 3 and "already written" not in third.phases
+    assert recordmill.open(str(out)).version == 3
+    again = write(plugin, out, append=True, start=200, resume=True)
+    assert again.phases == {"already written": 0.0} and again.version == 3
 
 
 def test_dedup_rejects_keys_in_the_dataset_and_earlier_in_the_run(plugin, tmp_path):

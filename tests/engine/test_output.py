@@ -365,3 +365,30 @@ def test_an_s3_run_killed_after_it_published_is_finished_not_sent_around(s3, ref
             again = write(plugin, uri, "--scale", "2", "--resume")
             assert again.returncode == 0 and "already written" in again.stdout, again.stderr
         assert leftovers(Store.at(uri)) == [] and checksums(uri) == sums[2]
+
+
+def test_the_advice_after_an_interrupted_append_never_replaces_the_history(reference, tmp_path):
+    """An --append killed mid-way, then --resume without --append: the message says the run
+    was an append and what keeps the history; adding --overwrite instead is refused with the
+    flags as given, and nothing it suggests is --overwrite."""
+    plugin, sums = reference
+    out = str(tmp_path / "out")
+    older_dataset(plugin, out)
+    assert write(plugin, out, "--scale", "2", "--append", kill_at="tasks-done").returncode == -9
+    staging = tmp_path / ".out.recordmill-partial"
+    resumed = write(plugin, out, "--scale", "2", "--resume")
+    assert resumed.returncode == 1
+    assert (
+        "the interrupted run was an --append to it: add --append to finish it, or delete "
+        f"{staging} to drop it"
+    ) in resumed.stderr
+    over = write(plugin, out, "--scale", "2", "--resume", "--overwrite")
+    assert over.returncode == 1 and "--append: given then, not given now" in over.stderr
+    assert f"delete {staging} to drop it" in over.stderr and "None" not in over.stderr
+    again = write(plugin, out, "--scale", "2")  # neither: told to resume or delete
+    assert again.returncode == 1 and f"or delete {staging} to start over" in again.stderr
+    for result in (resumed, over, again):
+        assert "pass --overwrite" not in result.stderr and "add --overwrite" not in result.stderr
+    assert checksums(out) == sums[1]  # the history untouched
+    assert write(plugin, out, "--scale", "2", "--append", "--resume").returncode == 0
+    assert checksums(out)[:3] == sums[1] and len(checksums(out)) == 6

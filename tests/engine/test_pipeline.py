@@ -304,7 +304,48 @@ def test_plugin_exception_names_the_task_and_keeps_the_traceback(tmp_path):
     assert "disk on fire" in str(info.value)
     assert "raise ValueError" in info.value.traceback_text
     assert not (tmp_path / "out").exists()
-    assert not (tmp_path / ".out.recordmill-partial").exists()
+
+
+FAILING_ONE_TASK = """
+    import os
+    from pathlib import Path
+
+    def task_number():
+        return 6
+
+    def dict_data(task_id):
+        Path(os.environ["RAN"], str(task_id)).touch()  # which tasks ran, in which run
+        if task_id == 4 and os.environ.get("BROKEN"):
+            raise UnicodeDecodeError("utf-8", b"\\xe9", 0, 1, "invalid continuation byte")
+        for i in range(3):
+            yield {"task": task_id, "i": i}
+"""
+
+
+def test_a_failed_run_keeps_its_finished_tasks_for_resume(tmp_path, monkeypatch):
+    """A plugin that raises in one task: the tasks finished are kept, the error says so, and
+    --resume after the fix runs only the others; --resume with nothing to resume says so."""
+    plugin = make_plugin(tmp_path / "p", FAILING_ONE_TASK)
+    out = tmp_path / "out"
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    monkeypatch.setenv("RAN", str(first))
+    monkeypatch.setenv("BROKEN", "1")
+    with pytest.raises(TaskError, match="task 4 failed") as info:
+        recordmill.write(plugin, out, workers=0, progress=False)  # in order: 0-3 finish first
+    assert str(info.value).endswith(
+        "fix it, then run the same command with --resume: the 4 finished tasks are kept"
+    )
+    assert not out.exists() and (tmp_path / ".out.recordmill-partial").is_dir()
+    monkeypatch.delenv("BROKEN")
+    monkeypatch.setenv("RAN", str(second))
+    summary = recordmill.write(plugin, out, workers=0, progress=False, resume=True)
+    assert summary.rows == 18 and sorted(int(p.name) for p in second.iterdir()) == [4, 5]
+    assert sorted(read_dataset(out)["task"].to_pylist()) == sorted(
+        t for t in range(6) for _ in range(3)
+    )
+    with pytest.warns(recordmill.RecordmillWarning, match="nothing to resume at .*other"):
+        recordmill.write(plugin, tmp_path / "other", workers=0, progress=False, resume=True)
 
 
 def test_no_rows_at_all_is_an_error(counting_plugin, tmp_path):
