@@ -6,6 +6,7 @@ traceback is shown only when plugin code raised."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -65,17 +66,25 @@ def _load_config(path: str) -> dict[str, Any]:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (a job scheduler stopping the run): stopped as Ctrl-C stops it."""
+    """SIGTERM (a job scheduler stopping the run) or SIGHUP (a closed terminal, a dropped ssh):
+    stopped as Ctrl-C stops it."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminated(signum: int, frame: Any) -> None:
-    raise Terminated
+    raise Terminated(signum)
+
+
+_STOPPED_BY = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up (the terminal was closed)"}
 
 
 def write_main(argv: Sequence[str] | None = None) -> int:
     """``python writer.py ...`` and ``recordmill write ...``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    previous = {sig: signal.signal(sig, _terminated) for sig in _STOPPED_BY}
     try:
         return _write(argv)
     except RecordmillError as e:
@@ -87,14 +96,17 @@ def write_main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exception(e.__cause__, file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
-        print(
-            f"recordmill: {'terminated' if isinstance(e, Terminated) else 'interrupted'}; the "
-            "finished work is kept: run the same command with --resume to do only the rest",
-            file=sys.stderr,
-        )
-        return 143 if isinstance(e, Terminated) else 130
+        signum = e.signum if isinstance(e, Terminated) else signal.SIGINT
+        with contextlib.suppress(OSError):  # a closed terminal may take nothing more
+            print(
+                f"recordmill: {_STOPPED_BY.get(signum, 'interrupted')}; the finished work is "
+                "kept: run the same command with --resume to do only the rest",
+                file=sys.stderr,
+            )
+        return 128 + signum
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _write(argv: list[str]) -> int:

@@ -96,23 +96,26 @@ def reference(slow, tmp_path):
     return checksums(tmp_path / "ref")
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "kill -9"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sighup", "kill -9"])
 def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference, how):
     plugin, marks = slow
     out = tmp_path / "out"
     process = start(plugin, marks, out, "--hold-from", "3")
     wait_for_staged_tasks(out, 3, process)
     began = time.monotonic()
-    if how in ("ctrl-c", "sigterm"):
+    if how != "kill -9":
         if how == "ctrl-c":
             os.killpg(process.pid, signal.SIGINT)  # as a terminal does: the whole process group
+        elif how == "sighup":
+            os.killpg(process.pid, signal.SIGHUP)  # a closed terminal: the whole group too
         else:
             os.kill(process.pid, signal.SIGTERM)  # as a job scheduler does: the main process
         _, err = process.communicate(timeout=30)
-        assert process.returncode == (130 if how == "ctrl-c" else 143)
+        assert process.returncode == {"ctrl-c": 130, "sigterm": 143, "sighup": 129}[how]
         assert time.monotonic() - began < 5
-        assert "--resume" in err
+        assert "--resume" in err and "Traceback" not in err
         assert group_gone(process.pid), "workers outlived the interrupted run"
+        assert not (tmp_path / ".out.recordmill-lock").exists()  # the lock released
     else:
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
