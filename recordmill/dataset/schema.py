@@ -311,17 +311,35 @@ def expected_text(field: pa.Field) -> str:
 # --- inferring ----------------------------------------------------------------------------------
 
 
-def infer_schema(row: Any) -> pa.Schema:
-    """A schema from one row: int -> int64, float -> float64, str -> string, bytes -> bytes,
-    numpy scalars keep their dtype, numpy arrays keep their shape (a tensor when large), lists
-    of numbers, strings or bytes become variable-length arrays. It is then enforced on every
-    row."""
+def infer_schema(row: Any, later: Sequence[Any] = ()) -> pa.Schema:
+    """A schema from the first row: int -> int64, float -> float64, str -> string, bytes ->
+    bytes, numpy scalars keep their dtype, numpy arrays keep their shape (a tensor when large),
+    lists of numbers, strings or bytes become variable-length arrays. An empty list says
+    nothing of its elements: the first non-empty value of the field in ``later`` rows does. It
+    is then enforced on every row."""
     if not isinstance(row, Mapping):
         raise RowError("dict_data() must yield dicts", row=0, got=describe_value(row))
     if not row:
         raise RowError("the row has no fields", row=0)
     check_names([str(k) for k in row])
-    return with_tensor_index(pa.schema([_infer_field(str(k), v) for k, v in row.items()]))
+    fields = [_infer_field(str(k), _telling(k, v, later)) for k, v in row.items()]
+    return with_tensor_index(pa.schema(fields))
+
+
+def _telling(name: Any, value: Any, later: Sequence[Any]) -> Any:
+    """``value``, or where it is an empty list, the field's first non-empty list in ``later``."""
+    if not isinstance(value, (list, tuple)) or len(value):
+        return value
+    for row in later:
+        other = row.get(name) if isinstance(row, Mapping) else None
+        if isinstance(other, (list, tuple, np.ndarray)) and len(other):
+            return list(other)  # of variable length, as the empty one says: not a tensor
+    raise RowError(
+        f"every value seen is an empty list ({len(later) + 1} rows); declare its element type "
+        "in schema()",
+        row=0,
+        field=str(name),
+    )
 
 
 def _infer_field(name: str, value: Any) -> pa.Field:

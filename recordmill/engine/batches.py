@@ -106,7 +106,7 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
             converter = RowConverter(job.schema)
         elif converter is None:
             try:
-                converter = RowConverter(infer_schema(chunk[0]))
+                converter = RowConverter(infer_schema(chunk[0], chunk[1:]))
             except RowError as e:
                 raise e.located(task_id, position) from None
             result.schema = converter.schema

@@ -496,3 +496,18 @@ def test_numpy_float16_beside_an_int_keeps_its_fraction(target):
 def test_numpy_float16_with_a_fraction_is_no_int():
     with pytest.raises(RowError, match=r"row 1, field 'x': .*expected int64, got float16"):
         convert({"x": {"type": "int64"}}, [{"x": 1}, {"x": np.float16(1.5)}])
+
+
+def test_an_empty_list_first_takes_its_type_from_the_next_non_empty_one():
+    """``tokens == []`` in the first row once gave float64 [-1], then refused the strings."""
+    rows = [{"tokens": [], "n": 1}, {"tokens": [], "n": 2}, {"tokens": ["#", "x"], "n": 3}]
+    inferred = infer_schema(rows[0], rows[1:])
+    assert inferred.field("tokens").type == pa.list_(pa.string())
+    ids = infer_schema({"ids": ()}, [{"ids": np.array([3, 4], dtype=np.uint16)}])
+    assert ids.field("ids").type == pa.list_(pa.uint16())
+    with pytest.raises(RowError) as info:
+        infer_schema(rows[0], rows[1:2])
+    assert str(info.value).startswith(
+        "row 0, field 'tokens': every value seen is an empty list (2 rows); declare its element "
+        "type in schema()"
+    )
