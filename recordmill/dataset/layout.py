@@ -34,6 +34,8 @@ REPLACED_MARK = ".recordmill-replaced"  # in an older dataset while a commit rep
 TASKS_DIR = "_tasks"
 PARTS_DIR = "_parts"
 SCRATCH_DIRS = (TASKS_DIR, PARTS_DIR)
+# Beside the task records of a run that failed in a task (not one interrupted): its error.
+FAILED_MARK = f"{TASKS_DIR}/failed.txt"
 # Version 1's partitions are named as before versions existed; an append's carry their version
 # first, 'v' sorting after every digit: every tool that orders files by name (pyarrow, Polars,
 # DuckDB, Hugging Face datasets) reads the versions in order, and names never clash.

@@ -175,6 +175,7 @@ class OutputDir:
             if self.resume:
                 self._check_final()
                 self.resumed = True
+                self.staging.delete(layout.FAILED_MARK)
                 if staged is not None:
                     self.finished, self.staged = staged, True
                 elif not self.staging.is_file(layout.RUN_FILE):
@@ -182,7 +183,14 @@ class OutputDir:
                 # Trusted from here on, and maybe never flushed (a run with --no-fsync).
                 self.staging.flush_tree()
                 return self.staging
-            if not self.overwrite:
+            if not self.overwrite and self.staging.is_file(layout.FAILED_MARK):
+                warnings.warn(
+                    f"the run that failed at {self.final} left finished tasks in {self.staging}; "
+                    "this run starts over without them (--resume keeps them)",
+                    RecordmillWarning,
+                    stacklevel=2,
+                )
+            elif not self.overwrite:
                 what = "a complete dataset that was not published yet" if staged else "its work"
                 raise OutputError(
                     f"an interrupted run left {self.staging} ({what}); pass --resume to finish "
@@ -242,6 +250,7 @@ class OutputDir:
         if not finished:
             return error
         self._writing = False
+        self.staging.write_text(layout.FAILED_MARK, str(error))
         kept = (
             "the finished task is kept"
             if finished == 1

@@ -36,7 +36,7 @@ from PIL import Image, ImageOps
 
 from recordmill.dataset.rejects import Reject
 from recordmill.errors import SKIP_HINT, ConfigError, InputError, RecordmillError
-from recordmill.read.decode import to_rgb
+from recordmill.read.decode import image_error, to_rgb
 
 ENCODINGS = ("passthrough", "jpeg", "png", "tensor")
 RESIZE_MODES = ("stretch", "shorter-side+center-crop")
@@ -300,7 +300,7 @@ def decode(path: str, data: bytes, draft: tuple[int, int] | None = None) -> Imag
     except BadImage:
         raise
     except Exception as e:  # Pillow raises many kinds for broken files
-        raise BadImage(path, f"cannot decode: {type(e).__name__}: {e}") from None
+        raise BadImage(path, f"cannot decode: {image_error(e, data[:8])}") from None
 
 
 def fit(image: Image.Image, size: tuple[int, int], mode: str) -> Image.Image:

@@ -3,16 +3,58 @@
 from __future__ import annotations
 
 import io
+import re
+from typing import Any
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+# "<_io.BytesIO object at 0x7f...>" and the like: a memory address tells a user nothing.
+_OBJECT = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
 
 
 def pil(data: bytes) -> Image.Image:
-    """JPEG/PNG/... bytes -> an RGB PIL image, EXIF orientation applied."""
-    image = Image.open(io.BytesIO(data))
-    image.load()
-    return to_rgb(ImageOps.exif_transpose(image))
+    """JPEG/PNG/... bytes -> an RGB PIL image, EXIF orientation applied. What is not an image
+    file's bytes, or does not decode, raises ``ValueError`` saying what (see
+    :func:`image_error`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ValueError(f"decode.image takes an image file's bytes, got {_kind(data)}")
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        return to_rgb(ImageOps.exif_transpose(image))
+    except Exception as e:  # Pillow raises many kinds for broken files
+        raise ValueError(image_error(e, bytes(data[:8]))) from e
+
+
+def image_error(error: BaseException, head: bytes = b"") -> str:
+    """Why Pillow could not read an image, in one line that names no Python object:
+    ``Pillow cannot read this TIFF: cannot handle this data type: (1, 1, 1), <f8``."""
+    if isinstance(error, UnidentifiedImageError):
+        return f"Pillow does not recognise these bytes as an image (they begin {head!r})"
+    text = _OBJECT.sub("the image", str(error).splitlines()[0] if str(error) else "")
+    kind = _format(head)
+    return f"Pillow cannot read this {kind}: {text or type(error).__name__}"
+
+
+def _format(head: bytes) -> str:
+    """The image format a file's first bytes announce, by name (or "image")."""
+    try:
+        with Image.open(io.BytesIO(head + b"\0" * 64)) as probe:
+            return probe.format or "image"
+    except Exception:
+        signatures = {b"\xff\xd8": "JPEG", b"\x89PNG": "PNG", b"II*\0": "TIFF", b"MM\0*": "TIFF"}
+        return next((n for sig, n in signatures.items() if head.startswith(sig)), "image")
+
+
+def _kind(value: Any) -> str:
+    """What a value is, for a message: a numpy array by dtype and shape."""
+    if isinstance(value, np.ndarray):
+        return (
+            f"a {value.dtype} array of shape {tuple(value.shape)} (a tensor column is stored "
+            "decoded: leave it out of decode=)"
+        )
+    return type(value).__name__
 
 
 def image(data: bytes) -> np.ndarray:

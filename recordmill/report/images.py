@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from recordmill.read.decode import to_rgb
+from recordmill.read.decode import image_error, to_rgb
 
 THUMB = 160
 THUMB_QUALITY = 85
@@ -82,7 +82,8 @@ def png_uri(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
-def decode_error(error: BaseException) -> str:
-    """Why an image did not decode, in one short line."""
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+def decode_error(error: BaseException, value: Any = b"") -> str:
+    """Why an image did not decode, in one short line that names no Python object."""
+    head = bytes(value[:8]) if isinstance(value, (bytes, bytearray, memoryview)) else b""
+    text = image_error(error, head)
     return text if len(text) <= 120 else text[:117] + "..."

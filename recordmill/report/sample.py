@@ -158,7 +158,7 @@ def _cell(name: str, value: Any, picture: bool) -> Cell:
             thumb = images.thumbnail(value)
             return Cell(name, image=images.data_uri(thumb), small=max(thumb.size) < 64)
         except Exception as e:  # a damaged image is a mark on the page, whatever Pillow raised
-            return Cell(name, text=text(value), error=images.decode_error(e))
+            return Cell(name, text=text(value), error=images.decode_error(e, value))
     return Cell(name, text=text(value))
 
 

@@ -537,3 +537,19 @@ def test_an_unknown_setting_keyword_is_named_with_the_settings(
     assert "the settings: " in str(raised.value) and "workers" in str(raised.value)
     assert isinstance(raised.value, TypeError)  # what Python says of an unexpected keyword
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_after_a_failed_one_without_resume_starts_over_and_says_so(tmp_path, monkeypatch):
+    plugin = make_plugin(tmp_path / "p", FAILING_ONE_TASK)
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    monkeypatch.setenv("RAN", str(ran))
+    monkeypatch.setenv("BROKEN", "1")
+    with pytest.raises(TaskError, match="the 4 finished tasks are kept"):
+        recordmill.write(plugin, tmp_path / "out", workers=0, progress=False)
+    monkeypatch.delenv("BROKEN")
+    for mark in ran.iterdir():
+        mark.unlink()
+    with pytest.warns(recordmill.RecordmillWarning, match="starts over without them"):
+        recordmill.write(plugin, tmp_path / "out", workers=0, progress=False)
+    assert sorted(int(p.name) for p in ran.iterdir()) == list(range(6))
