@@ -46,6 +46,13 @@ def _rebuild(cls, args, state):
     return error
 
 
+class ColumnError(RecordmillError, KeyError):
+    """A column name that the dataset does not have (a ``KeyError`` too, as a mapping's)."""
+
+    def __str__(self) -> str:  # KeyError's own would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
 class PluginError(RecordmillError):
     """A plugin cannot be found, loaded, or does not implement the hooks it must."""
 

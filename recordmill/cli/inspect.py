@@ -118,6 +118,17 @@ def verify_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at_least_one(text: str) -> int:
+    """A row count: a whole number from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1, got {text!r}")
+    return value
+
+
 def add_parsers(commands: Any) -> None:
     """``info``, ``history``, ``rejects``, ``head`` and ``verify``."""
     info = commands.add_parser(
@@ -139,7 +150,7 @@ def add_parsers(commands: Any) -> None:
     listed.set_defaults(func=rejects_main)
     head = commands.add_parser("head", help="print the first rows of a dataset")
     head.add_argument("path")
-    head.add_argument("-n", type=int, default=5, help="rows (default: 5)")
+    head.add_argument("-n", type=_at_least_one, default=5, help="rows (default: 5)")
     head.add_argument("--columns", help="comma-separated columns (default: all)")
     head.set_defaults(func=head_main)
     check = commands.add_parser(

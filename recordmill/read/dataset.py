@@ -25,6 +25,7 @@ from recordmill.dataset.columns import row_getter, row_values, to_numpy
 from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
+from recordmill.errors import ColumnError
 from recordmill.read import order, passes
 from recordmill.read.cache import CACHE_DIR_ENV, DiskCache, plan_parts
 from recordmill.read.files import group_rows, open_files, open_partition
@@ -69,12 +70,22 @@ def open(
     rows in an order that fetches each part about once per epoch (see
     :meth:`Dataset.shuffled`). Local Arrow IPC is read where it is.
     """
+    if version is not None and (type(version) is not int or version < 1):  # not bool, not 2.0
+        raise ValueError(
+            f"version must be a whole number from 1 (recordmill history lists them), got "
+            f"{type(version).__name__} {version!r}"
+        )
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     files = open_files(store, checksums, version=version)
     cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
     disk = None if cache_dir is None else (os.fspath(cache_dir), cache_limit)
     groups = Groups(files, cache_bytes, read_ahead_bytes, disk)
     schema = arrow_schema(files.manifest)
+    unknown = [name for name in decode or {} if name not in schema.names]
+    if unknown:
+        raise ColumnError(
+            f"decode= names no column {unknown[0]!r}; columns: {', '.join(schema.names)}"
+        )
     return Dataset(groups, schema, 0, files.manifest["total_rows"], dict(decode or {}))
 
 
@@ -132,7 +143,9 @@ class Dataset:
         """The same rows with only ``columns``."""
         missing = [c for c in columns if c not in self.schema.names]
         if missing:
-            raise KeyError(f"no column {missing[0]!r}; columns: {', '.join(self.schema.names)}")
+            raise ColumnError(
+                f"no column {missing[0]!r}; columns: {', '.join(self.schema.names)}"
+            )
         schema = pa.schema([self.schema.field(c) for c in columns])
         return Dataset(self._groups, schema, self._start, self._stop, self._decode)
 
@@ -147,6 +160,11 @@ class Dataset:
     # --- reading ------------------------------------------------------------------------------
 
     def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, str):
+            raise TypeError(
+                f"ds[{key!r}]: a Dataset is indexed by row number or slice; for a column, "
+                f"ds.select([{key!r}]) or ds.to_arrow()[{key!r}]"
+            )
         if isinstance(key, slice):
             start, stop, step = key.indices(len(self))
             if step != 1:
@@ -203,6 +221,8 @@ class Dataset:
         needs (or finds them in the cache), so a dataset whose decoded size fits ``cache_bytes``
         is decoded exactly once per epoch.
         """
+        if type(batch_size) is not int or batch_size < 1:
+            raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
         view = self.select(columns) if columns is not None else self
         if shuffle:
             seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed

@@ -589,3 +589,18 @@ def test_the_progress_bar_in_a_log_is_one_line_at_the_end(tmp_path):
     lines = result.stderr.splitlines()
     assert [line.split(":")[0] for line in lines] == ["template", "partitions"], lines
     assert "6/6" in lines[0] and "120,000 rows" in lines[0]
+
+
+def test_head_misused_on_a_real_dataset_is_one_clear_line(counting_plugin, tmp_path):
+    out = tmp_path / "o"
+    recordmill.write(counting_plugin, out, progress=False, workers=0)
+    for argv, said in [
+        (["-n", "0"], "argument -n: expected a whole number from 1, got '0'"),
+        (["-n", "-1"], "argument -n: expected a whole number from 1, got '-1'"),
+        (["--columns", "task,nope"], "no column 'nope'; columns: task, i, name"),
+    ]:
+        result = recordmill_cli("head", out, *argv)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode != 0 and result.stdout == "", argv
+        assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (argv, lines)
+        assert said in lines[0], lines[0]

@@ -312,3 +312,44 @@ def test_a_reader_keeps_reading_the_version_it_opened(tmp_path):
         assert names == [f"row {n}" for n in range(TOTAL)]
         assert first[TOTAL - 1]["name"] == f"row {TOTAL - 1}"
         assert recordmill.open(str(out))[TOTAL - 1]["name"] == f"newer {TOTAL - 1}"
+
+
+def test_misused_arguments_are_one_line_naming_what_was_expected(dataset):
+    for version, shown in [("2", "str '2'"), (True, "bool True"), (2.0, "float 2.0"), (0, "int 0")]:
+        with pytest.raises(ValueError) as info:
+            recordmill.open(str(dataset), version=version)
+        assert str(info.value) == (
+            "version must be a whole number from 1 (recordmill history lists them), got " + shown
+        )
+    ds = recordmill.open(str(dataset))
+    with pytest.raises(ValueError, match=r"^batch_size must be a whole number from 1, got 0$"):
+        next(ds.iter_batches(batch_size=0))
+    with pytest.raises(TypeError, match=r"indexed by row number or slice; for a column, ds.sel"):
+        ds["id"]
+    with pytest.raises(KeyError) as info:  # a ColumnError: a KeyError and a RecordmillError
+        recordmill.open(str(dataset), decode={"nope": bytes})
+    assert str(info.value) == "decode= names no column 'nope'; columns: id, name, vec, ids, png"
+    assert isinstance(info.value, recordmill.RecordmillError)
+    tensors = recordmill.open(str(dataset), decode={"vec": recordmill.decode.image})
+    with pytest.raises(ValueError, match=r"takes an image file's bytes, got a float32 array of sh"):
+        tensors[0]
+    garbage = recordmill.open(str(dataset), decode={"name": recordmill.decode.image})
+    with pytest.raises(ValueError, match=r"^decode.image takes an image file's bytes, got str$"):
+        garbage[0]
+
+
+def test_the_image_decoder_says_what_failed_without_python_objects():
+    import io
+
+    from PIL import Image
+
+    with pytest.raises(ValueError) as info:
+        recordmill.decode.image(b"not an image at all")
+    assert str(info.value) == (
+        "Pillow does not recognise these bytes as an image (they begin b'not an i')"
+    )
+    jpeg = io.BytesIO()
+    Image.new("RGB", (64, 64), "red").save(jpeg, "JPEG")
+    with pytest.raises(ValueError, match=r"^Pillow cannot read this JPEG: ") as info:
+        recordmill.decode.image(jpeg.getvalue()[:300])
+    assert " at 0x" not in str(info.value)
