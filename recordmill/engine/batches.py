@@ -181,7 +181,8 @@ def _convert(
 
 
 def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:
-    where = f" at row {row}" if row is not None else ""
+    # Raised before the task's first row: about the task, not a row of it.
+    where = f" at row {row}" if row else ""
     if isinstance(error, RecordmillError):
         # Raised by a recordmill helper the plugin uses: its message says it all, no traceback.
         # The row goes with what it locates, before the advice that ends a bad-input message.

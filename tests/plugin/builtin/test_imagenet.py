@@ -86,18 +86,32 @@ def test_labels_from_a_label_file(image_folder, tmp_path):
 
 
 def test_a_class_missing_from_the_label_file_names_the_folder(image_folder, tmp_path):
+    """Found before any task runs (it was found in a worker, with a traceback)."""
     root, _ = image_folder
     labels = tmp_path / "labels.txt"
-    labels.write_text("n01440764 0\nn02102040 1\n")
-    with pytest.raises(
-        recordmill.TaskError, match=r"task 2 failed.*'n03000684' is not in --label-file"
-    ):
+    labels.write_text("n01440764 0\n")
+    with pytest.raises(recordmill.RecordmillError) as info:
         recordmill.write(
             "imagenet",
             tmp_path / "out",
             options={"image_dir": root, "label_file": labels},
             progress=False,
         )
+    assert not isinstance(info.value, recordmill.TaskError)
+    assert str(info.value) == (
+        f"plugin imagenet: class folder 'n02102040' (and 1 other) is not in --label-file {labels}"
+    )
+    assert not (tmp_path / ".out.recordmill-partial").exists()
+    result = run_writer(
+        *("--script", "imagenet", "--image-dir", root, "--label-file", tmp_path / "nosuch.txt"),
+        *("--output", tmp_path / "o"),
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"recordmill: error: plugin imagenet: --label-file {tmp_path / 'nosuch.txt'}: cannot "
+        "read it: No such "
+        "file or directory"
+    )
 
 
 def test_extensions_option(image_folder, tmp_path):

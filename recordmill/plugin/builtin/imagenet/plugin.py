@@ -59,7 +59,11 @@ def _label_map(label_file, image_dir):
     if label_file is None:
         return {name: (i, "") for i, name in enumerate(_class_dirs(image_dir))}
     labels = {}
-    with open(label_file) as f:
+    try:
+        f = open(label_file)
+    except OSError as e:
+        raise InputError(f"--label-file {label_file}: cannot read it: {e.strerror}") from None
+    with f:
         for number, line in enumerate(f, 1):
             parts = line.split(maxsplit=2)
             if not parts:
@@ -100,7 +104,15 @@ def task_number(options):
     if options.subset_seed != 0 and options.num_images < 0:
         raise ConfigError("--subset-seed has no effect without --num-images K (it picks those K)")
     _check_layout(options.image_dir, options.extensions)
-    return len(_class_dirs(options.image_dir))
+    classes = _class_dirs(options.image_dir)
+    labels = _label_map(options.label_file, options.image_dir)  # read here: a mistake is found
+    missing = [synset for synset in classes if synset not in labels]  # before any task runs
+    if missing:
+        more = f" (and {counted(len(missing) - 1, 'other')})" if len(missing) > 1 else ""
+        raise InputError(
+            f"class folder {missing[0]!r}{more} is not in --label-file {options.label_file}"
+        )
+    return len(classes)
 
 
 def _check_layout(image_dir, extensions):
