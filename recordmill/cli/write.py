@@ -93,7 +93,7 @@ def write_main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, TaskError) and e.traceback_text:
             print(e.traceback_text.rstrip(), file=sys.stderr)
         elif e.__cause__ is not None and _raised_in_plugin(e.__cause__):
-            traceback.print_exception(e.__cause__, file=sys.stderr)
+            print(_plugin_traceback(e.__cause__).rstrip(), file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
         signum = e.signum if isinstance(e, Terminated) else signal.SIGINT
@@ -207,6 +207,29 @@ def _raised_in_plugin(error: BaseException) -> bool:
     frames an error passed through: only then is its traceback worth showing."""
     if isinstance(error, RecordmillError):
         return False
+    return any(
+        _plugin_file(f.f_code.co_filename) for f, _ in traceback.walk_tb(error.__traceback__)
+    )
+
+
+def _plugin_file(name: str) -> bool:
+    """Whether a frame's file is plugin code: not recordmill's, an installed library's (pluggy's
+    hook calls among them) or Python's own."""
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
+    libraries = {
+        sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")
+    }
+    return not name.startswith("<") and not os.path.abspath(name).startswith((ours, *libraries))
+
+
+def _plugin_traceback(error: BaseException) -> str:
+    """The error's traceback with the plugin's own frames only, as a task's is shown."""
+    shown = traceback.TracebackException.from_exception(error)
+    shown.stack = traceback.StackSummary.from_list(
+        [frame for frame in shown.stack if _plugin_file(frame.filename)]
+    )
+    shown.__cause__ = shown.__context__ = None
+    return "".join(shown.format())
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
     libraries = {
         sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")

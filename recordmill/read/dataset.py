@@ -143,9 +143,7 @@ class Dataset:
         """The same rows with only ``columns``."""
         missing = [c for c in columns if c not in self.schema.names]
         if missing:
-            raise ColumnError(
-                f"no column {missing[0]!r}; columns: {', '.join(self.schema.names)}"
-            )
+            raise ColumnError(f"no column {missing[0]!r}; columns: {', '.join(self.schema.names)}")
         schema = pa.schema([self.schema.field(c) for c in columns])
         return Dataset(self._groups, schema, self._start, self._stop, self._decode)
 

@@ -307,6 +307,9 @@ def test_an_error_in_a_main_process_hook_shows_the_plugin_traceback(tmp_path):
     assert result.returncode == 1
     assert "plugin counting_fails: task_number() raised FileNotFoundError" in result.stderr
     assert 'open("/nonexistent/list.txt")' in result.stderr
+    # the plugin's frames only: not pluggy's hook calls nor recordmill's
+    frames = [line for line in result.stderr.splitlines() if line.startswith('  File "')]
+    assert len(frames) == 1 and "counting_fails" in frames[0], result.stderr
 
 
 def _bad_invocations(tmp_path, plugin):

@@ -60,19 +60,17 @@ def _label_map(label_file, image_dir):
         return {name: (i, "") for i, name in enumerate(_class_dirs(image_dir))}
     labels = {}
     try:
-        f = open(label_file)
+        with open(label_file) as f:
+            lines = f.readlines()
     except OSError as e:
         raise InputError(f"--label-file {label_file}: cannot read it: {e.strerror}") from None
-    with f:
-        for number, line in enumerate(f, 1):
-            parts = line.split(maxsplit=2)
-            if not parts:
-                continue
-            if len(parts) < 2 or not parts[1].lstrip("-").isdigit():
-                raise InputError(
-                    f"{label_file}:{number}: expected 'synset label [name]', got {line!r}"
-                )
-            labels[parts[0]] = (int(parts[1]), parts[2].strip() if len(parts) > 2 else "")
+    for number, line in enumerate(lines, 1):
+        parts = line.split(maxsplit=2)
+        if not parts:
+            continue
+        if len(parts) < 2 or not parts[1].lstrip("-").isdigit():
+            raise InputError(f"{label_file}:{number}: expected 'synset label [name]', got {line!r}")
+        labels[parts[0]] = (int(parts[1]), parts[2].strip() if len(parts) > 2 else "")
     return labels
 
 
