@@ -106,9 +106,13 @@ def _show(value: Any) -> str:
 
 def verify_main(args: argparse.Namespace) -> int:
     problems = verify(args.path)
+    # Each file as a path a tool takes back: s3://bucket/key, the URI's query said once.
+    location, _, query = str(args.path).partition("?")
     for problem in problems:
-        print(f"{args.path}/{problem}")
+        print(f"{location.rstrip('/')}/{problem}")
     if problems:
+        if query:
+            print(f"(files read with ?{query})")
         return 1
     m = open_dataset(args.path).manifest
     print(

@@ -131,6 +131,13 @@ def test_verify_info_and_rejects_on_s3(s3, tmp_path):
         f.write(data[:-100])  # truncated
     problems = verify(uri)
     assert any(p.startswith(f"{name}: {len(data) - 100} bytes") for p in problems)
+    cli = subprocess.run(
+        ["recordmill", "verify", uri], capture_output=True, text=True, env=os.environ
+    )
+    location, query = uri.split("?")
+    lines = cli.stdout.splitlines()
+    assert cli.returncode == 1 and lines[0].startswith(f"{location}/{name}: "), lines
+    assert lines[-1] == f"(files read with ?{query})" and "?" not in "".join(lines[:-1])
 
 
 def test_a_hashing_sink_gives_the_checksum_of_what_it_wrote(tmp_path):
