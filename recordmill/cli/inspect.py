@@ -38,11 +38,14 @@ def info_main(args: argparse.Namespace) -> int:
         f"created {m.get('created', '?')} by recordmill {m['versions']['recordmill']}, "
         f"pyarrow {m['versions']['pyarrow']}, python {m['versions'].get('python', '?')}"
     )
+    # The plugin and settings of the run that wrote the current version (each version's:
+    # recordmill history).
+    of = f" of version {version}" if version > 1 else ""
     options = ", ".join(f"{k}={v!r}" for k, v in m["plugin"]["options"].items()) or "no options"
-    print(f"plugin {m['plugin']['name']} ({m['plugin'].get('source', '?')}): {options}")
+    print(f"plugin{of}: {m['plugin']['name']} ({m['plugin'].get('source', '?')}): {options}")
     settings = m.get("settings", {})
     if settings:
-        print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+        print(f"settings{of}: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     print("schema:")
     for f in m["schema"]["fields"]:
         shape = f" {f['shape']} ({f.get('layout', 'list')})" if "shape" in f else ""

@@ -204,7 +204,7 @@ def _page(
         shown=shown,
         sample_note=note,
         partitions=[(p["file"], p["rows"], p.get("bytes", 0)) for p in parts],
-        balance=summary.balance(rows, sizes),
+        balance=summary.balance_by_version(parts),
         partition_chart=charts.partitions(rows, sizes) if parts else None,
     )
     if label:

@@ -39,17 +39,22 @@ def header(manifest: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, text) of every fact the manifest holds about the dataset as a whole."""
     parts = manifest["partitions"]
     plugin = manifest.get("plugin") or {}
+    # The plugin, settings and time are the latest run's: of the last version when it grew.
+    version = int(manifest.get("version", 1))
+    of = f" (version {version})" if version > 1 else ""
     facts = [
         ("rows", number(manifest["total_rows"])),
         ("partitions", number(len(parts))),
         ("format", str(manifest.get("format", "?"))),
         ("size on disk", human_size(sum(p.get("bytes", 0) for p in parts)) + " of partitions"),
-        ("plugin", f"{plugin.get('name', '?')} ({plugin.get('source', '?')})"),
-        ("plugin options", _pairs(plugin.get("options")) or "none"),
-        ("settings", _pairs(manifest.get("settings")) or "none"),
-        ("written", str(manifest.get("created", "not recorded"))),
-        ("took", _took(manifest)),
+        (f"plugin{of}", f"{plugin.get('name', '?')} ({plugin.get('source', '?')})"),
+        (f"plugin options{of}", _pairs(plugin.get("options")) or "none"),
+        (f"settings{of}", _pairs(manifest.get("settings")) or "none"),
+        (f"written{of}", str(manifest.get("created", "not recorded"))),
     ]
+    took = _took(manifest)
+    if took is not None:
+        facts.append(("took", took))
     tools = manifest.get("versions")
     if isinstance(tools, dict):
         facts.append(("written by", ", ".join(f"{k} {v}" for k, v in tools.items())))
@@ -68,11 +73,11 @@ def _pairs(values: Any) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in values.items())
 
 
-def _took(manifest: dict[str, Any]) -> str:
+def _took(manifest: dict[str, Any]) -> str | None:
     for key in TOOK_KEYS:
         if isinstance(manifest.get(key), (int, float)):
             return f"{manifest[key]:,.1f} s"
-    return "not recorded in the manifest"
+    return None
 
 
 def _version(entry: Any) -> str:
@@ -140,6 +145,21 @@ def tensor(dtype: Any, shape: Any, value_range: tuple[float, float] | None) -> l
             f"values in the shown rows: {number(value_range[0])} to {number(value_range[1])}"
         )
     return lines
+
+
+def balance_by_version(partitions: list[dict[str, Any]]) -> str:
+    """:func:`balance` of each version's partitions: an append writes its own, few rows, so
+    partitions are compared within the version that wrote them."""
+    versions: dict[int, list[dict[str, Any]]] = {}
+    for p in partitions:
+        versions.setdefault(int(p.get("version", 1)), []).append(p)
+    said = {
+        v: balance([p["rows"] for p in ps], [p.get("bytes", 0) for p in ps])
+        for v, ps in sorted(versions.items())
+    }
+    if len(said) == 1:
+        return next(iter(said.values()))
+    return "; ".join(f"version {v}: {text}" for v, text in said.items())
 
 
 def balance(rows: list[int], sizes: list[int]) -> str:

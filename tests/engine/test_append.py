@@ -449,6 +449,9 @@ def test_history_and_info_say_the_version(plugin, tmp_path):
     write(plugin, out, append=True, start=100, partitions=2)
     info = run_writer_cli("info", out)
     assert info[1] == f"version 2: a write and 1 append (recordmill history {out})"
+    # the plugin and settings shown are the last append's: labelled as that version's
+    assert any(line.startswith("plugin of version 2: grow (") for line in info), info
+    assert any(line.startswith("settings of version 2: ") for line in info), info
     lines = run_writer_cli("history", out)
     assert [line.split("  ")[0] for line in lines] == ["version 1", "version 2"]
     assert "+60 rows  2 partitions  plugin grow: " in lines[1] and "start=100" in lines[1]

@@ -23,7 +23,26 @@ def test_the_header_says_what_the_manifest_holds_and_what_it_does_not():
     assert facts["size on disk"] == "4.0 MB of partitions"
     assert facts["plugin"] == "imagenet (builtin)" and facts["plugin options"] == "image_dir='/d'"
     assert facts["written by"] == "recordmill 0.1.0, pyarrow 25.0.1"
-    assert facts["took"] == "not recorded in the manifest" and "versions" not in facts
+    assert "took" not in facts and "versions" not in facts
+
+
+def test_a_grown_dataset_labels_the_latest_runs_facts_and_balances_each_version():
+    grown = {
+        **MANIFEST,
+        "version": 2,
+        "partitions": [
+            *({"file": f"p{i}", "rows": 600, "bytes": 2_000_000, "version": 1} for i in range(2)),
+            *({"file": f"a{i}", "rows": 17, "bytes": 60_000, "version": 2} for i in range(2)),
+        ],
+    }
+    facts = dict(summary.header(grown))
+    assert facts["plugin (version 2)"] == "imagenet (builtin)" and "plugin" not in facts
+    assert facts["settings (version 2)"] == "partitions=2"
+    assert summary.balance_by_version(grown["partitions"]) == (
+        "version 1: balanced: rows 600 to 600, 2.0 MB to 2.0 MB; "
+        "version 2: balanced: rows 17 to 17, 60.0 KB to 60.0 KB"
+    )
+    assert summary.balance([600, 600, 17], [2_000_000, 2_000_000, 60_000]).startswith("not")
 
 
 def test_a_manifest_that_knows_its_duration_and_versions_shows_them():
