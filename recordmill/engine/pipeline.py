@@ -61,11 +61,19 @@ class Summary:
     version: int = 1
     duplicates: int = 0
     replaced: int | None = None
+    # The inputs this run rejected, duplicates among them (listed by recordmill rejects).
+    rejects: int = 0
 
     def line(self) -> str:
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
-        rejected = versions.latest_run(self.manifest)["rejects"]["count"]
-        duplicates = f" ({self.duplicates:,} duplicates)" if self.duplicates else ""
+        if self.duplicates and not self.rows and "nothing new" in self.phases:
+            return (
+                f"recordmill: nothing new: every row is a duplicate of the dataset's "
+                f"({counted(self.duplicates, 'duplicate')}); {self.output} stays at version "
+                f"{self.version}"
+            )
+        rejected = self.rejects
+        duplicates = f" ({counted(self.duplicates, 'duplicate')})" if self.duplicates else ""
         skipped = (
             f"; {counted(rejected, 'input')} rejected{duplicates}, listed by: recordmill "
             f"rejects {self.output}"
@@ -170,6 +178,9 @@ def run_write(
                 results, written, phases, found = _write_rows(run, out, runner)
             except (TaskError, RowError) as e:  # a plugin to fix: its finished tasks are kept
                 raise out.keep_for_resume(e)  # noqa: B904 (the same error, worded)
+            except _NothingNew as nothing:
+                out.abort()
+                return _nothing_new(run, out, nothing.duplicates, started)
             step("partitions-done")
         manifest = publish(run, out, results, written, found)
     own = versions.latest_run(manifest)
@@ -184,6 +195,31 @@ def run_write(
         version=run.version,
         duplicates=0 if found is None else len(found.rejects),
         replaced=replaced,
+        rejects=own["rejects"]["count"],
+    )
+
+
+class _NothingNew(Exception):  # a signal to run_write(), not an error
+    """An --append whose every row is a duplicate of the dataset's: no version is added."""
+
+    def __init__(self, duplicates: int):
+        super().__init__(duplicates)
+        self.duplicates = duplicates
+
+
+def _nothing_new(run: Run, out: OutputDir, duplicates: int, started: float) -> Summary:
+    assert run.base is not None
+    return Summary(
+        str(out.final),
+        0,
+        0,
+        0,
+        time.perf_counter() - started,
+        run.base,
+        phases={"nothing new": 0.0},
+        version=versions.current(run.base),
+        duplicates=duplicates,
+        rejects=duplicates,
     )
 
 
@@ -219,6 +255,8 @@ def _write_rows(
         found = dedup.find(run, out, results)
         phases["duplicates"] = found.seconds
     keep = None if found is None else found.keep
+    if keep is not None and not keep.size and run.base is not None:
+        raise _NothingNew(len(found.rejects))
     written, phases["partitions"] = write_partitions(run, out, runner, results, keep)
     return results, written, phases, found
 
@@ -292,6 +330,7 @@ def _already_written(run: Run, out: OutputDir, started: float) -> Summary:
         manifest,
         phases={"published what was written" if out.staged else "already written": 0.0},
         version=version,
+        rejects=versions.latest_run(manifest)["rejects"]["count"],
     )
 
 

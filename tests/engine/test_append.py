@@ -457,3 +457,22 @@ def test_history_and_info_say_the_version(plugin, tmp_path):
     assert "+60 rows  2 partitions  plugin grow: " in lines[1] and "start=100" in lines[1]
     assert versions.current(recordmill.read_manifest(out)) == 2
     assert os.path.exists(out / "part-v0002-00001-of-00002.parquet")
+
+
+def test_an_append_of_nothing_but_duplicates_adds_no_version_and_says_so(plugin, tmp_path):
+    out = tmp_path / "out"
+    write(plugin, out, rows=5, tasks=2)
+    before = recordmill.read_manifest(out)
+    summary = write(plugin, out, append=True, rows=5, tasks=2, dedup_key="key")
+    assert (summary.rows, summary.partitions, summary.version) == (0, 0, 1)
+    assert summary.duplicates == summary.rejects == 10
+    assert summary.line() == (
+        f"recordmill: nothing new: every row is a duplicate of the dataset's (10 duplicates); "
+        f"{out} stays at version 1"
+    )
+    assert (
+        recordmill.read_manifest(out) == before
+        and not (tmp_path / ".out.recordmill-partial").exists()
+    )
+    one = write(plugin, out, append=True, start=9, rows=2, tasks=1, dedup_key="key")
+    assert one.version == 2 and one.rows == 1 and one.rejects == 1 and "(1 duplicate)" in one.line()
