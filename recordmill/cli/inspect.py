@@ -42,7 +42,8 @@ def info_main(args: argparse.Namespace) -> int:
     # recordmill history).
     of = f" of version {version}" if version > 1 else ""
     options = ", ".join(f"{k}={v!r}" for k, v in m["plugin"]["options"].items()) or "no options"
-    print(f"plugin{of}: {m['plugin']['name']} ({m['plugin'].get('source', '?')}): {options}")
+    plugin = f"{m['plugin']['name']} ({m['plugin'].get('source', '?')}): {options}"
+    print(f"plugin of version {version}: {plugin}" if version > 1 else f"plugin {plugin}")
     settings = m.get("settings", {})
     if settings:
         print(f"settings{of}: " + ", ".join(f"{k}={v}" for k, v in settings.items()))

@@ -120,7 +120,7 @@ class DiskCache:
                 f"({human_size(self.largest)}): give at least cache_limit={self.largest}"
             )
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
-        self._open: OrderedDict[int, list[pa.RecordBatch]] = OrderedDict()
+        self._open: OrderedDict[int, tuple[Path | None, list[pa.RecordBatch]]] = OrderedDict()
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._said: set[str] = set()  # warnings said once
@@ -170,35 +170,41 @@ class DiskCache:
         with self._lock:
             if k in self._open:
                 self._open.move_to_end(k)
-                return self._open[k]
-        batches = self._load(k)
+                return self._open[k][1]
+        path, batches = self._load(k)
         with self._lock:
-            self._open[k] = batches
-            # A process keeps only as many parts mapped as the cache holds: a part another
-            # process removed stays readable while mapped, but its disk space is not freed.
+            self._open[k] = (path, batches)
+            # A part another process removed stays readable while mapped, but its disk space
+            # is not freed until every process lets it go: those are let go at each load, and
+            # a process keeps at most as many parts mapped as the cache holds.
+            for gone in [j for j, (p, _) in self._open.items() if p and not p.exists()]:
+                del self._open[gone]
             while len(self._open) > min(self.capacity, MAX_MAPPED):
                 self._open.popitem(last=False)
         return batches
 
     # --- filling ------------------------------------------------------------------------------
 
-    def _load(self, k: int) -> list[pa.RecordBatch]:
+    def _load(self, k: int) -> tuple[Path | None, list[pa.RecordBatch]]:
+        """Part ``k``'s batches, and the cached file they are mapped from (None: from the
+        source, the cache being full)."""
         part = self.parts[k]
         found = self.folder.find(part.name)
         if found is not None and (batches := self._map(found)) is not None:
-            return batches
+            return found, batches
         with self.folder.locked(part.name):
             found = self.folder.find(part.name)  # filled by another process while this one waited
             if found is not None and (batches := self._map(found)) is not None:
-                return batches
+                return found, batches
             batches = self._fetch(part)
             try:
                 path = self._write(part, batches)
             except OSError as e:  # a full disk: read on from the source, say so once
                 self._warn(e)
-                return batches
+                return None, batches
             self.folder.evict(path, self.limit)
-        return self._map(path) or batches
+        mapped = self._map(path)
+        return (path, mapped) if mapped is not None else (None, batches)
 
     def _fetch(self, part: Part) -> list[pa.RecordBatch]:
         data = self.segments.fetch(part.partition, part.first, part.stop)
@@ -267,15 +273,20 @@ class Folder:
         self._make()
 
     def evict(self, keep: Path, limit: int) -> None:
-        """Remove the least recently used parts until the others fit ``limit``."""
+        """Remove the least recently used parts until the others fit ``limit``, counting the
+        parts being filled; those that a process killed while filling left are removed."""
         with self.locked("evict"):
-            found = []
+            found, filling = [], 0
             for entry in os.scandir(self.root / "parts"):
-                if entry.name.endswith(".arrow") and entry.path != str(keep):
-                    with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.name.endswith(".partial") and not _alive(_filler(entry.name)):
+                        os.unlink(entry.path)
+                    elif entry.name.endswith(".partial"):
+                        filling += entry.stat().st_size
+                    elif entry.name.endswith(".arrow") and entry.path != str(keep):
                         stat = entry.stat()
                         found.append((stat.st_mtime_ns, stat.st_size, entry.path))
-            total = sum(size for _, size, _ in found)
+            total = filling + sum(size for _, size, _ in found)
             # Another thread's eviction may have taken ``keep`` between its write and this
             # lock: its batches are still in memory, so it counts for nothing here.
             with contextlib.suppress(FileNotFoundError):
@@ -321,6 +332,26 @@ class Folder:
                 f"cannot use {self.root.parent} as a cache folder: {e.strerror or e} (give "
                 f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
             ) from None
+
+
+def _filler(partial: str) -> int:
+    """The process filling a part, from its temporary name ``.PART.PID.partial``."""
+    try:
+        return int(partial.rsplit(".", 2)[1])
+    except (IndexError, ValueError):
+        return 0  # not one of ours: no process
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _version_key(files: Files) -> str:

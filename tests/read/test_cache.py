@@ -282,3 +282,59 @@ def test_forked_dataloader_workers_read_s3_through_clients_of_their_own(remote, 
         loader = rtorch.DataLoader(data, batch_size=64, shuffle=True, seed=1, num_workers=2)
         ids = [i for batch in loader for i in batch["id"].tolist()]
         assert sorted(ids) == list(range(ROWS))
+
+
+def test_eviction_sweeps_the_partials_of_dead_fillers_and_counts_the_live_ones(tmp_path):
+    """A reader killed while filling leaves ``.PART.PID.partial``: removed once its process is
+    gone; a part being filled holds disk space, so it counts against the limit."""
+    folder = Folder(tmp_path / "v")
+    parts = tmp_path / "v" / "parts"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for n, (name, size) in enumerate(
+        [
+            ("a.0.arrow", 100),
+            ("b.0.arrow", 100),
+            (f".c.{dead.pid}.partial", 500),
+            (f".d.{os.getpid()}.partial", 100),
+        ]
+    ):
+        (parts / name).write_bytes(b"x" * size)
+        os.utime(parts / name, ns=(n * 10**9, n * 10**9))
+    folder.evict(parts / "b.0.arrow", limit=250)
+    # b (kept) + the live partial = 200: a goes; the dead filler's partial goes
+    assert sorted(p.name for p in parts.iterdir()) == sorted(
+        ["b.0.arrow", f".d.{os.getpid()}.partial"]
+    )
+
+
+def test_a_reader_lets_go_of_parts_another_reader_evicted(tmp_path):
+    """Mapped files removed by another reader keep their disk blocks until unmapped: a reader
+    unmaps them at its next load, so the folder's limit is what the disk holds."""
+    import gc
+
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN),
+        tmp_path / "pq",
+        partitions=2,
+        row_group_size=50,
+        progress=False,
+    )
+    probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe").cache
+    limit = 2 * probe.largest
+    first = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c", cache_limit=limit).cache
+    second = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c", cache_limit=limit).cache
+    assert len(first.parts) >= 5
+    first.batches(0), first.batches(1)
+    second.batches(2), second.batches(3)  # evicts 0 and 1, which the first still maps
+    del second
+    gc.collect()
+
+    def deleted_maps():
+        with open("/proc/self/maps") as maps:
+            return [line for line in maps if str(tmp_path / "c") in line and "(deleted)" in line]
+
+    assert deleted_maps()  # parts 0 and 1: gone from the folder, still on the disk
+    first.batches(4)
+    gc.collect()
+    assert deleted_maps() == []
