@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Convert MNIST idx files (train-images-idx3-ubyte[.gz] and its labels). Without DATA_DIR it
 # uses the demo files (made on first use).
+# Add --overwrite to write OUTPUT again.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# Paths are taken from the folder you run it in; writer.py from the clone this script is in.
+CLONE=$(cd "$(dirname "$0")/.." && pwd)
 
 DEMO=${DEMO:-out/demo-data}
 if [ -z "${DATA_DIR:-}" ]; then
@@ -12,11 +14,10 @@ if [ -z "${DATA_DIR:-}" ]; then
 fi
 OUTPUT=${OUTPUT:-out/mnist}
 
-python writer.py \
+python "$CLONE/writer.py" \
     --script mnist \
     --data-dir "$DATA_DIR" \
     --split train \
     --output "$OUTPUT" \
     --partitions 2 \
-    --overwrite \
     "$@"

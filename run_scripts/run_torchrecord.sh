@@ -2,8 +2,10 @@
 # Convert TorchRecord's LMDB databases of caffe2 TensorProtos (one database, or a folder of the
 # db0/ db1/ ... sub-records its Writer makes), without caffe2. Needs lmdb:
 # pip install "recordmill[torchrecord]". Without INPUT it uses the demo databases (made on first use).
+# Add --overwrite to write OUTPUT again.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# Paths are taken from the folder you run it in; writer.py from the clone this script is in.
+CLONE=$(cd "$(dirname "$0")/.." && pwd)
 
 DEMO=${DEMO:-out/demo-data}
 if [ -z "${INPUT:-}" ]; then
@@ -13,10 +15,9 @@ if [ -z "${INPUT:-}" ]; then
 fi
 OUTPUT=${OUTPUT:-out/torchrecord}
 
-python writer.py \
+python "$CLONE/writer.py" \
     --script torchrecord \
     --input "$INPUT" \
     --output "$OUTPUT" \
     --partitions 2 \
-    --overwrite \
     "$@"

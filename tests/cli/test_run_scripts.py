@@ -202,3 +202,33 @@ def test_a_copy_of_the_template_script_runs_any_plugin(tmp_path):
     assert result.returncode == 0, result.stderr
     manifest = recordmill.read_manifest(tmp_path / "out-fresh")
     assert manifest["plugin"]["name"] == "fresh" and manifest["total_rows"] == 400
+
+
+def test_the_scripts_run_in_the_callers_folder_and_never_replace_a_dataset(demo, tmp_path):
+    """INPUT and OUTPUT relative to where the script is run (it once ran in the clone), and no
+    --overwrite of its own: a copy kept for a grown dataset must not wipe its history."""
+    import shutil
+
+    (tmp_path / "in").mkdir()
+    shutil.copy(demo / "table.csv", tmp_path / "in" / "table.csv")
+    shutil.copy(demo / "table.schema.yaml", tmp_path / "in" / "table.schema.yaml")
+    env = {**os.environ, "INPUT": "in/table.csv", "SCHEMA": "in/table.schema.yaml"}
+
+    def run(*flags):
+        return subprocess.run(
+            ["bash", str(REPO / "run_scripts" / "run_csv.sh"), "--quiet", *flags],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert run().returncode == 0
+    out = tmp_path / "out" / "csv"  # the caller's out/, not the clone's
+    before = recordmill.read_manifest(out)
+    again = run()
+    assert again.returncode == 1 and "pass --overwrite to replace it" in again.stderr
+    assert recordmill.read_manifest(out) == before
+    assert run("--append").returncode == 0
+    assert recordmill.read_manifest(out)["version"] == 2
