@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from recordmill.cli.parsing import say_warnings
 from recordmill.cli.write import write_main
 from recordmill.errors import RecordmillError
 
@@ -17,6 +18,7 @@ __all__ = ["main", "write_main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    say_warnings()
     if argv and argv[0] == "write":  # its flags depend on the plugin: parsed in two passes
         return write_main(argv[1:])
     # The other commands' modules are imported only here: a write (most runs) spends no time

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from recordmill.errors import did_you_mean
+from recordmill.errors import RecordmillWarning, did_you_mean
 
 _UNRECOGNIZED = "unrecognized arguments: "
 _REQUIRED = "the following arguments are required: "
@@ -63,3 +64,19 @@ class OneLineParser(argparse.ArgumentParser):
 
     def suggest(self, token: str) -> str:
         return did_you_mean(token.partition("=")[0], self.flags())
+
+
+def say_warnings() -> None:
+    """recordmill's warnings as one ``recordmill: warning:`` line each on the command line
+    (others as Python shows them)."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, RecordmillWarning):
+            print(f"recordmill: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *args, **kwargs)
+
+    if not getattr(shown, "recordmill", False):  # once
+        show.recordmill = True  # type: ignore[attr-defined]
+        warnings.showwarning = show

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from recordmill import executors
-from recordmill.cli.parsing import OneLineParser
+from recordmill.cli.parsing import OneLineParser, say_warnings
 from recordmill.engine import settings
 from recordmill.engine.pipeline import run_write
 from recordmill.errors import ConfigError, RecordmillError, TaskError
@@ -84,6 +84,7 @@ _STOPPED_BY = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up (the termin
 def write_main(argv: Sequence[str] | None = None) -> int:
     """``python writer.py ...`` and ``recordmill write ...``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    say_warnings()
     previous = {sig: signal.signal(sig, _terminated) for sig in _STOPPED_BY}
     try:
         return _write(argv)

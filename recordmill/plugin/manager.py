@@ -25,6 +25,7 @@ import inspect
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +33,7 @@ from typing import Any
 
 import pluggy
 
-from recordmill.errors import PluginError, RecordmillError
+from recordmill.errors import PluginError, RecordmillError, RecordmillWarning
 from recordmill.plugin import hookspecs
 from recordmill.plugin.mr_api import LEGACY_MODULE, MindRecordPlugin
 
@@ -112,11 +113,12 @@ def resolve(script: str) -> PluginRef:
         ref = _from_path(path)
         shadowed = [r for r in (_entry_point(script), _builtin(script)) if r is not None]
         for other in shadowed:
-            print(
-                f"recordmill: note: using the {ref.source} {ref.target}; the {other.source} "
-                f"plugin {other.name!r} has the same name (--script {other.source}:{other.name} "
-                "picks it)",
-                file=sys.stderr,
+            warnings.warn(
+                f"using the {ref.source} {ref.target}; the {other.source} plugin "
+                f"{other.name!r} has the same name (--script {other.source}:{other.name} picks "
+                "it)",
+                RecordmillWarning,
+                stacklevel=2,
             )
         return ref
     return _entry_point(script) or _builtin(script) or _unknown(script)

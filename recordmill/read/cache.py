@@ -28,8 +28,8 @@ import hashlib
 import mmap
 import os
 import shutil
-import sys
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
-from recordmill.errors import ConfigError
+from recordmill.errors import ConfigError, RecordmillWarning
 from recordmill.read.files import Files
 from recordmill.read.segments import Segments
 
@@ -131,20 +131,21 @@ class DiskCache:
         """How many parts the cache holds at once, whatever their sizes."""
         return max(1, self.limit // max(1, self.largest))
 
-    @property
     def order_capacity(self) -> int | None:
         """The capacity shuffles are ordered for: None (a full permutation) unless the user
-        chose ``cache_limit``, said once when the default limit is too small for the dataset."""
+        chose ``cache_limit``; a warning, once, when the default limit is too small for the
+        dataset."""
         if self.chosen:
             return self.capacity
         if self.capacity < len(self.parts) and "limit" not in self._said:
             self._said.add("limit")
-            print(
-                f"recordmill: warning: {self.files.store} does not fit the cache's default "
-                f"limit ({human_size(self.limit)}), so a shuffled epoch fetches parts again and "
+            warnings.warn(
+                f"{self.files.store} does not fit the cache's default limit "
+                f"({human_size(self.limit)}), so a shuffled epoch fetches parts again and "
                 "again: give cache_limit= (the same on every rank) for a shuffle that fetches "
                 "each part about once",
-                file=sys.stderr,
+                RecordmillWarning,
+                stacklevel=3,
             )
         return None
 
@@ -258,10 +259,11 @@ class DiskCache:
     def _warn(self, error: OSError) -> None:
         if "full" not in self._said:
             self._said.add("full")
-            print(
-                f"recordmill: warning: cannot fill the cache in {self.root}: "
-                f"{error.strerror or error}; reading on from {self.files.store}",
-                file=sys.stderr,
+            warnings.warn(
+                f"cannot fill the cache in {self.root}: {error.strerror or error}; reading on "
+                f"from {self.files.store}",
+                RecordmillWarning,
+                stacklevel=4,
             )
 
 

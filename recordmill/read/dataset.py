@@ -252,7 +252,7 @@ class Dataset:
         permutation): the capacity of a disk cache too small for every part, where the user
         chose ``cache_limit``. It shapes the order, so a loader's state records it."""
         disk = self._groups.ready().disk
-        if disk is None or disk.order_capacity is None or disk.capacity >= len(disk.parts):
+        if disk is None or disk.order_capacity() is None or disk.capacity >= len(disk.parts):
             return 0
         return disk.capacity
 

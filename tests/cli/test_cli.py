@@ -607,3 +607,13 @@ def test_head_misused_on_a_real_dataset_is_one_clear_line(counting_plugin, tmp_p
         assert result.returncode != 0 and result.stdout == "", argv
         assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (argv, lines)
         assert said in lines[0], lines[0]
+
+
+def test_warnings_are_one_recordmill_line_on_the_command_line(counting_plugin, tmp_path):
+    result = run_writer("--script", counting_plugin, "--output", tmp_path / "o", "--resume")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "warning" in line.lower()]
+    assert lines == [
+        f"recordmill: warning: nothing to resume at {tmp_path / 'o'} (no interrupted run): "
+        "writing it from the start"
+    ]

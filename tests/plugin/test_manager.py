@@ -304,3 +304,15 @@ def test_a_data_folder_named_like_a_built_in_does_not_shadow_it(tmp_path):
     )
     assert as_path.returncode == 1
     assert "is not a plugin" in as_path.stderr and "--script builtin:imagenet" in as_path.stderr
+
+
+def test_a_plugin_folder_named_like_a_built_in_is_used_with_a_warning(tmp_path, monkeypatch):
+    import recordmill
+    from recordmill.plugin.manager import resolve
+    from tests.conftest import COUNTING_PLUGIN, make_plugin
+
+    make_plugin(tmp_path / "csv", COUNTING_PLUGIN)
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(recordmill.RecordmillWarning, match=r"builtin plugin 'csv' has the same na"):
+        ref = resolve("csv")
+    assert ref.source == "path"

@@ -216,7 +216,7 @@ def test_a_cache_that_cannot_be_filled_is_a_warning_and_the_read_goes_on(tmp_pat
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(ROWS)
-    assert done.stderr.count("warning: cannot fill the cache") == 1, done.stderr
+    assert done.stderr.count("RecordmillWarning: cannot fill the cache") == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert not list((tmp_path / "cache").rglob("*.arrow"))
 
