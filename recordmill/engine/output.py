@@ -11,19 +11,16 @@ the first run's. An interrupted run's staging folder is kept for ``--resume``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
-import warnings
 from typing import Any
 
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
-from recordmill.engine import append, commit, records
+from recordmill.engine import append, commit, leftovers, records
 from recordmill.engine.lock import OutputLock
 from recordmill.engine.settings import WriteSettings
-from recordmill.errors import LeaseLost, OutputError, RecordmillError, RecordmillWarning, writing
+from recordmill.errors import LeaseLost, OutputError, RecordmillError, writing
 
 # What a --resume that finds another run's complete output can do instead.
 WRITE_AGAIN = "write to another output"
@@ -89,46 +86,8 @@ class OutputDir:
             )
         if state == "dataset" and not (self.overwrite or self.append):
             if self.resume:
-                raise OutputError(self._resume_advice())
+                raise OutputError(leftovers.resume_advice(self.final, self.staging))
             raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
-
-    def _resume_advice(self) -> str:
-        """What to do when ``--resume`` meets the dataset that an interrupted run was to
-        replace or append to, and this command says neither."""
-        staged = {}
-        if self.staging.is_file(layout.RUN_FILE):
-            staged = json.loads(self.staging.read_text(layout.RUN_FILE)).get("settings") or {}
-        drop = f"or delete {self.staging} to drop it"
-        if staged.get("append"):
-            return (
-                f"output {self.final} holds a dataset and the interrupted run was an --append to "
-                f"it: add --append to finish it, {drop}"
-            )
-        return (
-            f"output {self.final} holds a dataset and the interrupted run was to replace it "
-            f"(it was run with --overwrite): add --overwrite to finish it, {drop} and keep the "
-            "dataset as it is"
-        )
-
-    def _put_back_old(self) -> None:
-        """Local disks: a run killed after its exchange left the older dataset in the staging
-        folder's place (delete it); one killed between its two renames left it aside (put it
-        back, or, when the new one is already in place, delete it)."""
-        if not self.final.local:
-            return
-        if self.staging.is_file(layout.REPLACED_MARK):
-            self.killed_after_publishing = True
-            shutil.rmtree(self.staging.root)
-        elif self.final.is_file(layout.REPLACED_MARK):
-            self.final.delete(layout.REPLACED_MARK)  # killed before the exchange: still current
-        if not os.path.isdir(self._old.root):
-            return
-        if self._state() in ("missing", "empty"):
-            if os.path.isdir(self.final.root):
-                os.rmdir(self.final.root)
-            os.replace(self._old.root, self.final.root)
-        else:
-            shutil.rmtree(self._old.root, ignore_errors=True)
 
     # --- the context manager ----------------------------------------------------------------
 
@@ -167,9 +126,8 @@ class OutputDir:
     def prepare(self) -> Store:
         """Check the destination and give the staging folder: an empty one, or with ``resume``
         the one an interrupted run left."""
-        self._put_back_old()
-        if commit.drop_published(self.staging, self.final):
-            self.killed_after_publishing = True
+        published = leftovers.put_back_old(self.final, self.staging, self._old)
+        self.killed_after_publishing = commit.drop_published(self.staging, self.final) or published
         staged = self._staged_manifest()
         if self.staging.exists():
             if self.resume:
@@ -184,12 +142,7 @@ class OutputDir:
                 self.staging.flush_tree()
                 return self.staging
             if not self.overwrite and self.staging.is_file(layout.FAILED_MARK):
-                warnings.warn(
-                    f"the run that failed at {self.final} left finished tasks in {self.staging}; "
-                    "this run starts over without them (--resume keeps them)",
-                    RecordmillWarning,
-                    stacklevel=2,
-                )
+                leftovers.warn(f"the run that failed at {self.final}", self.staging)
             elif not self.overwrite:
                 what = "a complete dataset that was not published yet" if staged else "its work"
                 raise OutputError(
@@ -205,12 +158,7 @@ class OutputDir:
             self.finished = manifest_file.load(self.final)
             return self.staging
         elif self.resume:
-            warnings.warn(
-                f"nothing to resume at {self.final} (no interrupted run): writing it from the "
-                "start",
-                RecordmillWarning,
-                stacklevel=2,
-            )
+            leftovers.warn(f"nothing to resume at {self.final}")
         self._check_final()
         self._restart()
         return self.staging
@@ -244,19 +192,9 @@ class OutputDir:
         return True
 
     def keep_for_resume(self, error: RecordmillError) -> RecordmillError:
-        """A run that failed in a task keeps the tasks it finished for ``--resume`` (as an
-        interrupted run does); the error, saying so. With none finished, nothing is kept."""
-        finished = sum(len(r.tasks) for r in records.load_records(self.staging))
-        if not finished:
-            return error
-        self._writing = False
-        self.staging.write_text(layout.FAILED_MARK, str(error))
-        kept = (
-            "the finished task is kept"
-            if finished == 1
-            else f"the {finished} finished tasks are kept"
-        )
-        error.args = (f"{error}; fix it, then run the same command with --resume: {kept}",)
+        """A failed run's finished tasks, kept for ``--resume`` (see ``leftovers``); its error."""
+        if leftovers.keep_for_resume(self.staging, error):
+            self._writing = False
         return error
 
     # --- the commit ---------------------------------------------------------------------------

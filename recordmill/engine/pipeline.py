@@ -62,7 +62,7 @@ class Summary:
     duplicates: int = 0
     replaced: int | None = None
     # The inputs this run rejected, duplicates among them (listed by recordmill rejects).
-    rejects: int = 0
+    rejects: int = field(default=0, repr=False)
 
     def line(self) -> str:
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
@@ -168,20 +168,11 @@ def run_write(
             return _already_written(run, out, started)
         check_run(out.staging, run, out.resumed)
         out.start_writing()  # from here on, a failure removes the staging folder
-        with executors.create(
-            run.settings,
-            workers=min(run.settings.worker_count, max(run.tasks, 1, run.settings.partitions)),
-            options=executor_options,
-        ) as runner:
-            runner.check(run.plugin, out.staging)
-            try:
-                results, written, phases, found = _write_rows(run, out, runner)
-            except (TaskError, RowError) as e:  # a plugin to fix: its finished tasks are kept
-                raise out.keep_for_resume(e)  # noqa: B904 (the same error, worded)
-            except _NothingNew as nothing:
-                out.abort()
-                return _nothing_new(run, out, nothing.duplicates, started)
-            step("partitions-done")
+        try:
+            results, written, phases, found = _execute(run, out, executor_options)
+        except _NothingNew as nothing:
+            out.abort()
+            return _nothing_new(run, out, nothing.duplicates, started)
         manifest = publish(run, out, results, written, found)
     own = versions.latest_run(manifest)
     return Summary(
@@ -197,6 +188,24 @@ def run_write(
         replaced=replaced,
         rejects=own["rejects"]["count"],
     )
+
+
+def _execute(
+    run: Run, out: OutputDir, executor_options: dict[str, Any]
+) -> tuple[list[ChunkResult], Written, dict[str, float], dedup.Duplicates | None]:
+    """Phases 2 and 3 in the run's workers; a plugin's error keeps the tasks that finished."""
+    with executors.create(
+        run.settings,
+        workers=min(run.settings.worker_count, max(run.tasks, 1, run.settings.partitions)),
+        options=executor_options,
+    ) as runner:
+        runner.check(run.plugin, out.staging)
+        try:
+            written = _write_rows(run, out, runner)
+        except (TaskError, RowError) as e:  # a plugin to fix: its finished tasks are kept
+            raise out.keep_for_resume(e)  # noqa: B904 (the same error, worded)
+        step("partitions-done")
+    return written
 
 
 class _NothingNew(Exception):  # a signal to run_write(), not an error

@@ -131,10 +131,12 @@ class DiskCache:
         """How many parts the cache holds at once, whatever their sizes."""
         return max(1, self.limit // max(1, self.largest))
 
-    def order_capacity(self) -> int | None:
-        """The capacity shuffles are ordered for: None (a full permutation) unless the user
-        chose ``cache_limit``; a warning, once, when the default limit is too small for the
-        dataset."""
+    def order_blocks(self) -> int:
+        """How many parts a shuffled order is drawn for (0: a full permutation): the capacity
+        of a cache too small for every part, where the user chose ``cache_limit``; a warning,
+        once, when the default limit is too small for the dataset."""
+        if self.capacity >= len(self.parts):
+            return 0
         if self.chosen:
             return self.capacity
         if self.capacity < len(self.parts) and "limit" not in self._said:
@@ -147,7 +149,7 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=3,
             )
-        return None
+        return 0
 
     def estimate(self, part: Part) -> int:
         """A part's bytes as cached: Arrow IPC as stored, Parquet as decoded (its footer's

@@ -34,6 +34,7 @@ from recordmill.read.groups import Groups, ReadStats
 
 __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]
 
+_BY_ROW = "a Dataset is indexed by row number or slice; for a column"
 CACHE_BYTES = 256 << 20
 READ_AHEAD_BYTES = 64 << 20
 
@@ -130,9 +131,8 @@ class Dataset:
         return f"<recordmill.Dataset {store}: {len(self):,} rows, columns {self.schema.names}>"
 
     def warm(self) -> Dataset:
-        """Load now what reading needs: the row-group map, and pyarrow's own lazy imports
-        (with pandas installed, pyarrow imports it on first use: 0.2 s), so that processes
-        forked afterwards, such as DataLoader workers, do not each pay for them."""
+        """Load now what reading needs (the row-group map, pyarrow's lazy imports: pandas, 0.2 s)
+        so that processes forked afterwards, such as DataLoader workers, do not each pay."""
         self._groups.ready()
         pa.array([0])
         return self
@@ -160,8 +160,7 @@ class Dataset:
     def __getitem__(self, key: int | slice) -> Any:
         if isinstance(key, str):
             raise TypeError(
-                f"ds[{key!r}]: a Dataset is indexed by row number or slice; for a column, "
-                f"ds.select([{key!r}]) or ds.to_arrow()[{key!r}]"
+                f"ds[{key!r}]: {_BY_ROW}: ds.select([{key!r}]) or ds.to_arrow()[{key!r}]"
             )
         if isinstance(key, slice):
             start, stop, step = key.indices(len(self))
@@ -235,26 +234,15 @@ class Dataset:
             yield from _pieces(batch, batch_size, format, view._decode)
 
     def shuffled(self, seed: int, epoch: int = 0, blocks: int | None = None) -> np.ndarray:
-        """This view's rows (0 to len - 1) in epoch ``epoch``'s shuffled order: a permutation
-        of ``seed + epoch``, or a block shuffle through a disk cache too small for every part
-        (:mod:`recordmill.read.order`). ``blocks`` (0: a full permutation) gives the cache's
-        capacity in parts that shapes the order, in place of this reader's own
-        (:meth:`order_blocks`): what a resumed job, or a rank agreeing with the others, uses."""
+        """This view's rows (0 to len - 1) in epoch ``epoch``'s order (:mod:`~.read.order`): a
+        block shuffle for ``blocks`` cached parts (:meth:`order_blocks`), 0: a permutation."""
         blocks = self.order_blocks() if blocks is None else blocks
-        if blocks == 0:
-            return order.permutation(len(self), seed, epoch)
-        parts = self._groups.ready().disk.parts if self.cache else plan_parts(self._groups.files)
-        spans = order.spans([part.rows for part in parts], self._start, self._stop)
-        return order.block_order(spans, blocks, seed, epoch)
+        return _shuffled(self._groups, self._start, self._stop, seed, epoch, blocks)
 
     def order_blocks(self) -> int:
-        """How many of the dataset's parts the shuffled order is drawn for (0: a full
-        permutation): the capacity of a disk cache too small for every part, where the user
-        chose ``cache_limit``. It shapes the order, so a loader's state records it."""
+        """The cache's capacity in parts that shapes shuffles (``DiskCache.order_blocks``)."""
         disk = self._groups.ready().disk
-        if disk is None or disk.order_capacity() is None or disk.capacity >= len(disk.parts):
-            return 0
-        return disk.capacity
+        return 0 if disk is None else disk.order_blocks()
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self.iter_rows()
@@ -302,6 +290,18 @@ class Dataset:
             total = self._groups.ready().files.index.total
             keep = self._row_bytes() * total <= self._groups.cache_limit
         return self._gatherer.take(rows, keep, check)
+
+
+def _shuffled(
+    groups: Groups, start: int, stop: int, seed: int, epoch: int, blocks: int
+) -> np.ndarray:
+    """Rows ``start`` to ``stop`` (as 0 to n - 1) in a shuffled order (see Dataset.shuffled)."""
+    if blocks == 0:
+        return order.permutation(stop - start, seed, epoch)
+    disk = groups.ready().disk
+    parts = disk.parts if disk is not None else plan_parts(groups.files)
+    spans = order.spans([part.rows for part in parts], start, stop)
+    return order.block_order(spans, blocks, seed, epoch)
 
 
 def _row(columns: list[pa.Array], getters: list[Any], local: int) -> dict[str, Any]:
