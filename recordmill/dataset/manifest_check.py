@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recordmill.dataset import layout
 from recordmill.dataset.layout import FORMATS
 
 FORMAT_VERSION = 2
@@ -179,6 +180,38 @@ def check_structure(manifest: Any) -> None:
         raise Damaged(f'"schema"."arrow" cannot be read ({type(e).__name__}: {said})') from None
     if [f["name"] for f in manifest["schema"]["fields"]] != schema.names:
         raise Damaged('"schema"."fields" do not name the fields of "schema"."arrow"')
+    _check_files(manifest)
+
+
+def _check_files(manifest: dict[str, Any]) -> None:
+    """Every file a manifest names is a partition or rejects file of its own folder (a name
+    like ``../../secret.parquet`` or ``/dev/zero`` would make a reader read elsewhere), named
+    once, and its row groups no more than its bytes (a count read into lists before the file is
+    compared with it)."""
+    seen: set[str] = set()
+    for i, entry in enumerate(manifest["partitions"]):
+        where = f"partition {i}"
+        if not layout.PARTITION.match(entry["file"]) or entry["file"] in seen:
+            said = "named twice" if entry["file"] in seen else "not a partition file name"
+            raise Damaged(f'{where}: "file" is {json.dumps(entry["file"])[:80]}, {said}')
+        seen.add(entry["file"])
+        groups = entry.get("row_groups")
+        if groups is not None and groups > max(1, min(entry["bytes"], entry["rows"])):
+            raise Damaged(f"{where}: {groups:,} row groups in {entry['bytes']:,} bytes")
+        for key in ("group_offsets", "group_crc32c", "batch_crc32"):
+            listed = entry.get(key)
+            wanted = (groups or 0) + (key != "batch_crc32")  # and the footer, after the groups
+            if listed is not None and groups is not None and len(listed) != wanted:
+                raise Damaged(f'{where}: "{key}" lists {len(listed)}, {wanted} expected')
+    rejects = manifest["rejects"]
+    files = [rejects.get("file"), *(rejects.get("files") or [])]
+    history = manifest.get("history")
+    for entry in history if isinstance(history, list) else []:
+        listed = entry.get("rejects") if isinstance(entry, dict) else None
+        files.append(listed.get("file") if isinstance(listed, dict) else None)
+    for name in files:
+        if name is not None and not (isinstance(name, str) and layout.REJECTS.match(name)):
+            raise Damaged(f"a rejects file is {json.dumps(name)[:80]}, not a rejects file name")
 
 
 def _check(value: dict[str, Any], spec: dict[str, Any], where: str) -> None:

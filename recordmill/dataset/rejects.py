@@ -79,7 +79,7 @@ def read(
 
 def _read(store: Store, name: str, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     try:
-        with store.fs.open_input_stream(store.path(name)) as f:
+        with store.input_stream(name) as f:
             data = f.read()
         text = manifest_file.file_metadata(data, manifest["format"])[REJECTS_KEY].decode()
     except (OSError, pa.ArrowInvalid, KeyError) as e:

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import hashlib
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from recordmill.dataset.checksum import crc32c
-from recordmill.errors import ConfigError
+from recordmill.errors import ConfigError, OutputError
 
 
 class _FlushedFile(pa.OSFile):
@@ -271,11 +272,40 @@ class Store:
                 _flush_file(os.path.join(top, name))
         self.flush_dirs()
 
+    def regular(self, *names: str) -> str:
+        """The path of a file of this folder to read, refused (an ``OutputError``) on a local
+        disk unless it is a regular file in this very folder: a dataset's files are data made
+        by others, and a symbolic link or a FIFO in it must not make a read of something else
+        (a file outside it, a device, a pipe that never ends)."""
+        path = self.path(*names)
+        if not self.local:
+            return path
+        try:
+            found = os.lstat(path)
+        except FileNotFoundError:
+            return path  # said by the open that follows, as "missing"
+        what = None
+        if stat.S_ISLNK(found.st_mode):
+            what = "a symbolic link"
+        elif not stat.S_ISREG(found.st_mode):
+            what = "not a regular file (a FIFO, a device or a folder)"
+        elif os.path.realpath(path) != os.path.join(os.path.realpath(self.root), *names):
+            what = "outside the folder (a link in its path)"
+        if what is not None:
+            raise OutputError(
+                f"{path} is {what}: a dataset's files are regular files in its folder"
+            )
+        return path
+
     def input_file(self, *names: str) -> Any:
         """Random access: memory-mapped on local disk, a range-reading file elsewhere."""
         if self.local:
-            return pa.memory_map(self.path(*names))
+            return pa.memory_map(self.regular(*names))
         return self.fs.open_input_file(self.path(*names))
+
+    def input_stream(self, *names: str) -> Any:
+        """A file read from start to end (a regular file of this folder, on a local disk)."""
+        return self.fs.open_input_stream(self.regular(*names))
 
     def size(self, *names: str) -> int:
         return self.info(*names).size
@@ -304,13 +334,13 @@ class Store:
     def sha256(self, *names: str) -> str:
         """``sha256:`` and the hex digest of a file."""
         digest = hashlib.sha256()
-        with self.fs.open_input_stream(self.path(*names)) as f:
+        with self.input_stream(*names) as f:
             while block := f.read(8 << 20):
                 digest.update(block)
         return "sha256:" + digest.hexdigest()
 
     def read_bytes(self, *names: str) -> bytes:
-        with self.fs.open_input_stream(self.path(*names)) as f:
+        with self.input_stream(*names) as f:
             return f.read()
 
     def read_text(self, *names: str) -> str:

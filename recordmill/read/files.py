@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import errno
 import mmap
 import os
 import resource
@@ -128,6 +129,14 @@ class Files:
                 f"{self.store}/{entry['file']} is missing: the dataset was replaced (a run with "
                 "--overwrite) or damaged while it was read; open it again"
             ) from None
+        except OSError as e:
+            if e.errno != errno.EMFILE:
+                raise
+            raise OutputError(
+                f"cannot open {self.store}/{entry['file']}: too many open files (the dataset "
+                f"has {len(self.manifest['partitions']):,} partitions; the process may open "
+                f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,} files: ulimit -n)"
+            ) from None
         if raw.size() != entry["bytes"]:
             raise OutputError(
                 f"{self.store}/{entry['file']} holds {raw.size()} bytes, the manifest says "
@@ -158,7 +167,7 @@ class Files:
             pass
         # pyarrow 19 and 20 have no working OSFile.fileno(): the file is opened again by name (a
         # version that replaced it meanwhile fails the checksums of its groups).
-        fd = os.open(self.store.path(entry["file"]), os.O_RDONLY)
+        fd = os.open(self.store.regular(entry["file"]), os.O_RDONLY)
         try:
             return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
         finally:
@@ -269,7 +278,7 @@ def _open_file(store: Store, name: str, fmt: str) -> Any:
     if fmt == "arrow":
         return store.input_file(name)
     if store.local:  # reads with pread: one open file serves every thread
-        return pa.OSFile(store.path(name))
+        return pa.OSFile(store.regular(name))
     return store.fs.open_input_file(store.path(name))
 
 

@@ -191,11 +191,17 @@ def test_row_groups_come_from_the_manifest_and_are_checked_against_the_files(dat
     copy = tmp_path / "copy"
     shutil.copytree(dataset, copy)
 
-    def other_groups(m):  # groups of 8 rows: twice as many as the files hold
+    def other_groups(m, lists=False):  # groups of 8 rows: twice as many as the files hold
         m["settings"]["row_group_size"] = 8
         for p in m["partitions"]:
             p["row_groups"] = -(-p["rows"] // 8)
+            if not lists:  # the offsets and checksums of the groups left out, as older ones
+                p.update(group_offsets=None, group_crc32c=None, batch_crc32=None)
 
+    shutil.copytree(dataset, tmp_path / "lists")
+    edit_manifest(tmp_path / "lists", lambda m: other_groups(m, lists=True))
+    with pytest.raises(recordmill.OutputError, match=r'"group_offsets" lists \d+, \d+ expected'):
+        recordmill.open(str(tmp_path / "lists"))  # the manifest disagrees with itself
     edit_manifest(copy, other_groups)
     ds = recordmill.open(str(copy))
     with pytest.raises(recordmill.OutputError, match="does not match the manifest"):
@@ -324,7 +330,7 @@ def test_misused_arguments_are_one_line_naming_what_was_expected(dataset):
     ds = recordmill.open(str(dataset))
     with pytest.raises(ValueError, match=r"^batch_size must be a whole number from 1, got 0$"):
         next(ds.iter_batches(batch_size=0))
-    with pytest.raises(TypeError, match=r"indexed by row number or slice; for a column, ds.sel"):
+    with pytest.raises(TypeError, match=r"indexed by row number or slice; for a column: ds.sel"):
         ds["id"]
     with pytest.raises(KeyError) as info:  # a ColumnError: a KeyError and a RecordmillError
         recordmill.open(str(dataset), decode={"nope": bytes})
