@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -18,23 +19,41 @@ from recordmill.read.dataset import open as open_dataset
 from recordmill.read.verify import verify
 
 
+def _say(text: str) -> None:
+    """Print a line holding a manifest's strings, which anyone who made the dataset chose:
+    control characters (terminal escapes that set a title, clear the screen or move the
+    cursor over a line) shown escaped, never sent to the terminal."""
+    print("".join(_escaped(c) if unicodedata.category(c)[0] == "C" else c for c in text))
+
+
+def _escaped(char: str) -> str:
+    return repr(char)[1:-1] if char not in "\t" else char
+
+
+def _json_line(record: Any) -> str:
+    """One JSON line, its non-ASCII text kept readable but no control character unescaped
+    (JSON escapes C0 only; C1 ones such as CSI, U+009B, are terminal escapes too)."""
+    text = json.dumps(record, ensure_ascii=False)
+    return "".join(json.dumps(c)[1:-1] if unicodedata.category(c)[0] == "C" else c for c in text)
+
+
 def info_main(args: argparse.Namespace) -> int:
     ds = open_dataset(args.path)
     m = ds.manifest
     if args.json:
-        print(json.dumps(m, indent=2))
+        print(json.dumps(m, indent=2))  # JSON escapes every control character itself
         return 0
-    print(
+    _say(
         f"{args.path}: {counted(m['total_rows'], 'row')} in {len(m['partitions'])} {m['format']} "
         f"partition{'s' if len(m['partitions']) != 1 else ''}"
     )
     version = versions.current(m)
     if version > 1:
         appends = f"{version - 1} append{'s' if version > 2 else ''}"
-        print(f"version {version}: a write and {appends} (recordmill history {args.path})")
+        _say(f"version {version}: a write and {appends} (recordmill history {args.path})")
     else:
-        print("version 1")
-    print(
+        _say("version 1")
+    _say(
         f"created {m.get('created', '?')} by recordmill {m['versions']['recordmill']}, "
         f"pyarrow {m['versions']['pyarrow']}, python {m['versions'].get('python', '?')}"
     )
@@ -43,20 +62,20 @@ def info_main(args: argparse.Namespace) -> int:
     of = f" of version {version}" if version > 1 else ""
     options = ", ".join(f"{k}={v!r}" for k, v in m["plugin"]["options"].items()) or "no options"
     plugin = f"{m['plugin']['name']} ({m['plugin'].get('source', '?')}): {options}"
-    print(f"plugin of version {version}: {plugin}" if version > 1 else f"plugin {plugin}")
+    _say(f"plugin of version {version}: {plugin}" if version > 1 else f"plugin {plugin}")
     settings = m.get("settings", {})
     if settings:
-        print(f"settings{of}: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
-    print("schema:")
+        _say(f"settings{of}: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    _say("schema:")
     for f in m["schema"]["fields"]:
         shape = f" {f['shape']} ({f.get('layout', 'list')})" if "shape" in f else ""
-        print(f"  {f['name']}: {f['type']}{shape}{' (nullable)' if f['nullable'] else ''}")
-    print("partitions:")
+        _say(f"  {f['name']}: {f['type']}{shape}{' (nullable)' if f['nullable'] else ''}")
+    _say("partitions:")
     for p in m["partitions"]:
-        print(f"  {p['file']}  {counted(p['rows'], 'row')}  {human_size(p['bytes'])}")
+        _say(f"  {p['file']}  {counted(p['rows'], 'row')}  {human_size(p['bytes'])}")
     rejects = (m.get("rejects") or {}).get("count", 0)
     if rejects:
-        print(f"rejects: {rejects:,}, listed in {m['rejects']['file']} (recordmill rejects PATH)")
+        _say(f"rejects: {rejects:,}, listed in {m['rejects']['file']} (recordmill rejects PATH)")
     return 0
 
 
@@ -66,7 +85,7 @@ def history_main(args: argparse.Namespace) -> int:
         print(json.dumps(versions.history(manifest), indent=2))
         return 0
     for entry in versions.history(manifest):
-        print(_history_line(entry))
+        _say(_history_line(entry))
     return 0
 
 
@@ -85,7 +104,7 @@ def _history_line(entry: dict[str, Any]) -> str:
 
 def rejects_main(args: argparse.Namespace) -> int:
     for record in read_rejects(args.path):
-        print(json.dumps(record, ensure_ascii=False))
+        print(_json_line(record))
     return 0
 
 
@@ -95,7 +114,7 @@ def head_main(args: argparse.Namespace) -> int:
         ds = ds.select([c.strip() for c in args.columns.split(",")])
     for i in range(min(args.n, len(ds))):
         row = ds[i]
-        print(f"[{i}] " + ", ".join(f"{k}={_show(v)}" for k, v in row.items()))
+        _say(f"[{i}] " + ", ".join(f"{k}={_show(v)}" for k, v in row.items()))
     return 0
 
 
@@ -113,7 +132,7 @@ def verify_main(args: argparse.Namespace) -> int:
     # Each file as a path a tool takes back: s3://bucket/key, the URI's query said once.
     location, _, query = str(args.path).partition("?")
     for problem in problems:
-        print(f"{location.rstrip('/')}/{problem}")
+        _say(f"{location.rstrip('/')}/{problem}")
     if problems:
         if query:
             print(f"(files read with ?{query})")

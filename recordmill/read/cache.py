@@ -23,7 +23,6 @@ folder is shared, safely:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import mmap
 import os
@@ -31,7 +30,6 @@ import shutil
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +38,12 @@ import pyarrow as pa
 from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import ConfigError, RecordmillWarning
+from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder
 from recordmill.read.files import Files
+
+__all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "plan_parts"]
 from recordmill.read.segments import Segments
 
-CACHE_DIR_ENV = "RECORDMILL_CACHE_DIR"
 # A part holds about 1/64 of the dataset's bytes, within these bounds (and at least one group):
 # few requests per epoch for large datasets, several parts to shuffle among for small ones.
 MAX_PART_BYTES = 64 << 20
@@ -107,7 +107,7 @@ class DiskCache:
         self.segments = segments
         self.parts = plan_parts(files)
         self.part_of = [k for k, part in enumerate(self.parts) for _ in part.groups]
-        self.folder = Folder(Path(folder).expanduser().absolute() / _version_key(files))
+        self.folder = Folder(Path(folder).expanduser().absolute(), _version_key(files))
         self.root = self.folder.root
         # The block shuffle's windows follow the limit, so an order drawn on another machine
         # must see the same one: only a limit given (the same on every rank) shapes the order.
@@ -220,12 +220,10 @@ class DiskCache:
         return [b if b.schema.equals(schema) else _cast(b, schema) for b in batches]
 
     def _write(self, part: Part, batches: list[pa.RecordBatch]) -> Path:
-        partial = self.root / "parts" / f".{part.name}.{os.getpid()}.partial"
+        name = f".{part.name}.{os.getpid()}.partial"
+        partial = self.root / "parts" / name
         try:
-            with (
-                pa.OSFile(str(partial), "wb") as sink,
-                pa.ipc.new_file(sink, self.files.schema) as w,
-            ):
+            with self.folder.create(name) as sink, pa.ipc.new_file(sink, self.files.schema) as w:
                 for batch in batches:
                     w.write_batch(batch)
             with open(partial, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
@@ -267,95 +265,6 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=4,
             )
-
-
-class Folder:
-    """One dataset version's folder in the cache: ``parts/`` and the ``locks/`` beside them."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self._make()
-
-    def evict(self, keep: Path, limit: int) -> None:
-        """Remove the least recently used parts until the others fit ``limit``, counting the
-        parts being filled; those that a process killed while filling left are removed."""
-        with self.locked("evict"):
-            found, filling = [], 0
-            for entry in os.scandir(self.root / "parts"):
-                with contextlib.suppress(FileNotFoundError):
-                    if entry.name.endswith(".partial") and not _alive(_filler(entry.name)):
-                        os.unlink(entry.path)
-                    elif entry.name.endswith(".partial"):
-                        filling += entry.stat().st_size
-                    elif entry.name.endswith(".arrow") and entry.path != str(keep):
-                        stat = entry.stat()
-                        found.append((stat.st_mtime_ns, stat.st_size, entry.path))
-            total = filling + sum(size for _, size, _ in found)
-            # Another thread's eviction may have taken ``keep`` between its write and this
-            # lock: its batches are still in memory, so it counts for nothing here.
-            with contextlib.suppress(FileNotFoundError):
-                total += keep.stat().st_size
-            for _, size, path in sorted(found):
-                if total <= limit:
-                    break
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-                total -= size
-
-    def find(self, name: str) -> Path | None:
-        """The cached file of the part ``name``, if there is one."""
-        prefix = name + "."
-        for found in self.names():
-            if found.startswith(prefix) and found.endswith(".arrow"):
-                return self.root / "parts" / found
-        return None
-
-    def names(self) -> Iterator[str]:
-        return (e.name for e in os.scandir(self.root / "parts"))
-
-    @contextlib.contextmanager
-    def locked(self, name: str) -> Iterator[None]:
-        """An exclusive lock shared by every process on the machine; the kernel drops it when
-        its holder dies."""
-        fd = os.open(self.root / "locks" / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def _make(self) -> None:
-        try:
-            for sub in ("parts", "locks"):
-                (self.root / sub).mkdir(parents=True, exist_ok=True)
-            probe = self.root / "locks" / f".probe.{os.getpid()}"
-            probe.touch()
-            probe.unlink()
-        except OSError as e:
-            raise ConfigError(
-                f"cannot use {self.root.parent} as a cache folder: {e.strerror or e} (give "
-                f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
-            ) from None
-
-
-def _filler(partial: str) -> int:
-    """The process filling a part, from its temporary name ``.PART.PID.partial``."""
-    try:
-        return int(partial.rsplit(".", 2)[1])
-    except (IndexError, ValueError):
-        return 0  # not one of ours: no process
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _version_key(files: Files) -> str:

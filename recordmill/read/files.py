@@ -57,6 +57,7 @@ class Files:
         self._pinned = self._pin() if store.local else {}
         self._maps: dict[int, memoryview] = {}
         self._verified: set[tuple[int, str]] = set()  # (group, column) whose checksum matched
+        self._valid: set[tuple[int, tuple[str, ...]]] = set()  # Arrow groups' structure checked
         self._build = threading.Lock()
         self._pid = -1
         self._fresh()
@@ -185,8 +186,8 @@ class Files:
         return self._handles[key]
 
     def _check(self, partition: int, handle: Any) -> None:
-        """Refuse a file whose row groups are not those the manifest says (for Arrow IPC, the
-        count here; each batch's rows when it is first read, which costs nothing then)."""
+        """Refuse a file whose row groups or schema are not those the manifest says (for Arrow
+        IPC, the count here; each batch's rows when it is first read, which costs nothing)."""
         entry = self.manifest["partitions"][partition]
         expected = self.expected_rows(partition)
         if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
@@ -198,6 +199,8 @@ class Files:
             rows = group_rows(handle)
             found, wanted = _groups_text(rows), _groups_text(expected or [entry["rows"]])
             ok = rows == expected if expected is not None else sum(rows) == entry["rows"]
+            if ok and not handle.schema_arrow.equals(self.schema):  # never cast to it silently
+                found, wanted, ok = "another schema", "the manifest's", False
         if not ok:
             raise OutputError(
                 f"{self.store}/{entry['file']} does not match the manifest ({found} found, "
@@ -235,7 +238,11 @@ class Files:
                     f"{batch.num_rows} rows, the manifest says {group.rows}: the dataset is "
                     "damaged (recordmill verify tells more)"
                 )
-            return batch.select(columns)
+            batch = batch.select(columns)
+            if (g, tuple(columns)) not in self._valid:
+                check_structure(batch, f"{self.store}/{self.entry(g)['file']}, record batch {g}")
+                self._valid.add((g, tuple(columns)))
+            return batch
         try:
             table = self.handle(group.partition).read_row_group(
                 group.index, columns=columns, use_threads=False
@@ -246,6 +253,22 @@ class Files:
                 "(recordmill verify tells more)"
             ) from e
         return table.combine_chunks().to_batches()[0] if table.num_rows else _empty(table)
+
+
+def check_structure(batch: pa.RecordBatch, where: str) -> None:
+    """Refuse an Arrow IPC batch whose offsets point outside its buffers: pyarrow reads a file
+    as it is, and a dataset is data made by others (a checksum it records proves only that the
+    file is the one its manifest names). Strings are checked as binary: their offsets are what
+    memory safety needs, not their UTF-8 (a bad one is an error when the value is made)."""
+    try:
+        for column in batch.columns:
+            if pa.types.is_string(column.type):
+                column = column.view(pa.binary())
+            elif pa.types.is_large_string(column.type):
+                column = column.view(pa.large_binary())
+            column.validate(full=True)
+    except pa.ArrowInvalid as e:
+        raise OutputError(f"{where} is damaged: {e} (recordmill verify tells more)") from None
 
 
 def _empty(table: pa.Table) -> pa.RecordBatch:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from recordmill.errors import RecordmillWarning
 from recordmill.read.cache import DiskCache
+from recordmill.read.cache_folder import UnsafeCache
 from recordmill.read.files import Files
 from recordmill.read.segments import Segments
 
@@ -48,7 +51,10 @@ class Groups:
         # parts kept there as mapped Arrow IPC: ``disk`` is (folder, limit).
         self.disk: DiskCache | None = None
         if disk is not None and not self.mapped and self.segments.available:
-            self.disk = DiskCache(files, self.segments, *disk)
+            try:
+                self.disk = DiskCache(files, self.segments, *disk)
+            except UnsafeCache as e:  # another user's: read on from the dataset itself
+                warnings.warn(f"{e}; reading from {files.store}", RecordmillWarning, stacklevel=4)
         self.cache_limit = cache_limit
         self.read_ahead_bytes = read_ahead_bytes
         self.stats = ReadStats()

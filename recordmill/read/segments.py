@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from recordmill.dataset.checksum import crc32c
 from recordmill.errors import OutputError
-from recordmill.read.files import Files
+from recordmill.read.files import Files, check_structure
 
 ARROW_MAGIC = 8  # "ARROW1" and two bytes of padding, before the schema of an Arrow IPC file
 
@@ -78,7 +78,11 @@ class Segments:
     ) -> list[pa.RecordBatch]:
         """Row groups ``first`` to ``stop`` of a partition, one batch each, from their bytes."""
         if self.files.arrow:
-            return _arrow_batches(data, first == 0, self.files.schema, columns)
+            batches = _arrow_batches(data, first == 0, self.files.schema, columns)
+            name = self.files.manifest["partitions"][partition]["file"]
+            for batch in batches:  # fetched: checked each time, as their bytes are
+                check_structure(batch, f"{self.files.store}/{name}, a record batch")
+            return batches
         offset, _ = self.span(partition, first, stop)
         size = self.files.manifest["partitions"][partition]["bytes"]
         source = _Sparse(size, [(offset, data)])
@@ -126,9 +130,12 @@ class Segments:
         if self.files.store.local:
             return self.files.handle(partition).metadata
         try:
-            return _parse_footer(self.footer_bytes(partition))
+            footer = _parse_footer(self.footer_bytes(partition))
         except (OSError, pa.ArrowInvalid) as e:
             raise OutputError(self._where(partition, f"has a damaged footer: {e}")) from e
+        if not footer.schema.to_arrow_schema().equals(self.files.schema):  # never cast to it
+            raise OutputError(self._where(partition, "has another schema than the manifest's"))
+        return footer
 
     def _file(self, partition: int) -> Any:
         """The partition's file for ranged reads: the pinned local file, or an object (opened

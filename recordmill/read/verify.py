@@ -14,6 +14,7 @@ from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
 from recordmill.errors import OutputError
 from recordmill.read.dataset import group_rows, open_partition
+from recordmill.read.files import check_structure
 
 
 def verify(path: str | os.PathLike[str]) -> list[str]:
@@ -96,6 +97,10 @@ def _check_partition(
     store: Store, entry: dict, fmt: str, schema: pa.Schema, expected: list[int] | None
 ) -> list[str]:
     name = entry["file"]
+    try:
+        store.regular(name)  # not a link, a FIFO or a device: never read through those
+    except OutputError as e:
+        return [f"{name}: {str(e).split(': ', 1)[-1]}"]
     if not store.is_file(name):
         return [f"{name}: missing"]
     problems = []
@@ -113,8 +118,12 @@ def _check_partition(
         handle = open_partition(store, name, fmt)
         found = handle.schema if fmt == "arrow" else handle.schema_arrow
         groups = group_rows(handle)
+        for i in range(handle.num_record_batches if fmt == "arrow" else 0):
+            check_structure(handle.get_batch(i), f"record batch {i}")
     except (pa.ArrowInvalid, OSError) as e:
         return [*problems, f"{name}: cannot be read: {e}"]
+    except OutputError as e:
+        return [*problems, f"{name}: {e}"]
     rows = sum(groups)
     if rows != entry["rows"]:
         problems.append(f"{name}: {rows} rows, the manifest says {entry['rows']}")

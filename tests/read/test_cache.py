@@ -14,7 +14,7 @@ import pytest
 
 import recordmill
 from recordmill.read import order
-from recordmill.read.cache import Folder
+from recordmill.read.cache_folder import Folder
 from tests.conftest import REPO, make_plugin
 from tests.s3proxy import CountingProxy
 
@@ -259,8 +259,8 @@ def test_shuffles_through_a_small_cache_are_block_orders_of_every_row(tmp_path):
 def test_a_part_another_thread_evicted_before_its_own_eviction_is_no_error(tmp_path):
     # Two threads of one gather fill parts at once: B's eviction may take A's new part before
     # A evicts for it (seen in a shuffled read through a cache of three parts).
-    folder = Folder(tmp_path / "v")
-    parts = tmp_path / "v" / "parts"
+    folder = Folder(tmp_path, "v")
+    parts = folder.root / "parts"
     for n, name in enumerate(("a.0.arrow", "b.0.arrow")):
         (parts / name).write_bytes(b"x" * 100)
         os.utime(parts / name, ns=(n * 10**9, n * 10**9))
@@ -287,8 +287,8 @@ def test_forked_dataloader_workers_read_s3_through_clients_of_their_own(remote, 
 def test_eviction_sweeps_the_partials_of_dead_fillers_and_counts_the_live_ones(tmp_path):
     """A reader killed while filling leaves ``.PART.PID.partial``: removed once its process is
     gone; a part being filled holds disk space, so it counts against the limit."""
-    folder = Folder(tmp_path / "v")
-    parts = tmp_path / "v" / "parts"
+    folder = Folder(tmp_path, "v")
+    parts = folder.root / "parts"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     for n, (name, size) in enumerate(

@@ -1,0 +1,159 @@
+"""The disk cache's folder on the machine, safe to share a parent with other users.
+
+Users of a cluster or a workstation point ``cache_dir`` at the same folder (under /tmp, on a
+shared disk), and what the cache holds becomes training data: another user must not be able to
+plant a part, read one, or make a read overwrite or delete a file. So each user has a folder of
+their own in it, ``user-UID``, made private (0700), and every folder below is checked before use:
+a real folder (not a symbolic link), owned by this user, writable by no one else; a ``cache_dir``
+that others may write must have the sticky bit (as /tmp has), so that no one else can rename the
+user's folder away. Files are created private (0600) with ``O_EXCL | O_NOFOLLOW``: a name planted
+as a link is never written through. A folder that fails a check is not used (``UnsafeCache``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from recordmill.errors import ConfigError
+
+CACHE_DIR_ENV = "RECORDMILL_CACHE_DIR"
+PRIVATE_FILE = 0o600
+PRIVATE_FOLDER = 0o700
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class UnsafeCache(ConfigError):
+    """A cache folder another user owns or may write: not used."""
+
+
+class Folder:
+    """One dataset version's folder in the cache (``cache_dir/user-UID/VERSION``): ``parts/``
+    and the ``locks/`` beside them."""
+
+    def __init__(self, cache_dir: Path, version: str):
+        self.cache_dir = cache_dir
+        self.root = cache_dir / f"user-{os.geteuid()}" / version
+        self._make()
+
+    def evict(self, keep: Path, limit: int) -> None:
+        """Remove the least recently used parts until the others fit ``limit``, counting the
+        parts being filled; those that a process killed while filling left are removed."""
+        with self.locked("evict"):
+            found, filling = [], 0
+            for entry in os.scandir(self.root / "parts"):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.name.endswith(".partial") and not _alive(_filler(entry.name)):
+                        os.unlink(entry.path)
+                    elif entry.name.endswith(".partial"):
+                        filling += entry.stat(follow_symlinks=False).st_size
+                    elif entry.name.endswith(".arrow") and entry.path != str(keep):
+                        info = entry.stat(follow_symlinks=False)
+                        found.append((info.st_mtime_ns, info.st_size, entry.path))
+            total = filling + sum(size for _, size, _ in found)
+            # Another thread's eviction may have taken ``keep`` between its write and this
+            # lock: its batches are still in memory, so it counts for nothing here.
+            with contextlib.suppress(FileNotFoundError):
+                total += keep.stat().st_size
+            for _, size, path in sorted(found):
+                if total <= limit:
+                    break
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                total -= size
+
+    def find(self, name: str) -> Path | None:
+        """The cached file of the part ``name``, if there is one."""
+        prefix = name + "."
+        for found in self.names():
+            if found.startswith(prefix) and found.endswith(".arrow"):
+                return self.root / "parts" / found
+        return None
+
+    def names(self) -> Iterator[str]:
+        return (e.name for e in os.scandir(self.root / "parts"))
+
+    def create(self, name: str) -> IO[bytes]:
+        """A new private file in ``parts/``, never one that exists (or a link planted there)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+        return os.fdopen(os.open(self.root / "parts" / name, flags, PRIVATE_FILE), "wb")
+
+    @contextlib.contextmanager
+    def locked(self, name: str) -> Iterator[None]:
+        """An exclusive lock shared by every process of this user on the machine; the kernel
+        drops it when its holder dies."""
+        flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW
+        fd = os.open(self.root / "locks" / f"{name}.lock", flags, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _make(self) -> None:
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            _check_shared(self.cache_dir)
+            for folder in (self.root.parent, self.root, self.root / "parts", self.root / "locks"):
+                with contextlib.suppress(FileExistsError):
+                    folder.mkdir(mode=PRIVATE_FOLDER)
+                _check_private(folder)
+            probe = self.root / "locks" / f".probe.{os.getpid()}"
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, PRIVATE_FILE))
+            probe.unlink()
+        except UnsafeCache:
+            raise
+        except OSError as e:
+            raise ConfigError(
+                f"cannot use {self.cache_dir} as a cache folder: {e.strerror or e} (give "
+                f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
+            ) from None
+
+
+def _check_shared(folder: Path) -> None:
+    """``cache_dir`` itself: others may write it only where they cannot rename what is ours."""
+    info = os.stat(folder)
+    if info.st_uid != os.geteuid() and info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeCache(
+            f"{folder} is writable by every user without the sticky bit (another user could "
+            "replace this user's cache in it): give cache_dir= a folder of your own"
+        )
+
+
+def _check_private(folder: Path) -> None:
+    """A folder of this user's cache: a real folder, this user's, writable by no one else."""
+    info = os.lstat(folder)
+    problem = None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        problem = "is not a folder (a symbolic link?)"
+    elif info.st_uid != os.geteuid():
+        problem = f"belongs to another user (uid {info.st_uid})"
+    elif info.st_mode & 0o077:
+        problem = f"may be read or written by other users (mode {stat.filemode(info.st_mode)})"
+    if problem is not None:
+        raise UnsafeCache(f"{folder} {problem}: it is not used as this user's disk cache")
+
+
+def _filler(partial: str) -> int:
+    """The process filling a part, from its temporary name ``.PART.PID.partial``."""
+    try:
+        return int(partial.rsplit(".", 2)[1])
+    except (IndexError, ValueError):
+        return 0  # not one of ours: no process
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
