@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -50,8 +51,16 @@ class MindRecordPlugin:
 def argument_pickle(args: list[str], folder: str | os.PathLike[str] = ".") -> Iterator[Path]:
     """``mr_argument.pickle`` holding ``args`` (a list of strings) while the block runs."""
     path = Path(folder) / ARGUMENT_PICKLE
-    with open(path, "wb") as f:
-        pickle.dump(list(args), f)
+    # A new file under a name of its own, renamed over the name: a link planted there is
+    # replaced, never written through (the current folder may be a shared one).
+    fd, temporary = tempfile.mkstemp(prefix=f".{ARGUMENT_PICKLE}.", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(list(args), f)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     try:
         yield path
     finally:

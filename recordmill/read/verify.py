@@ -100,7 +100,7 @@ def _check_partition(
     try:
         store.regular(name)  # not a link, a FIFO or a device: never read through those
     except OutputError as e:
-        return [f"{name}: {str(e).split(': ', 1)[-1]}"]
+        return [f"{name}: {str(e).removeprefix(store.path(name) + ' ')}"]
     if not store.is_file(name):
         return [f"{name}: missing"]
     problems = []
