@@ -18,6 +18,7 @@ from tests.conftest import make_plugin
 from tests.read.test_cache import PLUGIN, ROWS
 
 NOBODY = 65534
+PYTHON = (sys.executable, "-c")
 
 
 def as_nobody(code: str) -> None:
@@ -25,8 +26,7 @@ def as_nobody(code: str) -> None:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("acting as another user needs root and setpriv (util-linux)")
     subprocess.run(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        + [sys.executable, "-c", code],
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *PYTHON, code],
         check=True,
         timeout=60,
         cwd="/",
@@ -99,7 +99,7 @@ def test_cached_parts_are_this_users_only(dataset, shared):
     ds = recordmill.open(dataset, cache_dir=shared)
     assert ids(ds) == list(range(ROWS))
     mine = os.path.join(shared, f"user-{os.geteuid()}")
-    for top, folders, files in os.walk(mine):
+    for top, _, files in os.walk(mine):
         assert stat.S_IMODE(os.stat(top).st_mode) == 0o700, top
         for name in files:
             assert stat.S_IMODE(os.stat(os.path.join(top, name)).st_mode) == 0o600, name
