@@ -145,6 +145,26 @@ def _delays_opens() -> bool:
     return True
 
 
+def check_regular(path: str, real: str) -> None:
+    """Refuse (an ``OutputError``) a file to read that is not a regular file at ``real``, its
+    own path with no link in it: a dataset's files are data made by others, and a symbolic link
+    or a FIFO in it must not make a read of something else (a file outside it, a device, a pipe
+    that never ends). A missing file is let be: the open that follows says it is missing."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    what = None
+    if stat.S_ISLNK(found.st_mode):
+        what = "a symbolic link"
+    elif not stat.S_ISREG(found.st_mode):
+        what = "not a regular file (a FIFO, a device or a folder)"
+    elif os.path.realpath(path) != real:
+        what = "outside the folder (a link in its path)"
+    if what is not None:
+        raise OutputError(f"{path} is {what}: a dataset's files are regular files in its folder")
+
+
 @dataclass(frozen=True)
 class Store:
     """A filesystem and a base path on it; small and picklable, so workers can use it.
@@ -273,28 +293,11 @@ class Store:
         self.flush_dirs()
 
     def regular(self, *names: str) -> str:
-        """The path of a file of this folder to read, refused (an ``OutputError``) on a local
-        disk unless it is a regular file in this very folder: a dataset's files are data made
-        by others, and a symbolic link or a FIFO in it must not make a read of something else
-        (a file outside it, a device, a pipe that never ends)."""
+        """The path of a file of this folder to read: on a local disk, refused unless it is a
+        regular file of this very folder (see :func:`check_regular`)."""
         path = self.path(*names)
-        if not self.local:
-            return path
-        try:
-            found = os.lstat(path)
-        except FileNotFoundError:
-            return path  # said by the open that follows, as "missing"
-        what = None
-        if stat.S_ISLNK(found.st_mode):
-            what = "a symbolic link"
-        elif not stat.S_ISREG(found.st_mode):
-            what = "not a regular file (a FIFO, a device or a folder)"
-        elif os.path.realpath(path) != os.path.join(os.path.realpath(self.root), *names):
-            what = "outside the folder (a link in its path)"
-        if what is not None:
-            raise OutputError(
-                f"{path} is {what}: a dataset's files are regular files in its folder"
-            )
+        if self.local:
+            check_regular(path, os.path.join(os.path.realpath(self.root), *names))
         return path
 
     def input_file(self, *names: str) -> Any:

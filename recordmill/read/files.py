@@ -123,21 +123,7 @@ class Files:
     def _open_raw(self, partition: int) -> Any:
         """A partition file, opened for random access, of the size the manifest says."""
         entry = self.manifest["partitions"][partition]
-        try:
-            raw = _open_file(self.store, entry["file"], self.format)
-        except FileNotFoundError:
-            raise OutputError(
-                f"{self.store}/{entry['file']} is missing: the dataset was replaced (a run with "
-                "--overwrite) or damaged while it was read; open it again"
-            ) from None
-        except OSError as e:
-            if e.errno != errno.EMFILE:
-                raise
-            raise OutputError(
-                f"cannot open {self.store}/{entry['file']}: too many open files (the dataset "
-                f"has {len(self.manifest['partitions']):,} partitions; the process may open "
-                f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,} files: ulimit -n)"
-            ) from None
+        raw = _opened(self.store, entry, self.format, len(self.manifest["partitions"]))
         if raw.size() != entry["bytes"]:
             raise OutputError(
                 f"{self.store}/{entry['file']} holds {raw.size()} bytes, the manifest says "
@@ -295,6 +281,26 @@ def _allow_open_files(count: int) -> int:
     limit = count if hard == resource.RLIM_INFINITY else min(count, hard)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     return limit
+
+
+def _opened(store: Store, entry: dict[str, Any], fmt: str, partitions: int) -> Any:
+    """A partition's file opened, or one line: missing (replaced while read), or more files
+    than the process may open."""
+    try:
+        return _open_file(store, entry["file"], fmt)
+    except FileNotFoundError:
+        raise OutputError(
+            f"{store}/{entry['file']} is missing: the dataset was replaced (a run with "
+            "--overwrite) or damaged while it was read; open it again"
+        ) from None
+    except OSError as e:
+        if e.errno != errno.EMFILE:
+            raise
+        raise OutputError(
+            f"cannot open {store}/{entry['file']}: too many open files (the dataset has "
+            f"{partitions:,} partitions; the process may open "
+            f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,} files: ulimit -n)"
+        ) from None
 
 
 def _open_file(store: Store, name: str, fmt: str) -> Any:
