@@ -223,7 +223,11 @@ class DiskCache:
         name = f".{part.name}.{os.getpid()}.partial"
         partial = self.root / "parts" / name
         try:
-            with self.folder.create(name) as sink, pa.ipc.new_file(sink, self.files.schema) as w:
+            # pyarrow's own file: an error in a Python file's close aborts pyarrow 19
+            with (
+                pa.OSFile(str(self.folder.create(name)), "wb") as sink,
+                pa.ipc.new_file(sink, self.files.schema) as w,
+            ):
                 for batch in batches:
                     w.write_batch(batch)
             with open(partial, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:

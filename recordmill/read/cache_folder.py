@@ -18,7 +18,6 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 from recordmill.errors import ConfigError
 
@@ -78,10 +77,12 @@ class Folder:
     def names(self) -> Iterator[str]:
         return (e.name for e in os.scandir(self.root / "parts"))
 
-    def create(self, name: str) -> IO[bytes]:
-        """A new private file in ``parts/``, never one that exists (or a link planted there)."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-        return os.fdopen(os.open(self.root / "parts" / name, flags, PRIVATE_FILE), "wb")
+    def create(self, name: str) -> Path:
+        """A new, empty, private file in ``parts/``, never one that exists (or a link planted
+        there); in this user's private folder, no one else can put another in its place."""
+        path = self.root / "parts" / name
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, PRIVATE_FILE))
+        return path
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
