@@ -238,8 +238,10 @@ def _column(
         numbers = found.values if isinstance(found, stats.ListStats) else found
         drawn = stats.histogram(numbers) if isinstance(numbers, stats.NumberStats) else None
         if drawn is not None and index < MAX_CHARTS:
+            counts, edges, origin = drawn
             xlabel = "values" if numbers is not found else ""
-            row.chart = charts.histogram(*drawn, xlabel, integer=numbers.integer)
+            xlabel = f"{xlabel or 'value'} - {origin:,}" if origin else xlabel
+            row.chart = charts.histogram(counts, edges, xlabel, integer=numbers.integer)
     elif kind == "bytes":
         sizes = shown.sizes.get(field.name, [])
         row.lines = summary.sampled_bytes(sizes, shown.formats.get(field.name, Counter()))

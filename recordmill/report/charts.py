@@ -74,8 +74,13 @@ def histogram(
     puts them on whole numbers."""
     from matplotlib.ticker import EngFormatter, MaxNLocator
 
+    top = float(np.max(np.abs(edges)))
+    if top > 1e100:  # near float64's limits matplotlib's sums overflow: drawn in a power of ten
+        exponent = int(np.floor(np.log10(top)))
+        edges, xlabel = edges / 10.0**exponent, f"{xlabel} (x 1e{exponent})".strip()
     figure, ax = _figure(3.0, 1.3, margins=(0.25, 0.45 if xlabel else 0.3, 0.05, 0.25))
     ax.stairs(counts / np.diff(edges), edges, fill=True, color=BLUE)
+    ax.set_xlim(edges[0], edges[-1])
     ax.set_xlabel(xlabel, fontsize=8, color=GRAY)
     ax.xaxis.set_major_locator(MaxNLocator(5, integer=integer))
     if unit:

@@ -88,7 +88,7 @@ class NumberStats:
 
     def __init__(self, rng: np.random.Generator, integer: bool):
         self.integer = integer
-        self.count = self.nulls = self.nans = 0
+        self.count = self.nulls = self.nans = self.infs = self.neg_infs = 0
         self.min: float | None = None
         self.max: float | None = None
         self._sum = 0.0
@@ -101,7 +101,12 @@ class NumberStats:
             values = values.cast(pa.float64())  # float16 has no kernels
             nan = pc.is_nan(values)
             self.nans += pc.sum(nan).as_py() or 0
-            values = values.filter(pc.invert(nan))
+            infinite = pc.is_inf(values)
+            positive = pc.and_(infinite, pc.greater(values, 0))
+            self.infs += pc.sum(positive).as_py() or 0
+            self.neg_infs += (pc.sum(infinite).as_py() or 0) - (pc.sum(positive).as_py() or 0)
+            # NaN and the infinities counted apart: the statistics are of the finite values
+            values = values.filter(pc.invert(pc.or_(nan, infinite)))
         if not len(values):
             return
         low_high = pc.min_max(values)
@@ -182,20 +187,41 @@ def for_field(field: pa.Field, rng: np.random.Generator) -> Any:
     return leaf_stats(field.type, rng)
 
 
-def histogram(stats: NumberStats, bins: int = 30) -> tuple[np.ndarray, np.ndarray] | None:
-    """(counts, edges) of the sampled values; whole numbers get bins of a whole number of
-    values (one each for a small range). Counts are scaled to the column's count when the values were sampled."""
+def histogram(
+    stats: NumberStats, bins: int = 30
+) -> tuple[np.ndarray, np.ndarray, int | float] | None:
+    """(counts, edges, origin) of the sampled finite values; whole numbers get bins of a whole
+    number of values (one each for a small range). The edges are of ``value - origin`` (0, or
+    the minimum where the values are too large for float64 to tell the edges apart: 64-bit
+    audio). Counts are scaled to the column's count when the values were sampled. Bins are
+    computed without overflow at every type's limits."""
     values = stats.sample.values()
     if not len(values) or stats.min is None or stats.max is None:
         return None
-    low, high = float(stats.min), float(stats.max)
     if stats.integer:  # bins of whole numbers of values, each the same count of them
-        width = max(1, int(np.ceil((high - low + 1) / bins)))
-        edges = low - 0.5 + width * np.arange(int((high - low) // width) + 2)
-    elif high == low:
+        low, high = int(stats.min), int(stats.max)
+        width = max(1, -(-(high - low + 1) // bins))  # Python ints: no overflow
+        offsets = _offsets(values, low)
+        edges = -0.5 + float(width) * np.arange((high - low) // width + 2)
+        edges[-1] = min(edges[-1], high - low + 0.5)
+        counts, edges = np.histogram(offsets, bins=edges)
+        shifted = low + edges
+        if low and np.all(np.diff(shifted) > 0):
+            return counts / stats.sample.rate, shifted, 0
+        return counts / stats.sample.rate, edges, low if low else 0
+    low, high = float(stats.min), float(stats.max)
+    if high == low:
         edges = np.array([low - 0.5, high + 0.5])
-    else:
-        edges = np.linspace(low, high, bins + 1)
-    edges[-1] = min(edges[-1], high + 0.5) if stats.integer else edges[-1]
-    counts, edges = np.histogram(values, bins=edges)
-    return counts / stats.sample.rate, edges
+    else:  # high - low itself may overflow (float64's limits): a weighted sum of the two
+        t = np.arange(bins + 1) / bins
+        edges = low * (1 - t) + high * t
+    counts, edges = np.histogram(values.astype(np.float64), bins=edges)
+    return counts / stats.sample.rate, edges, 0
+
+
+def _offsets(values: np.ndarray, low: int) -> np.ndarray:
+    """``values - low`` as float64, exact in 64-bit unsigned arithmetic (an int64 span may need
+    all 64 bits)."""
+    if values.dtype.kind in "iu" and values.dtype.itemsize == 8:
+        return (values.astype(np.uint64) - np.uint64(low % 2**64)).astype(np.float64)
+    return values.astype(np.float64) - low

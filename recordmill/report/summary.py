@@ -92,7 +92,10 @@ def facts(stats: Any) -> list[str]:
     if isinstance(stats, NumberStats):
         lines = [f"min {number(stats.min)}, max {number(stats.max)}, mean {number(stats.mean)}"]
         lines.append(
-            f"nulls {number(stats.nulls)}" + (f", NaN {stats.nans:,}" if stats.nans else "")
+            f"nulls {number(stats.nulls)}"
+            + (f", NaN {stats.nans:,}" if stats.nans else "")
+            + (f", inf {stats.infs:,}" if stats.infs else "")
+            + (f", -inf {stats.neg_infs:,}" if stats.neg_infs else "")
         )
         if stats.sample.rate < 1:
             lines.append(f"histogram of a uniform sample of {len(stats.sample.values()):,}")

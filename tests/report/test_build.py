@@ -4,6 +4,7 @@ user would look at: not blank, nothing fetched from the network, the thumbnails 
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -185,3 +186,30 @@ def test_a_dataset_on_object_storage(image_dataset, s3, tmp_path, monkeypatch):
     page = s3("shown/pages/pets.html")
     assert recordmill.show(uri, page, rows=2).path == page
     assert Store.at(page).fs.open_input_stream(Store.at(page).root).read().startswith(b"<!DOCTYPE")
+
+
+EXTREMES = """
+    import numpy as np
+
+    def task_number():
+        return 1
+
+    def schema():
+        return {"pcm": {"type": "int64"}, "u": {"type": "uint64"},
+                "logs": {"type": "float64", "nullable": True}}
+
+    def dict_data(task_id):
+        i64, u64 = np.iinfo(np.int64), np.iinfo(np.uint64)
+        logs = [np.log(0.0), 0.5, np.inf, float("nan"), None, np.finfo(np.float64).max]
+        for n, log in enumerate(logs):
+            yield {"pcm": [i64.min, i64.max][n % 2], "u": [0, u64.max][n % 2], "logs": log}
+"""
+
+
+def test_a_page_is_made_for_numbers_at_their_limits_with_infinities(tmp_path):
+    with np.errstate(divide="ignore"):
+        recordmill.write(make_plugin(tmp_path / "x", EXTREMES), tmp_path / "ds", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not even a warning of an overflow in the chart
+        report = recordmill.show(tmp_path / "ds", tmp_path / "x.html")
+    assert "nulls 1, NaN 1, inf 1, -inf 1" in report.html

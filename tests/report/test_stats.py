@@ -28,7 +28,7 @@ def test_numbers_over_many_batches_are_those_of_the_whole_column():
     assert found.nulls == mask.sum() and found.nans == int(not mask[5])
     assert found.min == pytest.approx(kept.min()) and found.max == pytest.approx(kept.max())
     assert found.mean == pytest.approx(kept.astype(np.float64).mean())
-    counts, edges = stats.histogram(found)
+    counts, edges, _ = stats.histogram(found)
     assert counts.sum() == len(kept) and edges[0] == found.min and edges[-1] == found.max
 
 
@@ -86,8 +86,44 @@ def test_what_is_streamed():
 
 def test_whole_numbers_get_bins_of_whole_numbers_of_values():
     found = fed(stats.NumberStats(np.random.default_rng(0), True), pa.array(np.arange(40)))
-    counts, edges = stats.histogram(found)
+    counts, edges, _ = stats.histogram(found)
     assert list(counts) == [2] * 20 and np.all(np.diff(edges) == 2)
     wider = fed(stats.NumberStats(np.random.default_rng(0), True), pa.array(np.arange(400)))
-    counts, edges = stats.histogram(wider)  # 14 values a bin; the last bin holds the last 8
+    counts, edges, _ = stats.histogram(wider)  # 14 values a bin; the last bin holds the last 8
     assert list(counts) == [14] * 28 + [8] and edges[-1] == 399.5
+
+
+LIMITS = [
+    *(np.iinfo(t) for t in (np.int8, np.int16, np.int32, np.int64)),
+    *(np.iinfo(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64)),
+    *(np.finfo(t) for t in (np.float16, np.float32, np.float64)),
+]
+
+
+@pytest.mark.parametrize("limits", LIMITS, ids=lambda info: str(info.dtype))
+def test_every_numeric_type_at_its_limits_gives_a_histogram(limits):
+    """64-bit PCM audio reaches int64's limits, np.log of zeros gives -inf: once a crash of the
+    page (NaN edges, bins that do not increase), now counted apart and binned."""
+    dtype = limits.dtype
+    values = [limits.min, limits.max, 0, 1, limits.min // 2 if dtype.kind in "iu" else -1.5]
+    floats = dtype.kind == "f"
+    array = pa.array(
+        values + ([np.inf, -np.inf, np.nan, np.inf] if floats else []) + [None],
+        type=pa.from_numpy_dtype(dtype),
+    )
+    found = fed(stats.NumberStats(np.random.default_rng(0), integer=not floats), array, batch=3)
+    assert (found.nulls, found.count) == (1, 5)
+    if floats:
+        assert (found.nans, found.infs, found.neg_infs) == (1, 2, 1)
+    counts, edges, origin = stats.histogram(found)
+    assert counts.sum() == 5 and np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0)
+    assert edges[0] + origin <= float(limits.min) and edges[-1] + origin >= float(limits.max)
+
+
+def test_a_small_range_of_huge_integers_is_binned_from_its_minimum():
+    top = np.iinfo(np.uint64).max
+    found = fed(
+        stats.NumberStats(np.random.default_rng(0), True), pa.array([top - 3, top], pa.uint64())
+    )
+    counts, edges, origin = stats.histogram(found)
+    assert origin == int(top) - 3 and edges[0] == -0.5 and counts.sum() == 2
