@@ -123,6 +123,8 @@ def _show(value: Any) -> str:
         return f"<{len(value):,} bytes: {value[:8].hex(' ')}{' ...' if len(value) > 8 else ''}>"
     if isinstance(value, np.ndarray):
         return f"<{value.dtype} array {list(value.shape)}>"
+    if isinstance(value, np.floating):  # float32: its own shortest form, 17.99
+        return str(value)
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

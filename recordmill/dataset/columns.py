@@ -58,12 +58,20 @@ def _numbers(column: pa.Array) -> np.ndarray:
     )
 
 
+# Floats narrower than Python's come back as numpy scalars of their own type, which print as
+# the value stored and keep their dtype through a DataLoader's collate.
+_NARROW_FLOATS = {pa.float32(): np.float32, pa.float16(): np.float16}
+
+
 def row_values(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The rows of a batch as dicts: scalars as Python values, arrays as numpy."""
     columns = {}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         values = to_numpy(column, batch.schema.field(name))
-        if isinstance(values, np.ndarray) and values.ndim == 1:
+        narrow = _NARROW_FLOATS.get(column.type)
+        if narrow is not None:  # float32 as itself: 17.99, not 17.989999771118164
+            values = [None if v is None else narrow(v) for v in values]
+        elif isinstance(values, np.ndarray) and values.ndim == 1:
             values = values.tolist()
         columns[name] = values
     return [{name: values[i] for name, values in columns.items()} for i in range(batch.num_rows)]
@@ -81,6 +89,9 @@ def row_getter(field: pa.Field) -> RowGetter:
         or pa.types.is_string(t)
         or pa.types.is_binary(t)
     )
+    narrow = _NARROW_FLOATS.get(t)
+    if narrow is not None:
+        return lambda column, i: None if (v := column[i].as_py()) is None else narrow(v)
     if plain:
         return lambda column, i: column[i].as_py()
     return lambda column, i: row_values(

@@ -66,6 +66,12 @@ class Summary:
 
     def line(self) -> str:
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
+        if "already written" in self.phases:  # a --resume of a run that had finished
+            return (
+                f"recordmill: already written: nothing to do ({self.output}, version "
+                f"{self.version}: {counted(self.rows, 'row')} in "
+                f"{counted(self.partitions, 'partition')})"
+            )
         if self.duplicates and not self.rows and "nothing new" in self.phases:
             return (
                 f"recordmill: nothing new: every row is a duplicate of the dataset's "

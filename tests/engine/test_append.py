@@ -366,6 +366,9 @@ def test_a_resumed_append_with_nothing_staged_is_a_plain_append(plugin, tmp_path
     assert recordmill.open(str(out)).version == 3
     again = write(plugin, out, append=True, start=200, resume=True)
     assert again.phases == {"already written": 0.0} and again.version == 3
+    assert again.line() == (
+        f"recordmill: already written: nothing to do ({out}, version 3: 60 rows in 1 partition)"
+    )
 
 
 def test_dedup_rejects_keys_in_the_dataset_and_earlier_in_the_run(plugin, tmp_path):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -359,3 +361,30 @@ def test_the_image_decoder_says_what_failed_without_python_objects():
     with pytest.raises(ValueError, match=r"^Pillow cannot read this JPEG: ") as info:
         recordmill.decode.image(jpeg.getvalue()[:300])
     assert " at 0x" not in str(info.value)
+
+
+def test_float32_values_come_back_as_float32_and_print_as_stored(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "p",
+        """
+        def task_number():
+            return 1
+
+        def schema():
+            return {"price": {"type": "float32"}, "weight": {"type": "float64"}}
+
+        def dict_data(task_id):
+            yield {"price": 17.99, "weight": 17.99}
+        """,
+    )
+    recordmill.write(plugin, tmp_path / "ds", progress=False, workers=0)
+    ds = recordmill.open(str(tmp_path / "ds"))
+    for row in (ds[0], next(iter(ds))):
+        assert type(row["price"]) is np.float32 and str(row["price"]) == "17.99"
+        assert type(row["weight"]) is float and row["weight"] == 17.99
+    shown = subprocess.run(
+        [sys.executable, "-m", "recordmill", "head", tmp_path / "ds"],
+        capture_output=True,
+        text=True,
+    )
+    assert shown.stdout.strip() == "[0] price=17.99, weight=17.99"

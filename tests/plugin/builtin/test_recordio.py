@@ -132,8 +132,8 @@ def test_a_run_writes_partitions_straight_from_the_indexed_rows(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "rows straight to partitions" in result.stdout
-    # Scalars come back as Python floats; the manifest says float32.
-    assert_rows_match(list(recordmill.open(str(out))), "im2rec.rec", dtype=np.float64)
+    # float32 scalars come back as numpy float32, as the manifest says.
+    assert_rows_match(list(recordmill.open(str(out))), "im2rec.rec", dtype=np.float32)
     fields = {f["name"]: f for f in recordmill.read_manifest(out)["schema"]["fields"]}
     assert fields["label"]["type"] == "float32" and fields["index"]["type"] == "int64"
 
