@@ -53,12 +53,16 @@ def is_image_array(value: Any) -> bool:
     return value.ndim == 3 and value.shape[2] in (1, 3, 4) and min(value.shape[:2]) >= 2
 
 
+# A uint8 tensor whose largest value is under this is shown with its contrast stretched.
+LOW_RANGE = 64
+
+
 def thumbnail(value: bytes | np.ndarray) -> Image.Image:
     """An RGB image at most THUMB pixels on each side, from encoded bytes or a uint8 array;
     raises (PIL's own errors, OSError, ValueError) what does not decode."""
     if isinstance(value, np.ndarray):
         array = value[:, :, 0] if value.ndim == 3 and value.shape[2] == 1 else value
-        image = Image.fromarray(np.ascontiguousarray(array))
+        image = Image.fromarray(np.ascontiguousarray(stretched(array)[0]))
     else:
         image = Image.open(io.BytesIO(value))
         image.draft(None, (2 * THUMB, 2 * THUMB))  # a large JPEG decoded at 1/2, 1/4 or 1/8
@@ -67,6 +71,15 @@ def thumbnail(value: bytes | np.ndarray) -> Image.Image:
     image = to_rgb(image)
     image.thumbnail((THUMB, THUMB))
     return image
+
+
+def stretched(array: np.ndarray) -> tuple[np.ndarray, int | None]:
+    """A uint8 image whose values use a small part of 0-255 (digits stored as 0-16) scaled up
+    to the whole range, and the top value it had (None: shown as it is); else as it is."""
+    top = int(array.max(initial=0))
+    if array.dtype != np.uint8 or top == 0 or top >= LOW_RANGE:
+        return array, None
+    return (array.astype(np.uint16) * 255 // top).astype(np.uint8), top
 
 
 def data_uri(image: Image.Image) -> str:

@@ -154,6 +154,8 @@ def _samples(page: Page) -> str:
                 body.append(
                     f"<img{small} src='{cell.image}' alt='{name} of row {index}' title='{name}'>"
                 )
+                if cell.text:  # what was done to show it (a stretched contrast)
+                    body.append(f"<div class='note'>{esc(cell.text)}</div>")
             elif cell.error is not None:
                 body.append(
                     f"<div class='undecodable' title='{name}'><b>{name}: cannot decode</b><br>"

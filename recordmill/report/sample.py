@@ -156,7 +156,10 @@ def _cell(name: str, value: Any, picture: bool) -> Cell:
     if picture:
         try:
             thumb = images.thumbnail(value)
-            return Cell(name, image=images.data_uri(thumb), small=max(thumb.size) < 64)
+            top = images.stretched(value)[1] if isinstance(value, np.ndarray) else None
+            note = f"values 0-{top}, contrast stretched" if top is not None else ""
+            small = max(thumb.size) < 64
+            return Cell(name, text=note, image=images.data_uri(thumb), small=small)
         except Exception as e:  # a damaged image is a mark on the page, whatever Pillow raised
             return Cell(name, text=text(value), error=images.decode_error(e, value))
     return Cell(name, text=text(value))

@@ -43,3 +43,19 @@ def test_an_image_that_does_not_decode_is_a_cell_with_the_reason():
     cell = sample._cell("data", b"\x89PNG\r\n\x1a\n" + b"\x00" * 30, picture=True)
     assert cell.image is None and cell.error and "38 bytes" in cell.text
     assert sample._cell("data", None, picture=True).text == "null"
+
+
+def test_a_low_range_uint8_tensor_is_shown_with_its_contrast_stretched():
+    """sklearn's digits are stored as 0-16: drawn as they are they are almost black."""
+    import numpy as np
+
+    from recordmill.report import images
+    from recordmill.report.sample import _cell
+
+    digit = (np.arange(64, dtype=np.uint8).reshape(8, 8) % 17).astype(np.uint8)
+    thumb = np.asarray(images.thumbnail(digit))
+    assert thumb.max() >= 250  # its 16 drawn as white
+    plain = (np.arange(64, dtype=np.uint8).reshape(8, 8) * 4).astype(np.uint8)
+    assert np.asarray(images.thumbnail(plain)).max() == plain.max()  # a full range: as it is
+    assert _cell("image", digit, picture=True).text == "values 0-16, contrast stretched"
+    assert _cell("image", plain, picture=True).text == ""
