@@ -118,9 +118,15 @@ def check_schema(schema: pa.Schema, base: dict[str, Any], how: str) -> None:
             raise SchemaError(
                 f"cannot --append: field {field.name!r} is in the dataset, not in {mine}"
             )
+        hint = (
+            f" (inferred from the rows: declare it {_text(field)} in the plugin's schema, as the "
+            f"csv plugin's --schema '{field.name}: {_text(field)}' does)"
+            if how == "inferred"
+            else ""
+        )
         raise SchemaError(
             f"cannot --append: field {field.name!r} is {_text(field)} in the dataset, "
-            f"{_text(found)} in {mine}"
+            f"{_text(found)} in {mine}{hint}"
         )
     extra = [name for name in schema.names if name not in dataset.names]
     if extra:

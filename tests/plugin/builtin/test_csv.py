@@ -227,3 +227,55 @@ def test_delimiter_for_json_lines_only_is_an_error(tmp_path):
         )
     )
     assert "--delimiter has no effect" in line and "only JSON Lines files" in line
+
+
+def test_whole_numbers_written_as_floats_convert_exactly_into_integer_fields(tmp_path):
+    """pandas writes an integer column as 2.0 after a float round trip."""
+    big = 2**62 + 1  # past float64's exact integers: converted without a float
+    (tmp_path / "t.csv").write_text(f"label,n\n2.0,{big}.0\n-3,1e3\n")
+    (tmp_path / "s.yaml").write_text("label: int64\nn: int64\n")
+    result = run_writer(
+        *("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"),
+        *("--output", tmp_path / "o", "--quiet"),
+    )
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(tmp_path / "o")
+    assert table["label"].to_pylist() == [2, -3] and table["n"].to_pylist() == [big, 1000]
+
+
+def test_csv_messages_say_the_file_line_and_what_to_do(tmp_path):
+    (tmp_path / "t.csv").write_text("id,code\n1,7\n99999999999999999999,8\n2.5,9\n")
+    (tmp_path / "s.yaml").write_text("id: int64\ncode: int64\n")
+    args = ["--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"]
+    line = one_line_error(run_writer(*args, "--output", tmp_path / "o", "--quiet"))
+    assert (
+        f"{tmp_path / 't.csv'}:3: column 'id': expected int64, got '99999999999999999999'" in line
+    )
+    assert "out of int64's range" in line and "--schema" in line
+    result = run_writer(*args, "--output", tmp_path / "o", "--on-bad-input", "skip", "--quiet")
+    assert result.returncode == 0, result.stderr
+    reasons = [r["reason"] for r in recordmill.read_rejects(tmp_path / "o")]
+    assert len(reasons) == 2 and "got '2.5' (not a whole number;" in reasons[1]
+    # a header that differs says the difference only
+    (tmp_path / "s2.yaml").write_text("id: int64\ncode: int64\nextra: string\n")
+    wide = ",".join(f"column_{i}" for i in range(60))
+    (tmp_path / "w.csv").write_text(f"id,code,{wide}\n1,2,{','.join(['0'] * 60)}\n")
+    line = one_line_error(
+        run_writer(
+            *("--script", "csv", "--input", tmp_path / "w.csv", "--schema", tmp_path / "s2.yaml"),
+            *("--output", tmp_path / "w", "--quiet"),
+        )
+    )
+    assert "column_0" not in line or line.count("column_0") == 1
+    assert "extra" in line and len(line) < 900
+
+
+def test_zero_padded_codes_stay_strings(tmp_path):
+    (tmp_path / "t.csv").write_text("zip,n\n00123,1\n02134,2\n90210,3\n")
+    result = run_writer(
+        *("--script", "csv", "--input", tmp_path / "t.csv", "--output", tmp_path / "o"), "--quiet"
+    )
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(tmp_path / "o")
+    assert table["zip"].to_pylist() == ["00123", "02134", "90210"]
+    assert table["n"].to_pylist() == [1, 2, 3]

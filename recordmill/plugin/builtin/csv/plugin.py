@@ -22,16 +22,19 @@ A record that does not parse names the file, the line, the column, what was expe
 """
 
 import csv
+import decimal
 import functools
 import io
 import json
 import os
+import re
 
+import numpy as np
 import pyarrow as pa
 
 from recordmill import Reject
 from recordmill.dataset.schema import from_yaml, infer_schema, safe_name, to_arrow_schema
-from recordmill.errors import SKIP_HINT, ConfigError, InputError, SchemaError
+from recordmill.errors import SKIP_HINT, ConfigError, InputError, SchemaError, did_you_mean
 from recordmill.plugin.options import Options
 
 CSV_SUFFIXES = (".csv", ".tsv")
@@ -40,6 +43,8 @@ INFER_ROWS = 1000
 # A column with numbers in at least this share of its (non-empty) cells and text in the others is
 # taken for a numeric column with a few bad cells: an error that points to --schema.
 MOSTLY_NUMBERS = 0.9
+# "00123", "-007": a number whose leading zeros a number type would drop (not "0" or "0.5").
+_LEADING_ZERO = re.compile(r"^[+-]?0\d")
 
 
 def add_options(parser):
@@ -184,9 +189,12 @@ def _csv_schema(path, delimiter, schema_path):
     header, _ = _header(path, delimiter)
     absent = [name for name in declared if name not in header]
     if absent:
+        close = did_you_mean(absent[0], header)
+        shown = list(header) if len(header) <= 8 else [*header[:6], "...", header[-1]]
+        count = f", {len(header):,} in all" if len(header) > 8 else ""
         raise SchemaError(
-            f"--schema {schema_path} names {absent}, which the header of {path} lacks "
-            f"(its columns: {list(header)})"
+            f"--schema {schema_path} names {absent}, which the header of {path} lacks{close} "
+            f"(its columns: {shown}{count})"
         )
     rest = tuple(name for name in header if name not in declared)
     if not rest:
@@ -226,9 +234,12 @@ def _infer_csv(path, delimiter, names):
 
 def _infer_column(cells, path, name):
     """The type of a column from its (line, text) cells. A column of numbers but for a few text
-    cells is an error, not a string column: one bad cell must not change its type in silence."""
+    cells is an error, not a string column: one bad cell must not change its type in silence.
+    Numbers written with leading zeros (codes: 00123) stay strings, which keep the zeros."""
     present = [(line, v) for line, v in cells if v != ""]
     spec = {"type": "string"}
+    if any(_LEADING_ZERO.match(v) for _, v in present):
+        return {"type": "string", **({"nullable": True} if len(present) < len(cells) else {})}
     for type_name, parse in (("int64", int), ("float64", float), ("bool", _parse_bool)):
         if present and all(_parses(parse, v) for _, v in present):
             spec = {"type": type_name}
@@ -247,9 +258,10 @@ def _check_mixed(present, path, name):
         return
     kind = "int64" if all(_parses(int, v) for _, v in present if _parses(float, v)) else "float64"
     line, value = text[0]
+    more = f" (and in {len(text) - 1:,} more)" if len(text) > 1 else ""
     raise SchemaError(
         f"{path}:{line}: column {name!r} holds numbers in {numbers:,} of the {len(present):,} "
-        f"cells read, but {value!r} here (and in {len(text) - 1:,} more); rather than type the "
+        f"cells read, but {value!r} here{more}; rather than type the "
         f"column string, say its type with --schema: '{name}: {kind}' (with --on-bad-input skip "
         f"to leave such rows out) or '{name}: string'"
     )
@@ -288,7 +300,29 @@ def _parse(text, spec):
         return None
     if spec.get("shape"):
         return json.loads(text)
-    return PARSERS.get(type_name, int)(text)
+    if type_name in PARSERS:
+        return PARSERS[type_name](text)
+    value = _whole(text)
+    limits = np.iinfo(type_name)
+    if not limits.min <= value <= limits.max:
+        raise ValueError(f"out of {type_name}'s range, {limits.min:,} to {limits.max:,}")
+    return value
+
+
+def _whole(text):
+    """A whole number from its text, ``2.0`` and ``1e3`` too (as pandas writes integers after a
+    float round trip), exactly: never through a float."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = decimal.Decimal(text.strip())
+        if number.is_finite() and number == number.to_integral_value():
+            return int(number)
+    except decimal.InvalidOperation:
+        pass
+    raise ValueError("not a whole number")
 
 
 def dict_data(task_id, options):
@@ -341,10 +375,9 @@ def _csv_rows(path, start, line, count, options):
     unknown = [name for name in header if name not in specs]
     missing = [name for name in specs if name not in header]
     if unknown or missing:
-        raise SchemaError(
-            f"{path}: the header {list(header)} does not match the schema {list(specs)} "
-            f"(not in the schema: {unknown}, not in the file: {missing})"
-        )
+        differ = [f"not in the schema: {', '.join(unknown)}"] if unknown else []
+        differ += [f"not in the file: {', '.join(missing)}"] if missing else []
+        raise SchemaError(f"{path}: the header does not match the schema ({'; '.join(differ)})")
     for i, (number, _, fields) in enumerate(_csv_records(path, options.delimiter, start, line)):
         if i == count:
             return
@@ -360,7 +393,10 @@ def _csv_rows(path, start, line, count, options):
             try:
                 row[name] = _parse(text, specs[name])
             except ValueError as e:
-                error = f"column {name!r}: expected {specs[name]['type']}, got {text!r} ({e})"
+                error = (
+                    f"column {name!r}: expected {specs[name]['type']}, got {text!r} ({e}; "
+                    f"--schema gives a column another type: '{name}: string')"
+                )
                 break
         if error:
             yield _bad(options, f"{path}:{number}", error)
