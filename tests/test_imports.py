@@ -82,6 +82,7 @@ def test_every_module_is_in_a_layer_or_a_single_job_module_at_the_top():
         "recordmill.errors",
         "recordmill.version",
         "recordmill.compat",
+        "recordmill.kit",  # the plugin kit: what plugins use, gathered from the layers
     }, top
 
 

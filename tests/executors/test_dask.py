@@ -228,3 +228,20 @@ def test_an_installed_plugin_runs_on_the_workers(cluster, tmp_path, installed_pa
     )
     assert remote.returncode == 0, remote.stderr
     assert checksums(tmp_path / "dask") == checksums(tmp_path / "local")
+
+
+def test_a_relative_input_path_is_found_by_workers_started_in_another_folder(cluster, tmp_path):
+    """`--input tab/wine.csv` from the user's folder: the workers run in another one (the
+    repository's, here), so path options are made absolute where the command is parsed."""
+    address, _ = cluster
+    (tmp_path / "tab").mkdir()
+    (tmp_path / "tab" / "wine.csv").write_text("alcohol,label\n14.2,0\n13.2,1\n12.4,2\n")
+    result = run_writer(
+        *("--script", "csv", "--input", "tab/wine.csv", "--output", "out"),
+        *("--executor", "dask", "--dask-address", address, "--quiet"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert recordmill.open(str(tmp_path / "out")).to_arrow()["label"].to_pylist() == [0, 1, 2]
+    options = recordmill.read_manifest(tmp_path / "out")["plugin"]["options"]
+    assert options["input"] == str(tmp_path / "tab" / "wine.csv")

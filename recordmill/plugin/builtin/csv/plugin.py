@@ -32,7 +32,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
-from recordmill import Reject
+from recordmill import Reject, kit
 from recordmill.dataset.schema import from_yaml, infer_schema, safe_name, to_arrow_schema
 from recordmill.errors import SKIP_HINT, ConfigError, InputError, SchemaError, did_you_mean
 from recordmill.plugin.options import Options
@@ -49,10 +49,11 @@ _LEADING_ZERO = re.compile(r"^[+-]?0\d")
 
 def add_options(parser):
     parser.add_argument(
-        "--input", required=True, help="a .csv/.tsv/.jsonl file or a folder of them"
+        "--input", required=True, type=kit.Path, help="a .csv/.tsv/.jsonl file or a folder of them"
     )
     parser.add_argument(
         "--schema",
+        type=kit.Path,
         help="YAML file: column name -> type; the columns it does not name are inferred "
         "(default: all inferred)",
     )

@@ -15,14 +15,19 @@ array of K with ``--label-width K``), file_name (the path as listed), and the im
 import functools
 import os
 
+from recordmill import kit
 from recordmill.errors import ConfigError, InputError
 from recordmill.inputs import images
 from recordmill.inputs.filelists import parse_line
 
 
 def add_options(parser):
-    parser.add_argument("--list", required=True, help="the list file (.lst or 'path label' lines)")
-    parser.add_argument("--root", help="folder for relative paths (default: the list file's)")
+    parser.add_argument(
+        "--list", required=True, type=kit.Path, help="the list file (.lst or 'path label' lines)"
+    )
+    parser.add_argument(
+        "--root", type=kit.Path, help="folder for relative paths (default: the list file's)"
+    )
     parser.add_argument("--label-width", type=int, default=1, help="labels per line (default: 1)")
     parser.add_argument(
         "--label-type",

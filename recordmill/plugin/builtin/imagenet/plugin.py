@@ -18,14 +18,18 @@ import functools
 import os
 import random
 
+from recordmill import kit
 from recordmill.errors import ConfigError, InputError, counted
 from recordmill.inputs import images
 
 
 def add_options(parser):
-    parser.add_argument("--image-dir", required=True, help="folder with one sub-folder per class")
+    parser.add_argument(
+        "--image-dir", required=True, type=kit.Path, help="folder with one sub-folder per class"
+    )
     parser.add_argument(
         "--label-file",
+        type=kit.Path,
         help="lines of 'synset label [class name]'; default: labels from the sorted folder names",
     )
     parser.add_argument(

@@ -19,6 +19,7 @@ with ``--on-bad-input skip`` becomes a reject.
 
 import functools
 
+from recordmill import kit
 from recordmill.dataset.rejects import bad_input
 from recordmill.dataset.schema import safe_name
 from recordmill.errors import ConfigError, InputError
@@ -36,6 +37,7 @@ def add_options(parser):
     parser.add_argument(
         "--input",
         required=True,
+        type=kit.Path,
         help="a MindRecord shard file (its siblings are read too) or a folder",
     )
     parser.add_argument(

@@ -15,12 +15,15 @@ import os
 
 from PIL import Image
 
+from recordmill import kit
 from recordmill.errors import InputError
 from recordmill.inputs.idx import read_idx
 
 
 def add_options(parser):
-    parser.add_argument("--data-dir", required=True, help="folder holding the idx files")
+    parser.add_argument(
+        "--data-dir", required=True, type=kit.Path, help="folder holding the idx files"
+    )
     parser.add_argument(
         "--split", default="train", help="file name prefix: train or t10k (default: train)"
     )

@@ -20,7 +20,7 @@ whose fields (``data``, or ``image``, ``height``, ``width``, ``channels``) take 
 
 import functools
 
-from recordmill import Reject
+from recordmill import Reject, kit
 from recordmill.dataset.rejects import bad_input
 from recordmill.dataset.schema import from_yaml, safe_name
 from recordmill.errors import ConfigError
@@ -40,7 +40,9 @@ PATTERN = "part-*"
 
 
 def add_options(parser):
-    parser.add_argument("--input", required=True, help="an OFRecord part file or a folder of them")
+    parser.add_argument(
+        "--input", required=True, type=kit.Path, help="an OFRecord part file or a folder of them"
+    )
     parser.add_argument(
         "--pattern",
         default=PATTERN,
@@ -48,6 +50,7 @@ def add_options(parser):
     )
     parser.add_argument(
         "--schema",
+        type=kit.Path,
         help=f"YAML file: feature name -> type (default: from the first {INFER_RECORDS} records)",
     )
     parser.add_argument(

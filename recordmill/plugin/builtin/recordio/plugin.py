@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from recordmill import kit
 from recordmill.dataset.rejects import bad_input
 from recordmill.errors import ConfigError, InputError
 from recordmill.inputs import images, tasks_for
@@ -47,7 +48,9 @@ PATTERN = "*.rec"
 
 
 def add_options(parser):
-    parser.add_argument("--input", required=True, help="a .rec file or a folder of them")
+    parser.add_argument(
+        "--input", required=True, type=kit.Path, help="a .rec file or a folder of them"
+    )
     parser.add_argument(
         "--pattern", default=PATTERN, help="files to take from a folder (default: %(default)s)"
     )

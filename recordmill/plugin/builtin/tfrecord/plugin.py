@@ -19,6 +19,7 @@ than letters, digits and ``_`` become ``_`` (``image/class/label`` -> ``image_cl
 
 import functools
 
+from recordmill import kit
 from recordmill.dataset.rejects import bad_input
 from recordmill.dataset.schema import from_yaml, safe_name
 from recordmill.inputs import features
@@ -30,7 +31,9 @@ PATTERN = "*.tfrecord*"
 
 
 def add_options(parser):
-    parser.add_argument("--input", required=True, help="a TFRecord file or a folder of them")
+    parser.add_argument(
+        "--input", required=True, type=kit.Path, help="a TFRecord file or a folder of them"
+    )
     parser.add_argument(
         "--pattern",
         default=PATTERN,
@@ -38,6 +41,7 @@ def add_options(parser):
     )
     parser.add_argument(
         "--schema",
+        type=kit.Path,
         help=f"YAML file: feature name -> type (default: from the first {INFER_RECORDS} records)",
     )
     parser.add_argument(

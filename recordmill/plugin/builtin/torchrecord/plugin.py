@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+from recordmill import kit
 from recordmill.dataset.rejects import bad_input
 from recordmill.errors import InputError, SchemaError
 from recordmill.inputs import images, tasks_for
@@ -42,6 +43,7 @@ def add_options(parser):
     parser.add_argument(
         "--input",
         required=True,
+        type=kit.Path,
         help="a TorchRecord database (a folder holding data.mdb) or a folder of them (db0/, db1/...)",
     )
     parser.add_argument(
