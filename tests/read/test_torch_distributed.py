@@ -54,7 +54,7 @@ LOADERS = [
     ("iterable", 1, "spawn"),
     ("iterable", 2, "forkserver"),
     ("map", 0, None),
-    ("map", 2, "spawn"),
+    ("map", 1, "spawn"),
     ("cached", 0, None),
 ]
 # Three ranks: the dealing over an odd world, through one worker start of each kind.
