@@ -97,27 +97,89 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
             raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
         if not chunk:
             return
-        if Reject in set(map(type, chunk)):
-            result.rejects += [r for r in chunk if type(r) is Reject]
-            chunk = [r for r in chunk if type(r) is not Reject]
-            if not chunk:
+        for part in _parts(chunk, result):
+            if converter is None:
+                converter = _first_converter(job, part, position, result)
+            if isinstance(part, list):
+                batch = _convert(converter, part, position, job, result)
+                position += len(part)
+            else:
+                batch = _from_arrow(part, converter.schema, task_id, position)
+                position += batch.num_rows
+            if batch is None or not batch.num_rows:
                 continue
-        if converter is None and job.schema is not None:
-            converter = RowConverter(job.schema)
-        elif converter is None:
-            try:
-                converter = RowConverter(infer_schema(chunk[0], chunk[1:]))
-            except RowError as e:
-                raise e.located(task_id, position) from None
-            result.schema = converter.schema
-        batch = _convert(converter, chunk, position, job, result)
-        position += len(chunk)
-        if batch is None:
-            continue
-        if limit == FIRST_BATCH_ROWS:  # the first batch measured the rows' size
-            per_row = max(1, batch.nbytes // batch.num_rows)
-            limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
-        yield batch
+            if limit == FIRST_BATCH_ROWS:  # the first batch measured the rows' size
+                per_row = max(1, batch.nbytes // batch.num_rows)
+                limit = max(FIRST_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // per_row))
+            yield batch
+
+
+_ARROW = (pa.RecordBatch, pa.Table)
+
+
+def _parts(chunk: list[Any], result: TaskResult) -> Iterator[Any]:
+    """A chunk of what ``dict_data`` yielded without its Rejects (set aside in ``result``): runs
+    of row dicts (lists), and the Arrow batches or tables a plugin yields whole."""
+    kinds = set(map(type, chunk))
+    if Reject in kinds:
+        result.rejects += [r for r in chunk if type(r) is Reject]
+        chunk = [r for r in chunk if type(r) is not Reject]
+    if not kinds & {*_ARROW}:
+        if chunk:
+            yield chunk
+        return
+    run: list[Any] = []
+    for item in chunk:
+        if isinstance(item, _ARROW):
+            if run:
+                yield run
+            run = []
+            yield item
+        else:
+            run.append(item)
+    if run:
+        yield run
+
+
+def _first_converter(job: TaskJob, part: Any, position: int, result: TaskResult) -> RowConverter:
+    """The declared schema's converter, or one of the schema inferred from the first rows (an
+    Arrow batch's own schema, when the plugin yields them)."""
+    if job.schema is not None:
+        return RowConverter(job.schema)
+    try:
+        schema = part.schema if isinstance(part, _ARROW) else infer_schema(part[0], part[1:])
+    except RowError as e:
+        raise e.located(job.task_id, position) from None
+    result.schema = schema.remove_metadata() if isinstance(part, _ARROW) else schema
+    return RowConverter(result.schema)
+
+
+def _from_arrow(
+    item: pa.RecordBatch | pa.Table, schema: pa.Schema, task_id: int, position: int
+) -> pa.RecordBatch:
+    """A batch or table the plugin yielded whole, as one batch of the schema: its columns by
+    name, cast where that loses nothing (else one line naming the column), no null where the
+    field takes none."""
+    where = (
+        f"rows {position:,} to {position + item.num_rows - 1:,} (a pyarrow {type(item).__name__})"
+    )
+    missing = [name for name in schema.names if name not in item.schema.names]
+    extra = [name for name in item.schema.names if name not in schema.names]
+    if missing or extra:
+        said = f"no column {missing[0]!r}" if missing else f"a column {extra[0]!r} not in it"
+        raise RowError(f"{where}: has {said} of the schema").located(task_id)
+    columns = []
+    for wanted in schema:
+        column = item.column(wanted.name)
+        try:
+            column = column.cast(wanted.type) if column.type != wanted.type else column
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            said = f"column {wanted.name!r} is {column.type}, cannot be {wanted.type}: {e}"
+            raise RowError(f"{where}: {said}").located(task_id) from None
+        if column.null_count and not wanted.nullable:
+            raise RowError(f"{where}: column {wanted.name!r} holds nulls").located(task_id)
+        columns.append(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _rows(returned: Any, task_id: int) -> Iterator[Any]:

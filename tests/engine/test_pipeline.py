@@ -553,3 +553,48 @@ def test_a_run_after_a_failed_one_without_resume_starts_over_and_says_so(tmp_pat
     with pytest.warns(recordmill.RecordmillWarning, match="starts over without them"):
         recordmill.write(plugin, tmp_path / "out", workers=0, progress=False)
     assert sorted(int(p.name) for p in ran.iterdir()) == list(range(6))
+
+
+ARROW_PLUGIN = """
+    import pyarrow as pa
+
+    def add_options(parser):
+        parser.add_argument("--bad", default="")
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {"id": {"type": "int32"}, "name": {"type": "string"}}
+
+    def dict_data(task_id, options):
+        ids = [task_id * 10 + i for i in range(3)]
+        if options.bad == "missing":
+            yield pa.table({"id": ids})
+        elif options.bad == "cast":
+            yield pa.table({"id": [2**40] * 3, "name": ["a", "b", "c"]})
+        elif options.bad == "null":
+            yield pa.table({"id": [1, None, 3], "name": ["a", "b", "c"]})
+        else:
+            yield {"id": -1 - task_id, "name": "a dict first"}
+            yield pa.table({"name": [f"n{i}" for i in ids], "id": ids})  # columns by name
+            yield pa.record_batch({"id": pa.array([99], pa.int64()), "name": ["last"]})
+"""
+
+
+def test_a_plugin_may_yield_arrow_tables_and_batches_beside_dicts(tmp_path):
+    plugin = make_plugin(tmp_path / "p", ARROW_PLUGIN)
+    recordmill.write(plugin, tmp_path / "ds", progress=False, workers=0)
+    table = read_dataset(tmp_path / "ds")
+    assert table["id"].to_pylist() == [-1, 0, 1, 2, 99, -2, 10, 11, 12, 99]
+    assert table.schema.field("id").type == pa.int32()
+    for bad, said in [
+        ("missing", "task 0: rows 0 to 2 (a pyarrow Table): has no column 'name' of the schema"),
+        ("cast", "column 'id' is int64, cannot be int32"),
+        ("null", "column 'id' holds nulls"),
+    ]:
+        with pytest.raises(RowError) as info:
+            recordmill.write(
+                plugin, tmp_path / bad, options={"bad": bad}, progress=False, workers=0
+            )
+        assert said in str(info.value), str(info.value)

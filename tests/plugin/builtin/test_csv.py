@@ -279,3 +279,37 @@ def test_zero_padded_codes_stay_strings(tmp_path):
     table = read_dataset(tmp_path / "o")
     assert table["zip"].to_pylist() == ["00123", "02134", "90210"]
     assert table["n"].to_pylist() == [1, 2, 3]
+
+
+def test_pyarrows_reader_and_the_record_path_give_the_same_rows(tmp_path):
+    """A task is read by pyarrow's CSV reader; one it cannot be sure of falls back to the
+    record-by-record path. Either way the rows are what Python's csv module reads."""
+    header = ["id", "name", "score", "ok", "blob"]
+    records = [
+        ["1", "plain", "0.5", "true", "ab"],
+        ["2", "a, comma", "", "False", ""],
+        ["3", "two\nlines", "-1e3", "yes", "x"],
+        ["4", 'quote "q"', "2.25", "NO", "y"],
+        ["5", "", "7", "1", "z"],
+    ]
+    (tmp_path / "s.yaml").write_text(
+        "id: int32\nname: string\nscore: {type: float64, nullable: true}\nok: bool\nblob: bytes\n"
+    )
+    for name, rows in [("good", records), ("one_bad", [*records, ["x", "bad", "1", "true", "q"]])]:
+        path = tmp_path / f"{name}.csv"
+        with open(path, "w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+        result = run_writer(
+            *("--script", "csv", "--input", path, "--schema", tmp_path / "s.yaml"),
+            *("--output", tmp_path / name, "--on-bad-input", "skip", "--rows-per-task", "2"),
+            "--quiet",
+        )
+        assert result.returncode == 0, result.stderr
+        table = read_dataset(tmp_path / name)
+        assert table["id"].to_pylist() == [1, 2, 3, 4, 5]
+        assert table["name"].to_pylist() == [r[1] for r in records]
+        assert table["score"].to_pylist() == [0.5, None, -1000.0, 2.25, 7.0]
+        assert table["ok"].to_pylist() == [True, False, True, False, True]
+        assert table["blob"].to_pylist() == [b"ab", b"", b"x", b"y", b"z"]
+    (reject,) = recordmill.read_rejects(tmp_path / "one_bad")
+    assert reject["source"].endswith("one_bad.csv:8") and "got 'x'" in reject["reason"]

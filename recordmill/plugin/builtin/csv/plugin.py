@@ -31,6 +31,7 @@ import re
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from recordmill import Reject, kit
 from recordmill.dataset.schema import from_yaml, infer_schema, safe_name, to_arrow_schema
@@ -149,21 +150,56 @@ def _tasks(input_path, rows_per_task, delimiter):
         if rows_per_task <= 0:
             tasks.append((path, start, line, -1))
             continue
-        if _is_jsonl(path):
-            records = _lines(path, start, line)
-        else:
-            records = _csv_records(path, delimiter, start, line)
-        block_start, block_line, count = start, line, 0
-        for number, offset, _ in records:
-            if count == 0:
-                block_line = number
-            count += 1
-            if count == rows_per_task:
-                tasks.append((path, block_start, block_line, count))
-                block_start, count = offset, 0
-        if count:
-            tasks.append((path, block_start, block_line, count))
+        tasks += _blocks(path, start, line, rows_per_task, delimiter)
     return tuple(tasks)
+
+
+def task_rows(task_id, options):
+    # Known where counting is cheap, so that each partition is written straight from the rows.
+    path, start, _, count = _tasks(options.input, options.rows_per_task, options.delimiter)[task_id]
+    if _is_jsonl(path):  # blank lines are passed over: not known without reading
+        return None
+    if count >= 0:
+        return count
+    ends = _record_ends(path, start)
+    return None if ends is None else len(ends)
+
+
+@functools.lru_cache(maxsize=4)
+def _record_ends(path, start):
+    """The byte offset after each record from ``start``, where newlines alone end records (JSON
+    Lines, or CSV without a quote): numpy over the file's bytes; None otherwise."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    if not _is_jsonl(path) and b'"' in data:
+        return None
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n")) + 1 + start
+    if data and not data.endswith(b"\n"):
+        ends = np.append(ends, start + len(data))  # a last record without its newline
+    return ends.tolist()
+
+
+def _blocks(path, start, line, rows_per_task, delimiter):
+    """A file's tasks of ``rows_per_task`` records: found by counting newlines where no record
+    can hold one (JSON Lines, or CSV without a quote: numpy over its bytes), else by reading
+    the records."""
+    ends = _record_ends(path, start)
+    if ends is not None:
+        records = ((line + i, end, None) for i, end in enumerate(ends))
+    else:
+        records = _csv_records(path, delimiter, start, line)
+    blocks, block_start, block_line, count = [], start, line, 0
+    for number, offset, _ in records:
+        if count == 0:
+            block_line = number
+        count += 1
+        if count == rows_per_task:
+            blocks.append((path, block_start, block_line, count))
+            block_start, count = offset, 0
+    if count:
+        blocks.append((path, block_start, block_line, count))
+    return blocks
 
 
 def task_number(options):
@@ -333,7 +369,72 @@ def dict_data(task_id, options):
     if _is_jsonl(path):
         yield from _jsonl_rows(path, start, line, count, options)
     else:
-        yield from _csv_rows(path, start, line, count, options)
+        fast = _fast_csv(path, start, count, options)
+        if fast is not None:
+            yield fast
+        else:  # record by record, each bad one named by its line
+            yield from _csv_rows(path, start, line, count, options)
+
+
+# pyarrow's CSV reader as the record-by-record path reads: "" is null but in strings, booleans
+# spelt as _parse_bool takes them (in these casings; another makes the slow path say it).
+_BOOLS = {
+    "true_values": ["true", "True", "TRUE", "1", "yes", "Yes", "YES"],
+    "false_values": ["false", "False", "FALSE", "0", "no", "No", "NO"],
+}
+
+
+def _fast_csv(path, start, count, options):
+    """A task's records read by pyarrow's CSV reader (typed, in C++: the speed of
+    ``pyarrow.csv``), as one table; None where it cannot be sure to give what the
+    record-by-record path gives (a cell it cannot parse, a record of other width, a null where
+    the field takes none, an array or float16 column): that path then reads the task, naming
+    each bad record by its line."""
+    header, _ = _header(path, options.delimiter)
+    specs = schema(options)
+    if set(header) != set(specs) or any(
+        s.get("shape") or s["type"] == "float16" for s in specs.values()
+    ):
+        return None
+    types = {
+        n: pa.string() if specs[n]["type"] == "bytes" else _arrow_type(specs[n]) for n in header
+    }
+    source = pa.OSFile(path)
+    source.seek(start)
+    try:
+        reader = pacsv.open_csv(
+            source,
+            read_options=pacsv.ReadOptions(column_names=list(header), block_size=4 << 20),
+            parse_options=pacsv.ParseOptions(
+                delimiter=_delimiter(path, options.delimiter),
+                newlines_in_values=True,
+                ignore_empty_lines=False,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, null_values=[""], strings_can_be_null=False, **_BOOLS
+            ),
+        )
+        batches, rows = [], 0
+        while count < 0 or rows < count:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            batches.append(batch)
+            rows += batch.num_rows
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    finally:
+        source.close()
+    table = pa.Table.from_batches(batches, schema=reader.schema)
+    table = table.slice(0, count) if count >= 0 else table
+    if any(table.column(n).null_count for n in header if not specs[n].get("nullable")):
+        return None
+    return table.select(list(specs))
+
+
+def _arrow_type(spec):
+    return to_arrow_schema({"x": spec}).field("x").type
 
 
 def _bad(options, where, reason):
