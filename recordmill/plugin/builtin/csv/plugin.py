@@ -2,23 +2,17 @@
 
     python writer.py --script csv --input data/ --schema columns.yaml --output out/table
 
-One task per file, or per block of ``--rows-per-task`` records. CSV files need a header row. Column
-types come from ``--schema`` (YAML: ``label: int32`` or ``feat: {type: float32, shape: [3]}``, the
-same types as a plugin's schema); the columns it does not name (all of them without one) are
-inferred from the first 1,000 records of the first file: whole numbers -> int64, other numbers ->
-float64, true/false -> bool, the rest -> string; a column with empty cells becomes nullable. A
-column of numbers with text in a few cells (at most 1 in 10) is an error naming the first such
-cell's line: its type is then said with ``--schema``, never changed to string in silence. In CSV an
-empty cell is a missing value (None) except in string columns, and an array cell is written as
-JSON (``[1, 2, 3]``). For JSON Lines, the keys ``--schema`` does not name are typed from the first
-record.
+One task per file, or per block of ``--rows-per-task`` records; CSV files need a header row.
+Column types come from ``--schema`` (YAML: ``label: int32``, ``feat: {type: float32, shape:
+[3]}``); the columns it does not name are inferred from the first 1,000 records of the first file
+(int64, float64, bool, else string; nullable where cells are empty; leading zeros keep a string).
+A column of numbers with text in a few cells is an error naming the first such line, never typed
+string in silence. An empty cell is None except in string columns; an array cell is JSON. Column
+names follow recordmill's field-name rule (``petal.width`` -> ``petal_width``).
 
-Column names follow recordmill's rule for field names: other characters than letters, digits and
-``_`` become ``_`` (``petal.width`` -> ``petal_width``, ``Sepal Length`` -> ``Sepal_Length``); a
-``--schema`` file may use either form.
-
-A record that does not parse names the file, the line, the column, what was expected and what came;
-``--on-bad-input skip`` records it among the dataset's rejects instead and goes on.
+A task is read by pyarrow's CSV reader; where it cannot be sure, record by record, a record that
+does not parse naming the file, the line, the column, what was expected and what came
+(``--on-bad-input skip`` lists it among the rejects instead).
 """
 
 import csv
