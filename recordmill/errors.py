@@ -105,6 +105,7 @@ class RowError(RecordmillError):
         field: str | None = None,
         expected: str | None = None,
         got: str | None = None,
+        source: tuple[str, int] | None = None,
     ):
         self.reason = reason
         self.task_id = task_id
@@ -112,14 +113,19 @@ class RowError(RecordmillError):
         self.field = field
         self.expected = expected
         self.got = got
+        self.source = source  # the input the plugin said the rows come from, and its first row
         super().__init__(self._message())
 
     def _message(self) -> str:
         where = []
-        if self.task_id is not None:
-            where.append(f"task {self.task_id}")
-        if self.row is not None:
-            where.append(f"row {self.row}")
+        if self.source is not None and self.row is not None:  # the input first, then the task
+            name, first = self.source
+            where.append(f"{name}, row {self.row - first} (task {self.task_id}, row {self.row})")
+        else:
+            if self.task_id is not None:
+                where.append(f"task {self.task_id}")
+            if self.row is not None:
+                where.append(f"row {self.row}")
         if self.field is not None:
             where.append(f"field {self.field!r}")
         text = ", ".join(where) + ": " + self.reason if where else self.reason
@@ -129,8 +135,10 @@ class RowError(RecordmillError):
             text += f", got {self.got}"
         return text
 
-    def located(self, task_id: int, row: int | None = None) -> RowError:
-        """The same error, with the task (and row) filled in."""
+    def located(
+        self, task_id: int, row: int | None = None, source: tuple[str, int] | None = None
+    ) -> RowError:
+        """The same error, with the task (and row, and the input they come from) filled in."""
         return RowError(
             self.reason,
             task_id=task_id,
@@ -138,6 +146,7 @@ class RowError(RecordmillError):
             field=self.field,
             expected=self.expected,
             got=self.got,
+            source=source or self.source,
         )
 
 

@@ -20,6 +20,7 @@ from recordmill.engine.convert import RowConverter
 from recordmill.engine.quiet import quieted
 from recordmill.engine.settings import WriteSettings
 from recordmill.errors import SKIP_HINT, RecordmillError, RowError, TaskError
+from recordmill.kit import Source
 from recordmill.plugin.manager import DatasetPlugin, PluginRef
 from recordmill.plugin.options import Options
 
@@ -86,6 +87,7 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     except Exception as e:
         raise _plugin_failed(task_id, e) from e
     converter = None  # made for the first rows: an empty task (there may be millions) needs none
+    source: tuple[str, int] | None = None  # the input of the rows (kit.Source), and its first row
     limit = FIRST_BATCH_ROWS
     position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
     while True:
@@ -98,14 +100,20 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
         if not chunk:
             return
         for part in _parts(chunk, result):
+            if isinstance(part, Source):  # the rows after it are of this input
+                source = (part.name, position)
+                continue
             if converter is None:
                 converter = _first_converter(job, part, position, result)
-            if isinstance(part, list):
-                batch = _convert(converter, part, position, job, result)
-                position += len(part)
-            else:
-                batch = _from_arrow(part, converter.schema, task_id, position)
-                position += batch.num_rows
+            try:
+                if isinstance(part, list):
+                    batch = _convert(converter, part, position, job, result, source)
+                    position += len(part)
+                else:
+                    batch = _from_arrow(part, converter.schema, task_id, position)
+                    position += batch.num_rows
+            except RowError as e:
+                raise e.located(task_id, source=source) from None
             if batch is None or not batch.num_rows:
                 continue
             if limit == FIRST_BATCH_ROWS:  # the first batch measured the rows' size
@@ -119,18 +127,19 @@ _ARROW = (pa.RecordBatch, pa.Table)
 
 def _parts(chunk: list[Any], result: TaskResult) -> Iterator[Any]:
     """A chunk of what ``dict_data`` yielded without its Rejects (set aside in ``result``): runs
-    of row dicts (lists), and the Arrow batches or tables a plugin yields whole."""
+    of row dicts (lists), the Arrow batches or tables a plugin yields whole, and the
+    ``kit.Source`` markers that say which input the rows after them come from."""
     kinds = set(map(type, chunk))
     if Reject in kinds:
         result.rejects += [r for r in chunk if type(r) is Reject]
         chunk = [r for r in chunk if type(r) is not Reject]
-    if not kinds & {*_ARROW}:
+    if not kinds & {*_ARROW, Source}:
         if chunk:
             yield chunk
         return
     run: list[Any] = []
     for item in chunk:
-        if isinstance(item, _ARROW):
+        if isinstance(item, (*_ARROW, Source)):
             if run:
                 yield run
             run = []
@@ -201,7 +210,12 @@ def _rows(returned: Any, task_id: int) -> Iterator[Any]:
 
 
 def _convert(
-    converter: RowConverter, chunk: list[Any], position: int, job: TaskJob, result: TaskResult
+    converter: RowConverter,
+    chunk: list[Any],
+    position: int,
+    job: TaskJob,
+    result: TaskResult,
+    source: tuple[str, int] | None = None,
 ) -> pa.RecordBatch | None:
     """The chunk as a batch; with ``on_bad_input="skip"``, without the rows that do not fit, each
     recorded as a reject (None when no row is left). ``position`` numbers the chunk's first row."""
@@ -217,7 +231,7 @@ def _convert(
                 numbers = list(range(position, position + len(chunk)))
             error = RowError(
                 e.reason, row=numbers[index], field=e.field, expected=e.expected, got=e.got
-            ).located(job.task_id)
+            ).located(job.task_id, source=source)
             if job.settings.on_bad_input != "skip":
                 if job.schema is None and e.field is not None:
                     error.reason += (
@@ -228,9 +242,12 @@ def _convert(
             # Take the bad row out and convert the rest again: cheap while bad rows are rare.
             row = chunk[index]
             value = row.get(e.field) if isinstance(row, Mapping) and e.field else None
+            where = f"task {job.task_id} row {numbers[index]}"
+            if source is not None:
+                where = f"{source[0]} row {numbers[index] - source[1]} ({where})"
             result.rejects.append(
                 Reject(
-                    f"task {job.task_id} row {numbers[index]}",
+                    where,
                     str(error),
                     row=numbers[index],
                     field=e.field,

@@ -598,3 +598,33 @@ def test_a_plugin_may_yield_arrow_tables_and_batches_beside_dicts(tmp_path):
                 plugin, tmp_path / bad, options={"bad": bad}, progress=False, workers=0
             )
         assert said in str(info.value), str(info.value)
+
+
+SOURCED = """
+    from recordmill.kit import Source
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {"samples": {"type": "float64"}}
+
+    def dict_data(task_id):
+        for name in ("a.wav", "b.wav"):
+            yield Source(f"wav/{task_id}/{name}")
+            for i in range(3):
+                bad = task_id == 1 and name == "b.wav" and i == 1
+                yield {"samples": 2**60 + 1 if bad else float(i)}
+"""
+
+
+def test_a_bad_row_names_the_input_the_plugin_said_it_comes_from(tmp_path):
+    plugin = make_plugin(tmp_path / "p", SOURCED)
+    with pytest.raises(RowError) as info:
+        recordmill.write(plugin, tmp_path / "o", progress=False, workers=0)
+    assert str(info.value).startswith(
+        "wav/1/b.wav, row 1 (task 1, row 4), field 'samples': an integer that float64 cannot"
+    ), str(info.value)
+    recordmill.write(plugin, tmp_path / "s", progress=False, workers=0, on_bad_input="skip")
+    (reject,) = recordmill.read_rejects(tmp_path / "s")
+    assert reject["source"] == "wav/1/b.wav row 1 (task 1 row 4)"
