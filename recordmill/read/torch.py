@@ -19,6 +19,7 @@ a loader of another version refuses it.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -359,6 +360,23 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
         self._bind()
         return dict(self.__dict__)
 
+    def _follow(self) -> None:
+        """Share the epoch, the position and the order's blocks with the DataLoader's workers:
+        persistent ones outlive an epoch and must see where the next one starts."""
+        self._shared = multiprocessing.RawArray("q", 3)  # travels to the workers as they start
+
+    def _publish(self) -> None:
+        shared = getattr(self, "_shared", None)
+        if shared is not None:
+            blocks = -1 if self.blocks is None else self.blocks
+            shared[:] = [self.epoch, self.position, blocks]
+
+    def _read_shared(self) -> None:
+        shared = getattr(self, "_shared", None)
+        if shared is not None and torch_data.get_worker_info() is not None:
+            self.epoch, self.position, blocks = shared[:]
+            self.blocks = None if blocks < 0 else blocks
+
     def _length(self) -> int:
         return len(self.source.dataset())
 
@@ -377,6 +395,7 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
         return rank + worker * world, world * workers
 
     def __iter__(self) -> Iterator[Any]:
+        self._read_shared()
         ds = self.source.dataset()
         index, count = self._share()
         order = self._order()
@@ -418,8 +437,9 @@ class DataLoader(torch_data.DataLoader):
     as ``sampler``); for an ``IterableDataset`` it sets the dataset's ``batch_size`` to its own.
     Given a path instead of a dataset, it reads a :class:`MapDataset` of it, through the disk
     cache ``cache_dir`` (at most ``cache_limit`` bytes) when given.
-    Each batch handed out advances the position; a complete pass moves to the next epoch. Keep
-    ``persistent_workers`` off: workers that outlive an epoch do not see the new position.
+    Each batch handed out advances the position; a complete pass moves to the next epoch. With
+    ``persistent_workers``, an ``IterableDataset``'s workers read the epoch and position from
+    memory they share with the loader each time an epoch starts, so they follow it (and a resume).
     """
 
     def __init__(
@@ -436,12 +456,10 @@ class DataLoader(torch_data.DataLoader):
             dataset = MapDataset(dataset, cache_dir=cache_dir, cache_limit=cache_limit)
         elif cache_dir is not None or cache_limit is not None:
             raise TypeError("give cache_dir and cache_limit to the dataset, or a path as dataset")
-        if kwargs.get("persistent_workers"):
-            raise ValueError(
-                "recordmill.torch.DataLoader cannot resume with persistent_workers; leave it off"
-            )
         if isinstance(dataset, IterableDataset):
             dataset.batch_size = batch_size
+            if kwargs.get("persistent_workers") and kwargs.get("num_workers"):
+                dataset._follow()
             self.position: Sampler | IterableDataset = dataset
             super().__init__(dataset, batch_size=batch_size, **kwargs)
         else:
@@ -453,6 +471,8 @@ class DataLoader(torch_data.DataLoader):
         # The rank is known here, in the main process, before any worker starts.
         step = self.batch_size * self.position._bind()[1]
         self.position._agree()
+        if isinstance(self.position, IterableDataset):
+            self.position._publish()  # to persistent workers, before they start the epoch
         for batch in super().__iter__():
             self.position._advance(step)
             yield batch

@@ -283,8 +283,6 @@ def test_a_state_from_other_settings_is_refused(dataset):
     state = loader.state_dict()
     with pytest.raises(ValueError, match="seed=6"):
         loader.load_state_dict({**state, "seed": 6})
-    with pytest.raises(ValueError, match="persistent_workers"):
-        rtorch.DataLoader(data, batch_size=7, num_workers=1, persistent_workers=True)
 
 
 def test_a_wrong_path_fails_when_the_dataset_is_made(tmp_path):
@@ -438,3 +436,30 @@ def test_a_job_resumes_on_another_world_size_with_every_row_once(dataset, style)
         rest += [i for batch in epoch_ids(loader) for i in batch]
     assert len(taken) == 2 * 4 * 7
     assert sorted(taken + rest) == sorted(all_ids(dataset))
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_persistent_workers_follow_the_epoch_and_a_resume(dataset, style, context):
+    """Workers that outlive an epoch read where the next one starts (the position the loader
+    shares with them), so epochs and a resume give the batches of a loader without them."""
+
+    def loader(persistent):
+        extra = (
+            {"persistent_workers": True, "multiprocessing_context": context} if persistent else {}
+        )
+        if style == "map":
+            data = rtorch.MapDataset(dataset, columns=["id"])
+            return rtorch.DataLoader(
+                data, batch_size=7, shuffle=True, seed=2, num_workers=2, **extra
+            )
+        data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=2)
+        return rtorch.DataLoader(data, batch_size=7, num_workers=2 if persistent else 0, **extra)
+
+    plain = loader(False)
+    expected = [epoch_ids(plain), epoch_ids(plain)]
+    kept = loader(True)
+    assert [epoch_ids(kept), epoch_ids(kept)] == expected  # epoch 0, then epoch 1
+    half = expected[0][: len(expected[0]) // 2]
+    kept.load_state_dict({**kept.state_dict(), "epoch": 0, "position": 7 * len(half)})
+    assert epoch_ids(kept) == expected[0][len(half) :]  # the same workers, resumed mid-epoch
