@@ -361,21 +361,29 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
         return dict(self.__dict__)
 
     def _follow(self) -> None:
-        """Share the epoch, the position and the order's blocks with the DataLoader's workers:
-        persistent ones outlive an epoch and must see where the next one starts."""
-        self._shared = multiprocessing.RawArray("q", 3)  # travels to the workers as they start
+        """Share the epoch's order with the DataLoader's workers: the loader computes it once
+        (it is 8 bytes a row) and every worker reads its share from the same memory, instead of
+        each drawing the whole permutation; persistent workers, which outlive an epoch, read
+        where each epoch starts from it too."""
+        self._shared = multiprocessing.RawArray("q", 4)  # epoch, position, blocks, rows in order
+        self._shared_order = multiprocessing.RawArray("q", max(1, self._length()))
 
     def _publish(self) -> None:
-        shared = getattr(self, "_shared", None)
-        if shared is not None:
-            blocks = -1 if self.blocks is None else self.blocks
-            shared[:] = [self.epoch, self.position, blocks]
+        """In the loader's process, as an epoch starts: its order and where it stands."""
+        if getattr(self, "_shared", None) is None:
+            return
+        order = self._order()
+        np.frombuffer(self._shared_order, np.int64, count=len(order))[:] = order
+        blocks = -1 if self.blocks is None else self.blocks
+        self._shared[:] = [self.epoch, self.position, blocks, len(order)]
 
-    def _read_shared(self) -> None:
-        shared = getattr(self, "_shared", None)
-        if shared is not None and torch_data.get_worker_info() is not None:
-            self.epoch, self.position, blocks = shared[:]
-            self.blocks = None if blocks < 0 else blocks
+    def _shared_rows(self) -> np.ndarray | None:
+        """In a worker: the order the loader published (its epoch and position taken too)."""
+        if getattr(self, "_shared", None) is None or torch_data.get_worker_info() is None:
+            return None
+        self.epoch, self.position, blocks, rows = self._shared[:]
+        self.blocks = None if blocks < 0 else blocks
+        return np.frombuffer(self._shared_order, np.int64, count=rows)
 
     def _length(self) -> int:
         return len(self.source.dataset())
@@ -395,17 +403,19 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
         return rank + worker * world, world * workers
 
     def __iter__(self) -> Iterator[Any]:
-        self._read_shared()
+        shared = self._shared_rows()
         ds = self.source.dataset()
         index, count = self._share()
-        order = self._order()
+        order = self._order() if shared is None else shared
         size = max(1, self.batch_size)
-        batches = np.arange(index, -(-len(order) // size), count)
-        mine = (batches[:, None] * size + np.arange(size)).ravel()
-        rows = order[mine[mine < len(order)]]
-        for row in ds.iter_rows(rows, batch_size=self.read_batch_size):
-            row = _own(row)
-            yield self.transform(row) if self.transform else row
+        # This worker's batches, a few at a time: its share of the order is never one array.
+        starts = range(index * size, len(order), count * size)
+        group = max(1, self.read_batch_size // size)
+        for lo in range(0, len(starts), group):
+            rows = np.concatenate([order[s : s + size] for s in starts[lo : lo + group]])
+            for row in ds.iter_rows(rows, batch_size=self.read_batch_size):
+                row = _own(row)
+                yield self.transform(row) if self.transform else row
 
 
 def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
@@ -458,7 +468,7 @@ class DataLoader(torch_data.DataLoader):
             raise TypeError("give cache_dir and cache_limit to the dataset, or a path as dataset")
         if isinstance(dataset, IterableDataset):
             dataset.batch_size = batch_size
-            if kwargs.get("persistent_workers") and kwargs.get("num_workers"):
+            if kwargs.get("num_workers"):
                 dataset._follow()
             self.position: Sampler | IterableDataset = dataset
             super().__init__(dataset, batch_size=batch_size, **kwargs)
@@ -472,7 +482,7 @@ class DataLoader(torch_data.DataLoader):
         step = self.batch_size * self.position._bind()[1]
         self.position._agree()
         if isinstance(self.position, IterableDataset):
-            self.position._publish()  # to persistent workers, before they start the epoch
+            self.position._publish()  # to the workers, before they start the epoch
         for batch in super().__iter__():
             self.position._advance(step)
             yield batch

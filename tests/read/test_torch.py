@@ -463,3 +463,25 @@ def test_persistent_workers_follow_the_epoch_and_a_resume(dataset, style, contex
     half = expected[0][: len(expected[0]) // 2]
     kept.load_state_dict({**kept.state_dict(), "epoch": 0, "position": 7 * len(half)})
     assert epoch_ids(kept) == expected[0][len(half) :]  # the same workers, resumed mid-epoch
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create 3 worker processes")
+def test_the_epoch_order_is_drawn_once_by_the_loader_not_by_each_worker(dataset, monkeypatch):
+    """Each worker once drew the whole permutation (8 bytes a row, per worker per rank): the
+    loader draws it once and its workers read their shares of it from shared memory."""
+    from torch.utils.data import get_worker_info
+
+    drawn = []
+    real = rtorch.IterableDataset._shuffled
+
+    def spy(self):
+        if get_worker_info() is not None:  # fork: the workers run this very function
+            raise AssertionError("a worker drew the epoch's permutation")
+        drawn.append(self.epoch)
+        return real(self)
+
+    monkeypatch.setattr(rtorch.IterableDataset, "_shuffled", spy)
+    data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
+    loader = rtorch.DataLoader(data, batch_size=7, num_workers=3, multiprocessing_context="fork")
+    assert epoch_ids(loader) == formula_batches(dataset, "iterable", 0, 1, 7, 4)
+    assert drawn == [0]  # once, in the loader's process
