@@ -358,7 +358,12 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
         # Pickled in the main process for workers started by spawn or forkserver: the rank goes
         # with it, since those workers have no process group to ask.
         self._bind()
-        return dict(self.__dict__)
+        state = dict(self.__dict__)
+        if multiprocessing.context.get_spawning_popen() is None:
+            # Not a worker being started (a copy, a checkpoint): shared memory does not travel.
+            state.pop("_shared", None)
+            state.pop("_shared_order", None)
+        return state
 
     def _follow(self) -> None:
         """Share the epoch's order with the DataLoader's workers: the loader computes it once

@@ -485,3 +485,15 @@ def test_the_epoch_order_is_drawn_once_by_the_loader_not_by_each_worker(dataset,
     loader = rtorch.DataLoader(data, batch_size=7, num_workers=3, multiprocessing_context="fork")
     assert epoch_ids(loader) == formula_batches(dataset, "iterable", 0, 1, 7, 4)
     assert drawn == [0]  # once, in the loader's process
+
+
+def test_a_loaders_dataset_can_still_be_copied_and_pickled(dataset):
+    import copy
+    import pickle
+
+    data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
+    rtorch.DataLoader(data, batch_size=7, num_workers=2)  # shares memory with its workers
+    for twin in (copy.deepcopy(data), pickle.loads(pickle.dumps(data))):
+        assert epoch_ids(rtorch.DataLoader(twin, batch_size=7)) == formula_batches(
+            dataset, "iterable", 0, 1, 7, 4
+        )
