@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 try:
-    import torch
+    import torch  # noqa: F401 (the line below says what to install when it is missing)
     from torch.utils import data as torch_data
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -36,9 +36,9 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 import pyarrow as pa
 
-from recordmill.dataset.versions import fingerprint
 from recordmill.read.dataset import Dataset
 from recordmill.read.dataset import open as open_dataset
+from recordmill.read.positions import Position, Ranks
 
 # With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
 # happen with this module's imports, as it does for Hugging Face datasets, so that DataLoader
@@ -90,151 +90,6 @@ def _own(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-class _Position:
-    """Where an epoch stands: ``epoch`` picks the permutation (``seed + epoch``), ``position``
-    counts the rows of it already handed out (by all ranks together)."""
-
-    def __init__(self, shuffle: bool, seed: int):
-        self.shuffle = shuffle
-        self.seed = seed
-        self.epoch = 0
-        self.position = 0
-        # The disk cache's capacity in parts that shapes a block-shuffled order (0: a full
-        # permutation); None until a state or the ranks' agreement fixes it: this reader's own.
-        self.blocks: int | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` (from its first row, unless it is the epoch already under way)."""
-        if epoch != self.epoch:
-            self.epoch, self.position = epoch, 0
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "position": self.position,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "rows": self._length(),
-            "version": self._version(),
-            "data": self._fingerprint(),
-            "blocks": self._blocks(),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        mine = self.state_dict()
-        saved = state.get("version")  # states saved before versions existed have none
-        if saved is not None and mine["version"] is not None and saved != mine["version"]:
-            raise ValueError(
-                f"cannot resume: the saved state is of version {saved} of the dataset, this one "
-                f"reads version {mine['version']}; open version={saved} to resume it"
-            )
-        if state.get("data", mine["data"]) != mine["data"]:  # states from before it have none
-            raise ValueError(
-                f"cannot resume: the saved state is of other rows than version {mine['version']} "
-                f"of {self._where()} holds (data {state['data']}, this one {mine['data']}): the "
-                "dataset was replaced since the state was saved; start a new epoch instead"
-            )
-        for key in ("seed", "shuffle", "rows"):
-            if state.get(key, mine[key]) != mine[key]:
-                raise ValueError(
-                    f"cannot resume: the saved state has {key}={state[key]!r}, this one "
-                    f"{mine[key]!r}; resume with the dataset and settings the state was saved with"
-                )
-        epoch, position = int(state["epoch"]), int(state["position"])
-        if epoch < 0 or not 0 <= position <= mine["rows"]:
-            raise ValueError(
-                f"cannot resume: the saved state has epoch {epoch} and position {position}; "
-                f"a position is 0 to {mine['rows']} (the rows of an epoch)"
-            )
-        self.epoch, self.position = epoch, position
-        if state.get("blocks") is not None:  # the order the state was saved in, kept
-            self.blocks = int(state["blocks"])
-
-    def _order(self) -> np.ndarray:
-        """This epoch's rows not yet handed out, in order."""
-        if self.shuffle:
-            return self._shuffled()[self.position :]
-        return np.arange(self.position, self._length())
-
-    def _shuffled(self) -> np.ndarray:
-        """This epoch's permutation: drawn from ``seed + epoch``, or the dataset's own order
-        (a block shuffle where its disk cache holds only some of it)."""
-        return np.random.default_rng(self.seed + self.epoch).permutation(self._length())
-
-    def _advance(self, rows: int) -> None:
-        self.position = min(self._length(), self.position + rows)
-
-    def _end_epoch(self) -> None:
-        self.epoch, self.position = self.epoch + 1, 0
-
-    def _length(self) -> int:
-        raise NotImplementedError
-
-    def _blocks(self) -> int:
-        """The order's blocks: fixed, or this reader's own (``Dataset.order_blocks``)."""
-        if self.blocks is not None:
-            return self.blocks
-        source = self._source()
-        return 0 if source is None else source.dataset().order_blocks()
-
-    def _agree(self) -> None:
-        """Every rank of a ``torch.distributed`` job takes the same shuffled order: where their
-        disk caches differ in size, the block order of the smallest (one all-gather, the first
-        time a loader starts an epoch)."""
-        distributed = torch.distributed
-        if not (self.shuffle and self.blocks is None and distributed.is_available()):
-            return
-        if not distributed.is_initialized() or distributed.get_world_size() == 1:
-            return
-        every: list[Any] = [None] * distributed.get_world_size()
-        distributed.all_gather_object(every, self._blocks())
-        blocks = [b for b in every if b]
-        self.blocks = min(blocks) if blocks else 0
-
-    def _source(self) -> _Source | None:
-        """The dataset read (None where unknown: a Sampler given a row count)."""
-        return None
-
-    def _version(self) -> int | None:
-        source = self._source()
-        return None if source is None else source.version
-
-    def _fingerprint(self) -> str | None:
-        """What identifies the rows read (``versions.fingerprint``)."""
-        source = self._source()
-        return None if source is None else fingerprint(source.dataset().manifest)
-
-    def _where(self) -> str:
-        source = self._source()
-        return "the dataset" if source is None else source.path
-
-
-def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is not None and world_size is not None:
-        return rank, world_size
-    distributed = torch.distributed
-    if distributed.is_available() and distributed.is_initialized():
-        return distributed.get_rank(), distributed.get_world_size()
-    return 0, 1
-
-
-class _Ranks:
-    """``rank`` and ``world_size`` as given, or taken from ``torch.distributed`` once it is
-    initialized, in the process where it is: DataLoader workers started by spawn or forkserver
-    have no process group, so the rank must travel to them with the dataset."""
-
-    rank: int | None
-    world_size: int | None
-
-    def _bind(self) -> tuple[int, int]:
-        """This process's (rank, world size), kept once a process group gave them."""
-        if self.rank is None or self.world_size is None:
-            distributed = torch.distributed
-            if distributed.is_available() and distributed.is_initialized():
-                self.rank, self.world_size = _distributed(None, None)
-        return _distributed(self.rank, self.world_size)
-
-
 class MapDataset(torch_data.Dataset):
     """``len(ds)`` and ``ds[i]`` -> ``transform(row)`` (the row dict when no transform), of the
     dataset's current version or ``version`` (kept by every process it is pickled into)."""
@@ -272,7 +127,7 @@ class MapDataset(torch_data.Dataset):
         return [self.transform(row) for row in rows] if self.transform else rows
 
 
-class Sampler(_Position, _Ranks, torch_data.Sampler):
+class Sampler(Position, Ranks, torch_data.Sampler):
     """The indices of an epoch for a ``MapDataset``: a permutation drawn from ``seed + epoch``
     (or ``0..n-1`` without ``shuffle``); with ``rank``/``world_size`` (or an initialized
     ``torch.distributed``) every ``world_size``-th of them, from ``rank`` on. It resumes from
@@ -286,7 +141,7 @@ class Sampler(_Position, _Ranks, torch_data.Sampler):
         rank: int | None = None,
         world_size: int | None = None,
     ):
-        _Position.__init__(self, shuffle, seed)
+        Position.__init__(self, shuffle, seed)
         self.rows = data_source if isinstance(data_source, int) else len(data_source)
         self.rank, self.world_size = rank, world_size
         self._bind()
@@ -313,7 +168,7 @@ class Sampler(_Position, _Ranks, torch_data.Sampler):
         return len(range(rank, self.rows - self.position, world))
 
 
-class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
+class IterableDataset(Position, Ranks, torch_data.IterableDataset):
     """Streams ``transform(row)`` for this process's share of the rows.
 
     The rows of an epoch (a permutation drawn from ``seed + epoch`` with ``shuffle``, else the
@@ -344,7 +199,7 @@ class IterableDataset(_Position, _Ranks, torch_data.IterableDataset):
         cache_limit: int | None = None,
         version: int | None = None,
     ):
-        _Position.__init__(self, shuffle, seed)
+        Position.__init__(self, shuffle, seed)
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
         self.source = _Source(path, columns, decode, cache, version)
         self.source.dataset()
