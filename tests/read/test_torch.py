@@ -438,8 +438,9 @@ def test_a_job_resumes_on_another_world_size_with_every_row_once(dataset, style)
     assert sorted(taken + rest) == sorted(all_ids(dataset))
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
-@pytest.mark.parametrize("style", ["map", "iterable"])
+@pytest.mark.parametrize(
+    ("style", "context"), [("map", "fork"), ("iterable", "fork"), ("iterable", "spawn")]
+)
 def test_persistent_workers_follow_the_epoch_and_a_resume(dataset, style, context):
     """Workers that outlive an epoch read where the next one starts (the position the loader
     shares with them), so epochs and a resume give the batches of a loader without them."""
