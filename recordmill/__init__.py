@@ -47,6 +47,8 @@ def __getattr__(name: str) -> Any:
         return value
     if compat.new_name(f"recordmill.{name}") is not None:  # recordmill.decode.image, ...
         return compat.resolve(f"recordmill.{name}")
+    if name == "kit":  # recordmill.kit.Path in a plugin that did `import recordmill` only
+        return importlib.import_module("recordmill.kit")
     raise AttributeError(f"module 'recordmill' has no attribute {name!r}")
 
 
@@ -68,6 +70,7 @@ __all__ = [
     "available_plugins",
     "hookimpl",
     "hookspec",
+    "kit",
     "load_plugin",
     "open",
     "read_manifest",

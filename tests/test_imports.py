@@ -188,3 +188,10 @@ def test_the_test_extra_keeps_the_newest_pyarrow():
             if re.match(r"pyarrow\b", r) and "<" in r.split(";")[0] and "extra ==" not in r
         ]
     assert not capping, capping
+
+
+def test_the_plugin_kit_is_reachable_after_import_recordmill():
+    """A plugin written as `import recordmill` then `type=recordmill.kit.Path` works."""
+    code = "import os, recordmill; print(recordmill.kit.Path('x') == os.path.abspath('x'))"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert found.stdout.strip() == "True", found.stderr
