@@ -107,8 +107,9 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
                 converter = _first_converter(job, part, position, result)
             try:
                 if isinstance(part, list):
+                    yielded = len(part)  # _convert takes the rows it rejects out of part
                     batch = _convert(converter, part, position, job, result, source)
-                    position += len(part)
+                    position += yielded
                 else:
                     batch = _from_arrow(part, converter.schema, task_id, position)
                     position += batch.num_rows

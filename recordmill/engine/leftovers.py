@@ -43,9 +43,12 @@ def put_back_old(final: Store, staging: Store, old: Store) -> bool:
 def resume_advice(final: Store, staging: Store) -> str:
     """What to do when ``--resume`` meets the dataset that an interrupted run was to replace or
     append to, and this command says neither: never a flag that replaces a history unasked."""
-    staged = {}
-    if staging.is_file(layout.RUN_FILE):
-        staged = json.loads(staging.read_text(layout.RUN_FILE)).get("settings") or {}
+    if not staging.is_file(layout.RUN_FILE):  # stopped before it recorded itself: nothing done
+        return (
+            f"output {final} holds a dataset and the interrupted run left nothing to finish in "
+            f"{staging}: delete it, then run the command as the interrupted run was run"
+        )
+    staged = json.loads(staging.read_text(layout.RUN_FILE)).get("settings") or {}
     drop = f"or delete {staging} to drop it"
     if staged.get("append"):
         return (

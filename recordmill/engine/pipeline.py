@@ -270,7 +270,8 @@ def _write_rows(
         found = dedup.find(run, out, results)
         phases["duplicates"] = found.seconds
     keep = None if found is None else found.keep
-    if keep is not None and not keep.size and run.base is not None:
+    nothing = keep is not None and not keep.size and run.base is not None
+    if nothing and not any(r.rejects for r in results):  # its own rejects: a version lists them
         raise _NothingNew(len(found.rejects))
     written, phases["partitions"] = write_partitions(run, out, runner, results, keep)
     return results, written, phases, found

@@ -117,13 +117,19 @@ class Folder:
 
 
 def _check_shared(folder: Path) -> None:
-    """``cache_dir`` itself: others may write it only where they cannot rename what is ours."""
+    """``cache_dir`` itself: this user's or root's, and others may write it only with the sticky
+    bit (as /tmp has): else someone could rename this user's folder in it away."""
     info = os.stat(folder)
-    if info.st_uid != os.geteuid() and info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
-        raise UnsafeCache(
-            f"{folder} is writable by every user without the sticky bit (another user could "
-            "replace this user's cache in it): give cache_dir= a folder of your own"
-        )
+    if info.st_uid not in (os.geteuid(), 0):
+        problem = f"belongs to another user (uid {info.st_uid}), who may rename what is in it"
+    elif info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        problem = "may be written by other users, without the sticky bit"
+    else:
+        return
+    raise UnsafeCache(
+        f"{folder} {problem} (another user could replace this user's cache in it): give "
+        "cache_dir= a folder of your own"
+    )
 
 
 def _check_private(folder: Path) -> None:

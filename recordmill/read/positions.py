@@ -48,7 +48,7 @@ class Position:
             "rows": self._length(),
             "version": self._version(),
             "data": self._fingerprint(),
-            "blocks": self._blocks(),
+            "blocks": self._blocks() if self.shuffle else 0,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -79,6 +79,8 @@ class Position:
             )
         self.epoch, self.position = epoch, position
         if state.get("blocks") is not None:  # the order the state was saved in, kept
+            if int(state["blocks"]) < 0:
+                raise ValueError(f"cannot resume: the saved state has blocks={state['blocks']}")
             self.blocks = int(state["blocks"])
 
     def _order(self) -> np.ndarray:
@@ -114,6 +116,9 @@ class Position:
         time a loader starts an epoch)."""
         distributed = torch.distributed
         if not (self.shuffle and self.blocks is None and distributed.is_available()):
+            return
+        source = self._source()  # only an order through a disk cache depends on the machine
+        if source is None or source.dataset().cache is None:
             return
         if not distributed.is_initialized() or distributed.get_world_size() == 1:
             return

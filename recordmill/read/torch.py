@@ -289,7 +289,7 @@ def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
         if isinstance(wrapped, Sampler):
             shuffle, seed = wrapped.shuffle, wrapped.seed
         elif given.dataset is dataset:
-            shuffle = given.shuffle
+            shuffle, seed = given.shuffle, given.seed
         else:
             raise TypeError("the DistributedSampler given is of another dataset than the loader's")
         return Sampler(dataset, shuffle, seed, rank=given.rank, world_size=given.num_replicas)

@@ -392,3 +392,13 @@ def test_the_advice_after_an_interrupted_append_never_replaces_the_history(refer
     assert checksums(out) == sums[1]  # the history untouched
     assert write(plugin, out, "--scale", "2", "--append", "--resume").returncode == 0
     assert checksums(out)[:3] == sums[1] and len(checksums(out)) == 6
+
+
+def test_the_advice_when_the_interrupted_run_recorded_nothing(reference, tmp_path):
+    plugin, _ = reference
+    out = str(tmp_path / "out")
+    older_dataset(plugin, out)
+    (tmp_path / ".out.recordmill-partial").mkdir()  # killed before it recorded itself
+    resumed = write(plugin, out, "--scale", "2", "--resume")
+    assert resumed.returncode == 1 and "left nothing to finish" in resumed.stderr
+    assert "--overwrite" not in resumed.stderr

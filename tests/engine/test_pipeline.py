@@ -628,3 +628,22 @@ def test_a_bad_row_names_the_input_the_plugin_said_it_comes_from(tmp_path):
     recordmill.write(plugin, tmp_path / "s", progress=False, workers=0, on_bad_input="skip")
     (reject,) = recordmill.read_rejects(tmp_path / "s")
     assert reject["source"] == "wav/1/b.wav row 1 (task 1 row 4)"
+
+
+def test_rows_after_a_skipped_one_keep_their_numbers(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "p",
+        """
+        def task_number():
+            return 1
+
+        def schema():
+            return {"n": {"type": "int8"}}
+
+        def dict_data(task_id):
+            for i in range(300):  # past the first batch of rows (64): numbered on from it
+                yield {"n": 1000 if i in (3, 150) else i % 100}
+        """,
+    )
+    recordmill.write(plugin, tmp_path / "o", progress=False, workers=0, on_bad_input="skip")
+    assert [r["row"] for r in recordmill.read_rejects(tmp_path / "o")] == [3, 150]

@@ -108,10 +108,14 @@ def test_cached_parts_are_this_users_only(dataset, shared):
         as_nobody(f"import os; os.listdir({mine!r})")
 
 
-def test_a_cache_dir_everyone_may_write_without_the_sticky_bit_is_not_used(dataset, shared):
-    os.chmod(shared, 0o777)
-    as_nobody(f"import os; os.mkdir(os.path.join({shared!r}, 'nobodys'))")  # another user's dir
-    os.chown(shared, NOBODY, NOBODY)
+def test_a_cache_dir_others_may_write_or_own_is_not_used(dataset, shared):
+    """Another user could rename this user's folder away in it: the cache is not used."""
+    os.chmod(shared, 0o777)  # this user's, but everyone may write it, without the sticky bit
     with pytest.warns(recordmill.RecordmillWarning, match="without the sticky bit"):
+        ds = recordmill.open(dataset, cache_dir=shared)
+    assert ds.cache is None and ids(ds) == list(range(ROWS))
+    os.chmod(shared, 0o1777)
+    os.chown(shared, NOBODY, NOBODY)  # sticky, but another user's: its owner renames at will
+    with pytest.warns(recordmill.RecordmillWarning, match="belongs to another user"):
         ds = recordmill.open(dataset, cache_dir=shared)
     assert ds.cache is None and ids(ds) == list(range(ROWS))

@@ -313,3 +313,22 @@ def test_pyarrows_reader_and_the_record_path_give_the_same_rows(tmp_path):
         assert table["blob"].to_pylist() == [b"ab", b"", b"x", b"y", b"z"]
     (reject,) = recordmill.read_rejects(tmp_path / "one_bad")
     assert reject["source"].endswith("one_bad.csv:8") and "got 'x'" in reject["reason"]
+
+
+def test_a_huge_exponent_is_bad_input_at_once_and_a_blank_line_is_never_a_row(tmp_path):
+    (tmp_path / "t.csv").write_text("id,n\n1,1e1000000\n2,3\n")
+    (tmp_path / "s.yaml").write_text("id: int64\nn: int64\n")
+    result = run_writer(
+        *("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"),
+        *("--output", tmp_path / "o", "--on-bad-input", "skip", "--quiet"),
+        timeout=60,  # building 10**1000000 took minutes
+    )
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "o")["n"].to_pylist() == [3]
+    (tmp_path / "one.csv").write_text(
+        "name\nalice\n\nbob\n"
+    )  # one column: pyarrow takes "" for a row
+    line = one_line_error(
+        run_writer("--script", "csv", "--input", tmp_path / "one.csv", "--output", tmp_path / "w")
+    )
+    assert "one.csv:3: expected 1 fields (name), got 0" in line

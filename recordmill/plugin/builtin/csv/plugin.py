@@ -38,6 +38,9 @@ INFER_ROWS = 1000
 # A column with numbers in at least this share of its (non-empty) cells and text in the others is
 # taken for a numeric column with a few bad cells: an error that points to --schema.
 MOSTLY_NUMBERS = 0.9
+# A file up to this size is read whole by pyarrow (as one task) and to count its records; a
+# larger one record by record (--rows-per-task splits it into tasks pyarrow reads).
+FAST_BYTES = 512 << 20
 # "00123", "-007": a number whose leading zeros a number type would drop (not "0" or "0.5").
 _LEADING_ZERO = re.compile(r"^[+-]?0\d")
 
@@ -163,6 +166,8 @@ def task_rows(task_id, options):
 def _record_ends(path, start):
     """The byte offset after each record from ``start``, where newlines alone end records (JSON
     Lines, or CSV without a quote): numpy over the file's bytes; None otherwise."""
+    if os.path.getsize(path) > FAST_BYTES:
+        return None  # not read whole into memory: counted record by record
     with open(path, "rb") as f:
         f.seek(start)
         data = f.read()
@@ -349,7 +354,8 @@ def _whole(text):
         pass
     try:
         number = decimal.Decimal(text.strip())
-        if number.is_finite() and number == number.to_integral_value():
+        # A finite whole number of at most 40 digits (1e1000000 would take minutes to build).
+        if number.is_finite() and number.adjusted() < 40 and number == number.to_integral_value():
             return int(number)
     except decimal.InvalidOperation:
         pass
@@ -365,7 +371,7 @@ def dict_data(task_id, options):
     else:
         fast = _fast_csv(path, start, count, options)
         if fast is not None:
-            yield fast
+            yield from fast
         else:  # record by record, each bad one named by its line
             yield from _csv_rows(path, start, line, count, options)
 
@@ -379,20 +385,18 @@ _BOOLS = {
 
 
 def _fast_csv(path, start, count, options):
-    """A task's records read by pyarrow's CSV reader (typed, in C++: the speed of
-    ``pyarrow.csv``), as one table; None where it cannot be sure to give what the
-    record-by-record path gives (a cell it cannot parse, a record of other width, a null where
-    the field takes none, an array or float16 column): that path then reads the task, naming
-    each bad record by its line."""
+    """A task's records read by pyarrow's CSV reader (typed, in C++), as batches; None where it
+    cannot be sure to give what the record path gives (a cell it cannot parse, a record of other
+    width, a null where the field takes none, an array or float16 column, one column)."""
     header, _ = _header(path, options.delimiter)
     specs = schema(options)
-    if set(header) != set(specs) or any(
-        s.get("shape") or s["type"] == "float16" for s in specs.values()
-    ):
+    whole = count < 0 and os.path.getsize(path) > FAST_BYTES  # a large file read as one task
+    if len(header) < 2 or set(header) != set(specs) or whole:
+        return None  # one column: pyarrow reads a blank line as a row, the record path refuses it
+    if any(s.get("shape") or s["type"] == "float16" for s in specs.values()):
         return None
-    types = {
-        n: pa.string() if specs[n]["type"] == "bytes" else _arrow_type(specs[n]) for n in header
-    }
+    arrow = to_arrow_schema(dict(specs))
+    types = {n: pa.string() if specs[n]["type"] == "bytes" else arrow.field(n).type for n in header}
     source = pa.OSFile(path)
     source.seek(start)
     try:
@@ -424,11 +428,7 @@ def _fast_csv(path, start, count, options):
     table = table.slice(0, count) if count >= 0 else table
     if any(table.column(n).null_count for n in header if not specs[n].get("nullable")):
         return None
-    return table.select(list(specs))
-
-
-def _arrow_type(spec):
-    return to_arrow_schema({"x": spec}).field("x").type
+    return table.select(list(specs)).to_batches()  # as read: no column is joined past 2 GiB
 
 
 def _bad(options, where, reason):
