@@ -131,7 +131,9 @@ class Sampler(Position, Ranks, torch_data.Sampler):
     """The indices of an epoch for a ``MapDataset``: a permutation drawn from ``seed + epoch``
     (or ``0..n-1`` without ``shuffle``); with ``rank``/``world_size`` (or an initialized
     ``torch.distributed``) every ``world_size``-th of them, from ``rank`` on. It resumes from
-    ``state_dict()`` (see :class:`DataLoader`)."""
+    ``state_dict()`` (see :class:`DataLoader`). ``even``: ranks may differ by one row at an
+    epoch's end (None), or get as many each, as DDP's steps need: ``"pad"`` repeats the first
+    rows of the order, ``"drop"`` leaves the last ones out (a ``DistributedSampler``'s ways)."""
 
     def __init__(
         self,
@@ -140,8 +142,12 @@ class Sampler(Position, Ranks, torch_data.Sampler):
         seed: int = 0,
         rank: int | None = None,
         world_size: int | None = None,
+        even: str | None = None,
     ):
+        if even not in (None, "pad", "drop"):
+            raise ValueError(f"even must be None, 'pad' or 'drop', got {even!r}")
         Position.__init__(self, shuffle, seed)
+        self.even = even
         self.rows = data_source if isinstance(data_source, int) else len(data_source)
         self.rank, self.world_size = rank, world_size
         self._bind()
@@ -161,11 +167,22 @@ class Sampler(Position, Ranks, torch_data.Sampler):
 
     def __iter__(self) -> Iterator[int]:
         rank, world = self._bind()
-        return iter(self._order()[rank::world].tolist())
+        return iter(self._evened(self._order(), world)[rank::world].tolist())
 
     def __len__(self) -> int:
         rank, world = self._bind()
-        return len(range(rank, self.rows - self.position, world))
+        return len(
+            range(rank, len(self._evened(np.arange(self.rows - self.position), world)), world)
+        )
+
+    def _evened(self, order: np.ndarray, world: int) -> np.ndarray:
+        """The order, made a whole number of rows per rank when ``even`` asks it."""
+        short = -len(order) % world
+        if not short or self.even is None or not len(order):
+            return order
+        if self.even == "drop":
+            return order[: len(order) - (world - short)]
+        return np.concatenate([order, np.resize(order, short)])
 
 
 class IterableDataset(Position, Ranks, torch_data.IterableDataset):
@@ -292,7 +309,9 @@ def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
             shuffle, seed = given.shuffle, given.seed
         else:
             raise TypeError("the DistributedSampler given is of another dataset than the loader's")
-        return Sampler(dataset, shuffle, seed, rank=given.rank, world_size=given.num_replicas)
+        even = "drop" if given.drop_last else "pad"  # as the DistributedSampler would
+        rank, world = given.rank, given.num_replicas
+        return Sampler(dataset, shuffle, seed, rank=rank, world_size=world, even=even)
     raise TypeError(
         "give a recordmill.torch.Sampler (or a torch DistributedSampler) as sampler, or none; "
         f"got {type(given).__name__}"

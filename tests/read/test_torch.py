@@ -498,3 +498,23 @@ def test_a_loaders_dataset_can_still_be_copied_and_pickled(dataset):
         assert epoch_ids(rtorch.DataLoader(twin, batch_size=7)) == formula_batches(
             dataset, "iterable", 0, 1, 7, 4
         )
+
+
+def test_a_sampler_can_give_every_rank_as_many_rows():
+    """DDP's steps need as many batches on every rank: even="pad" repeats the order's first
+    rows, even="drop" leaves the last ones out, as a DistributedSampler does."""
+    for even, lengths, total in [
+        (None, [3, 3, 2, 2], 10),
+        ("pad", [3] * 4, 12),
+        ("drop", [2] * 4, 8),
+    ]:
+        ranks = [
+            rtorch.Sampler(10, shuffle=True, seed=1, rank=r, world_size=4, even=even)
+            for r in range(4)
+        ]
+        assert [len(s) for s in ranks] == lengths == [len(list(s)) for s in ranks]
+        seen = [i for s in ranks for i in s]
+        assert len(seen) == total
+        assert set(seen) == set(range(10)) if even != "drop" else len(set(seen)) == 8
+    with pytest.raises(ValueError, match="even must be None, 'pad' or 'drop', got 'yes'"):
+        rtorch.Sampler(10, even="yes")
