@@ -176,20 +176,20 @@ def _record_ends(path, start):
     ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n")) + 1 + start
     if data and not data.endswith(b"\n"):
         ends = np.append(ends, start + len(data))  # a last record without its newline
-    return ends.tolist()
+    return ends
 
 
 def _blocks(path, start, line, rows_per_task, delimiter):
-    """A file's tasks of ``rows_per_task`` records: found by counting newlines where no record
-    can hold one (JSON Lines, or CSV without a quote: numpy over its bytes), else by reading
-    the records."""
+    """A file's tasks of ``rows_per_task`` records: cut at newlines where no record can hold one
+    (``_record_ends``), else by reading the records."""
     ends = _record_ends(path, start)
     if ends is not None:
-        records = ((line + i, end, None) for i, end in enumerate(ends))
-    else:
-        records = _csv_records(path, delimiter, start, line)
+        return [
+            (path, int(ends[k - 1]) if k else start, line + k, min(rows_per_task, len(ends) - k))
+            for k in range(0, len(ends), rows_per_task)
+        ]
     blocks, block_start, block_line, count = [], start, line, 0
-    for number, offset, _ in records:
+    for number, offset, _ in _csv_records(path, delimiter, start, line):
         if count == 0:
             block_line = number
         count += 1
