@@ -1,6 +1,6 @@
 """recordmill: turn any raw training dataset into partitioned columnar record files, fast.
 
-Reading (``open``, ``read_manifest``, ``read_rejects``) is imported at once; writing (``write``
+Reading (``open``, ``mix``, ``read_manifest``, ``read_rejects``) is imported at once; writing (``write``
 and the plugin machinery, with pluggy) only when first used, so that a training job that only
 reads loads nothing of the write side; ``show`` (a dataset's HTML page) also when first used.
 """
@@ -23,6 +23,7 @@ from recordmill.errors import (
     TaskError,
 )
 from recordmill.read.dataset import Dataset, open
+from recordmill.read.mixture import Mixture, mix
 from recordmill.version import __version__
 
 _LAZY = {
@@ -55,6 +56,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ConfigError",
     "Dataset",
+    "Mixture",
     "Options",
     "OutputError",
     "PluginError",
@@ -72,6 +74,7 @@ __all__ = [
     "hookspec",
     "kit",
     "load_plugin",
+    "mix",
     "open",
     "read_manifest",
     "read_rejects",

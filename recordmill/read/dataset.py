@@ -81,6 +81,17 @@ def open(
     cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
     disk = None if cache_dir is None else (os.fspath(cache_dir), cache_limit)
     groups = Groups(files, cache_bytes, read_ahead_bytes, disk)
+    # How to open it again in another process (a Dataset pickled into a DataLoader worker).
+    groups.opened = {
+        "path": os.fspath(path),
+        "filesystem": filesystem,
+        "checksums": checksums,
+        "cache_bytes": cache_bytes,
+        "read_ahead_bytes": read_ahead_bytes,
+        "cache_dir": disk[0] if disk is not None else None,
+        "cache_limit": cache_limit,
+        "version": int(files.manifest.get("version", 1)),
+    }
     schema = arrow_schema(files.manifest)
     unknown = [name for name in decode or {} if name not in schema.names]
     if unknown:
@@ -129,6 +140,11 @@ class Dataset:
     def __repr__(self) -> str:
         store = self._groups.files.store
         return f"<recordmill.Dataset {store}: {len(self):,} rows, columns {self.schema.names}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Open files and maps do not travel: the receiving process opens the same version.
+        view = (self.schema.names, self._start, self._stop)
+        return (_reopen, (self._groups.opened, self._decode, view))
 
     def warm(self) -> Dataset:
         """Load now what reading needs (the row-group map, pyarrow's lazy imports: pandas, 0.2 s)
@@ -290,6 +306,14 @@ class Dataset:
             total = self._groups.ready().files.index.total
             keep = self._row_bytes() * total <= self._groups.cache_limit
         return self._gatherer.take(rows, keep, check)
+
+
+def _reopen(opened: dict[str, Any], decode: dict[str, Any], view: tuple[Any, ...]) -> Dataset:
+    """A pickled :class:`Dataset` opened again: the same version, columns and rows."""
+    names, start, stop = view
+    kwargs = dict(opened)
+    ds = open(kwargs.pop("path"), decode=decode, **kwargs).select(names)
+    return Dataset(ds._groups, ds.schema, start, stop, ds._decode)
 
 
 def _shuffled(

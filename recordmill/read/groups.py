@@ -58,6 +58,7 @@ class Groups:
         self.cache_limit = cache_limit
         self.read_ahead_bytes = read_ahead_bytes
         self.stats = ReadStats()
+        self.opened: dict[str, object] = {}  # open()'s arguments, to open it again elsewhere
         self._pid = -1
         self._fresh()
 

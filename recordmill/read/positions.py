@@ -40,7 +40,7 @@ class Position:
             self.epoch, self.position = epoch, 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "epoch": self.epoch,
             "position": self.position,
             "seed": self.seed,
@@ -50,6 +50,10 @@ class Position:
             "data": self._fingerprint(),
             "blocks": self._blocks() if self.shuffle else 0,
         }
+        mixture = self._mixture()
+        if mixture is not None:  # its sources, and the weights that drew this epoch
+            state["mixture"] = mixture.state(self.epoch)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         mine = self.state_dict()
@@ -65,17 +69,31 @@ class Position:
                 f"of {self._where()} holds (data {state['data']}, this one {mine['data']}): the "
                 "dataset was replaced since the state was saved; start a new epoch instead"
             )
-        for key in ("seed", "shuffle", "rows"):
+        if ("mixture" in state) != ("mixture" in mine):
+            kinds = ("a mixture", "one dataset")
+            then, now = kinds if "mixture" in state else kinds[::-1]
+            raise ValueError(
+                f"cannot resume: the saved state is of {then}, this loader reads {now}"
+            )
+        # A mixture's rows per epoch follow its weights, which a resume may change.
+        keys = ("seed", "shuffle") if "mixture" in mine else ("seed", "shuffle", "rows")
+        for key in keys:
             if state.get(key, mine[key]) != mine[key]:
                 raise ValueError(
                     f"cannot resume: the saved state has {key}={state[key]!r}, this one "
                     f"{mine[key]!r}; resume with the dataset and settings the state was saved with"
                 )
         epoch, position = int(state["epoch"]), int(state["position"])
-        if epoch < 0 or not 0 <= position <= mine["rows"]:
+        mixture, now = self._mixture(), self.epoch
+        if mixture is not None and epoch >= 0:
+            mixture.resume(state["mixture"], epoch, position)
+            self.epoch = epoch  # the epoch's rows, with the weights it goes on with
+        rows = self._length()
+        if epoch < 0 or not 0 <= position <= rows:
+            self.epoch = now
             raise ValueError(
                 f"cannot resume: the saved state has epoch {epoch} and position {position}; "
-                f"a position is 0 to {mine['rows']} (the rows of an epoch)"
+                f"a position is 0 to {rows} (the rows of an epoch)"
             )
         self.epoch, self.position = epoch, position
         if state.get("blocks") is not None:  # the order the state was saved in, kept
@@ -131,6 +149,11 @@ class Position:
         """The dataset read (None where unknown: a Sampler given a row count)."""
         return None
 
+    def _mixture(self) -> Any:
+        """The ``Mixture`` read, if it is one."""
+        source = self._source()
+        return None if source is None else source.mixture
+
     def _version(self) -> int | None:
         source = self._source()
         return None if source is None else source.version
@@ -138,7 +161,9 @@ class Position:
     def _fingerprint(self) -> str | None:
         """What identifies the rows read (``versions.fingerprint``)."""
         source = self._source()
-        return None if source is None else fingerprint(source.dataset().manifest)
+        if source is None or source.mixture is not None:  # a mixture's sources have their own
+            return None
+        return fingerprint(source.dataset().manifest)
 
     def _where(self) -> str:
         source = self._source()

@@ -38,6 +38,7 @@ import pyarrow as pa
 
 from recordmill.read.dataset import Dataset
 from recordmill.read.dataset import open as open_dataset
+from recordmill.read.mixture import Mixture
 from recordmill.read.positions import Position, Ranks
 
 # With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
@@ -51,16 +52,26 @@ __all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler"]
 class _Source:
     """The dataset, opened when the torch dataset is made (so a wrong path fails there, and
     DataLoader workers forked later inherit what it loaded) and again in each process that
-    receives it pickled: file handles do not travel."""
+    receives it pickled: file handles do not travel. Or a :class:`Mixture` (``mixture``), whose
+    sources are opened again the same way."""
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Mixture,
         columns: Sequence[str] | None,
         decode: Mapping[str, Callable[[Any], Any]] | None,
         cache: Mapping[str, Any],
         version: int | None = None,
     ):
+        self.mixture: Mixture | None = None
+        if isinstance(path, Mixture):
+            if decode or version is not None or any(v is not None for v in cache.values()):
+                raise TypeError(
+                    "a mixture's decode, cache and versions are its sources': give them to "
+                    "recordmill.mix() or to the datasets it mixes"
+                )
+            self.mixture = path.select(columns) if columns is not None else path
+            path = repr(path)
         self.path = os.fspath(path)
         # The version opened first: a process that receives this pickled opens that one too,
         # whatever was appended meanwhile.
@@ -70,7 +81,9 @@ class _Source:
         self.cache = {k: v for k, v in cache.items() if v is not None}  # open()'s cache_*
         self._dataset: Dataset | None = None
 
-    def dataset(self) -> Dataset:
+    def dataset(self) -> Dataset | Mixture:
+        if self.mixture is not None:
+            return self.mixture
         if self._dataset is None:
             ds = open_dataset(self.path, decode=self.decode, version=self.version, **self.cache)
             self.version = ds.warm().version
@@ -79,6 +92,12 @@ class _Source:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_dataset": None}
+
+    def rows(self, epoch: int) -> int:
+        """The rows of epoch ``epoch``: the dataset's, or as many as the mixture draws."""
+        if self.mixture is not None:
+            return len(self.mixture.order(epoch))
+        return len(self.dataset())
 
 
 def _own(row: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +134,9 @@ class MapDataset(torch_data.Dataset):
         return self.source.dataset().shuffled(seed, epoch, blocks)
 
     def __len__(self) -> int:
-        return len(self.source.dataset())
+        """The rows (of a mixture: every source's, which its rows are numbered up to)."""
+        mixture = self.source.mixture
+        return mixture.total_rows if mixture is not None else len(self.source.dataset())
 
     def __getitem__(self, index: int) -> Any:
         row = _own(self.source.dataset()[index])
@@ -153,9 +174,10 @@ class Sampler(Position, Ranks, torch_data.Sampler):
         self._bind()
         self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
         self._data = data_source.source if isinstance(data_source, MapDataset) else None
+        _mixture_order(self)
 
     def _length(self) -> int:
-        return self.rows
+        return self.rows if self._data is None else self._data.rows(self.epoch)
 
     def _source(self) -> _Source | None:
         return self._data
@@ -172,7 +194,7 @@ class Sampler(Position, Ranks, torch_data.Sampler):
     def __len__(self) -> int:
         rank, world = self._bind()
         return len(
-            range(rank, len(self._evened(np.arange(self.rows - self.position), world)), world)
+            range(rank, len(self._evened(np.arange(self._length() - self.position), world)), world)
         )
 
     def _evened(self, order: np.ndarray, world: int) -> np.ndarray:
@@ -220,6 +242,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
         self.source = _Source(path, columns, decode, cache, version)
         self.source.dataset()
+        _mixture_order(self)
         self.transform = transform
         self.rank, self.world_size = rank, world_size
         self._bind()
@@ -243,16 +266,22 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         each drawing the whole permutation; persistent workers, which outlive an epoch, read
         where each epoch starts from it too."""
         self._shared = multiprocessing.RawArray("q", 4)  # epoch, position, blocks, rows in order
-        self._shared_order = multiprocessing.RawArray("q", max(1, self._length()))
+        rows = self._length()
+        if self.source.mixture is not None:  # later epochs may draw a few rows more
+            rows += rows // 8 + 1024
+        self._shared_order = multiprocessing.RawArray("q", max(1, rows))
 
     def _publish(self) -> None:
         """In the loader's process, as an epoch starts: its order and where it stands."""
         if getattr(self, "_shared", None) is None:
             return
         order = self._order()
-        np.frombuffer(self._shared_order, np.int64, count=len(order))[:] = order
+        fits = len(order) <= len(self._shared_order)
+        if fits:
+            np.frombuffer(self._shared_order, np.int64, count=len(order))[:] = order
         blocks = -1 if self.blocks is None else self.blocks
-        self._shared[:] = [self.epoch, self.position, blocks, len(order)]
+        # An order that does not fit (-1): each worker draws it itself, as without sharing.
+        self._shared[:] = [self.epoch, self.position, blocks, len(order) if fits else -1]
 
     def _shared_rows(self) -> np.ndarray | None:
         """In a worker: the order the loader published (its epoch and position taken too)."""
@@ -260,10 +289,10 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
             return None
         self.epoch, self.position, blocks, rows = self._shared[:]
         self.blocks = None if blocks < 0 else blocks
-        return np.frombuffer(self._shared_order, np.int64, count=rows)
+        return None if rows < 0 else np.frombuffer(self._shared_order, np.int64, count=rows)
 
     def _length(self) -> int:
-        return len(self.source.dataset())
+        return self.source.rows(self.epoch)
 
     def _source(self) -> _Source | None:
         return self.source
@@ -293,6 +322,13 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
             for row in ds.iter_rows(rows, batch_size=self.read_batch_size):
                 row = _own(row)
                 yield self.transform(row) if self.transform else row
+
+
+def _mixture_order(position: Position) -> None:
+    """A mixture's order is its own: drawn from its seed, its sources shuffled or not as it says."""
+    mixture = position._mixture()
+    if mixture is not None:
+        position.shuffle, position.seed = True, mixture.seed
 
 
 def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
@@ -341,7 +377,7 @@ class DataLoader(torch_data.DataLoader):
         cache_limit: int | None = None,
         **kwargs: Any,
     ):
-        if isinstance(dataset, (str, os.PathLike)):  # a path: a MapDataset of every column
+        if isinstance(dataset, (str, os.PathLike, Mixture)):  # a MapDataset of every column
             dataset = MapDataset(dataset, cache_dir=cache_dir, cache_limit=cache_limit)
         elif cache_dir is not None or cache_limit is not None:
             raise TypeError("give cache_dir and cache_limit to the dataset, or a path as dataset")
