@@ -31,7 +31,7 @@ _STEP = np.uint64(11400714819323198485)
 # How many rows a source's count over any window may differ from weight x window (measured over
 # windows of 10 to 100,000 rows and weights from 0.001 to 0.999; the proof for a golden step
 # gives a bound that grows with the log of the window, far below this in practice).
-WINDOW_TOLERANCE = 3
+WINDOW_TOLERANCE = 5
 # When a mixture's epoch ends (the peers' names: Hugging Face's interleave_datasets).
 UNTIL = ("first_exhausted", "all_exhausted", "all_exhausted_without_replacement")
 _CHUNK = 1 << 20  # rows drawn at once while looking for where a source runs out
@@ -132,14 +132,9 @@ class _Walk:
         counts = [np.flatnonzero(chunk == i) for i in range(len(self.sizes))]
         left = self.sizes - self.taken
         if self.until == "all_exhausted" and self.rows is None:
-            # Sources repeat; the epoch ends once each weighted one was drawn whole.
-            ends = [
-                c[left[i] - 1] + 1
-                if left[i] > 0 and len(c) >= left[i]
-                else (0 if left[i] <= 0 else None)
-                for i, c in enumerate(counts)
-                if live[i] > 0
-            ]
+            # Sources repeat; the epoch ends once each weighted one was drawn whole: just after
+            # the last of their last rows, if this chunk holds every one of those.
+            ends = [_whole_at(c, left[i]) for i, c in enumerate(counts) if live[i] > 0]
             if all(e is not None for e in ends):
                 self.ended = True
                 return max(ends), None
@@ -159,6 +154,14 @@ class _Walk:
         self.pieces.append(chunk)
         self.taken += np.bincount(chunk, minlength=len(self.sizes))
         self.done += len(chunk)
+
+
+def _whole_at(drawn: np.ndarray, left: int) -> int | None:
+    """How much of a chunk it takes for a source to be drawn whole, given where the chunk draws
+    it and how many of its rows are ``left``; None if the chunk does not finish it."""
+    if left <= 0:
+        return 0
+    return int(drawn[left - 1]) + 1 if len(drawn) >= left else None
 
 
 def _nth(source: np.ndarray, count: int) -> np.ndarray:
