@@ -273,3 +273,49 @@ def test_a_pickled_dataset_opens_the_same_version_and_view(sources):
     ds = recordmill.open(sources[1]).select(["id"]).shard(1, 3)
     copy = pickle.loads(pickle.dumps(ds))
     assert copy.to_arrow().equals(ds.to_arrow()) and copy.version == ds.version
+
+
+def test_sources_on_s3_through_the_disk_cache_fetch_each_part_once(s3, tmp_path):
+    from tests.s3proxy import CountingProxy
+
+    proxy = CountingProxy.in_front_of(s3("x"))
+    try:
+        uris = []
+        for k, rows in enumerate((200, 120)):
+            plugin = make_plugin(
+                tmp_path / f"p{k}", PLUGIN.format(source=k, rows=rows, label="int64")
+            )
+            uri = s3(f"mix/{k}")
+            recordmill.write(plugin, uri, partitions=2, row_group_size=8, progress=False)
+            uris.append(proxy.through(uri))
+        total = sum(
+            sum(p["bytes"] for p in recordmill.read_manifest(u)["partitions"]) for u in uris
+        )
+        cache = tmp_path / "cache"
+        for epoch in range(2):  # a new job each epoch: the second finds every part cached
+            m = recordmill.mix(uris, until="all_exhausted_without_replacement", cache_dir=cache)
+            m.warm()  # manifests and footers read: what follows is the rows
+            proxy.counts.take()
+            ids = [i for b in m.iter_batches(32, epoch=epoch) for i in b["id"].tolist()]
+            assert sorted(ids) == sorted([*range(200), *range(100_000, 100_120)])
+            fetched = [ds.cache.fetched_parts for ds in m.datasets]
+            parts = [len(ds.cache.parts) for ds in m.datasets]
+            assert fetched == (parts if epoch == 0 else [0, 0]), (epoch, fetched, parts)
+            _, pulled = proxy.counts.take()
+            assert pulled <= (1.15 * total if epoch == 0 else 0.1 * total), (epoch, pulled, total)
+    finally:
+        proxy.close()
+
+
+def test_persistent_workers_follow_a_resumed_mixture(sources):
+    m = recordmill.mix(sources, [0.6, 0.3, 0.1], seed=6)
+    want = [b["id"].tolist() for b in loader(m)]
+    data = rtorch.IterableDataset(m, columns=["id"])
+    persistent = rtorch.DataLoader(data, batch_size=16, num_workers=2, persistent_workers=True)
+    assert [b["id"].tolist() for b in persistent] == want
+    it = iter(persistent)  # epoch 1, the same workers
+    next(it)
+    del it
+    state = loader(m).state_dict() | {"epoch": 0, "position": 48}
+    persistent.load_state_dict(state)
+    assert [b["id"].tolist() for b in persistent] == want[3:]
