@@ -141,10 +141,11 @@ class Dataset:
         store = self._groups.files.store
         return f"<recordmill.Dataset {store}: {len(self):,} rows, columns {self.schema.names}>"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Open files and maps do not travel: the receiving process opens the same version.
-        view = (self.schema.names, self._start, self._stop)
-        return (_reopen, (self._groups.opened, self._decode, view))
+    def __reduce__(self) -> tuple[Any, ...]:  # files do not travel: opened again (_reopen)
+        return (
+            _reopen,
+            (self._groups.opened, self._decode, (self.schema.names, self._start, self._stop)),
+        )
 
     def warm(self) -> Dataset:
         """Load now what reading needs (the row-group map, pyarrow's lazy imports: pandas, 0.2 s)
@@ -238,12 +239,7 @@ class Dataset:
             raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
         view = self.select(columns) if columns is not None else self
         if shuffle:
-            seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
-            order = view.shuffled(seed) + view._start
-            window = view._window(batch_size)
-            for lo in range(0, len(order), window):
-                batch = view._gather(order[lo : lo + window], check=True)
-                yield from _pieces(batch, batch_size, format, view._decode)
+            yield from _shuffled_batches(view, batch_size, seed, format)
             return
         for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
             batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
@@ -291,10 +287,8 @@ class Dataset:
     def _groups_in_order(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:
         return passes.in_order(self._groups, self.schema, start, stop, self._row_bytes())
 
-    def _range(self, start: int, stop: int) -> pa.Table:
-        """Global rows ``start`` to ``stop`` (consecutive) as one table."""
-        pieces = list(self._groups_in_order(start, stop))
-        return pa.Table.from_batches(pieces, schema=self.schema)
+    def _range(self, start: int, stop: int) -> pa.Table:  # consecutive global rows, one table
+        return pa.Table.from_batches(list(self._groups_in_order(start, stop)), schema=self.schema)
 
     def _gather(
         self, rows: np.ndarray, keep: bool | None = None, check: bool = False
@@ -309,11 +303,22 @@ class Dataset:
 
 
 def _reopen(opened: dict[str, Any], decode: dict[str, Any], view: tuple[Any, ...]) -> Dataset:
-    """A pickled :class:`Dataset` opened again: the same version, columns and rows."""
+    """A pickled :class:`Dataset` opened again: the same version, columns and rows (open files
+    and memory maps do not travel to another process)."""
     names, start, stop = view
     kwargs = dict(opened)
     ds = open(kwargs.pop("path"), decode=decode, **kwargs).select(names)
     return Dataset(ds._groups, ds.schema, start, stop, ds._decode)
+
+
+def _shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str) -> Iterator[Any]:
+    """``view.iter_batches(shuffle=True)``: a seeded permutation, gathered a window at a time."""
+    seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
+    order = view.shuffled(seed) + view._start
+    window = view._window(batch_size)
+    for lo in range(0, len(order), window):
+        batch = view._gather(order[lo : lo + window], check=True)
+        yield from _pieces(batch, batch_size, fmt, view._decode)
 
 
 def _shuffled(

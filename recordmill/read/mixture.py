@@ -237,7 +237,7 @@ class Mixture:
         order = self.order(epoch)
         for start in range(rank * batch_size, len(order), world_size * batch_size):
             batch, source = self._gather(order[start : start + batch_size])
-            yield batch if format == "arrow" else self._decoded(batch, source)
+            yield batch if format == "arrow" else _decoded(batch, source, self.datasets)
 
     def take(self, ids: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """These row numbers, in their order, as one Arrow record batch (values not decoded)."""
@@ -261,19 +261,6 @@ class Mixture:
         table = pa.concat_tables(pieces).take(pa.array(back)).combine_chunks()
         return table.to_batches()[0], source
 
-    def _decoded(self, batch: pa.RecordBatch, source: np.ndarray) -> dict[str, Any]:
-        """A batch as numpy columns, each value decoded as its own source decodes it."""
-        out = _columns(batch, {})
-        for name in out:
-            decoders = [ds._decode.get(name) for ds in self.datasets]
-            if any(decoders):
-                values = out[name]
-                out[name] = [
-                    f(v) if (f := decoders[s]) is not None else v
-                    for v, s in zip(values, source, strict=True)
-                ]
-        return out
-
     # --- resuming -----------------------------------------------------------------------------
 
     def identity(self) -> list[dict[str, Any]]:
@@ -295,16 +282,34 @@ class Mixture:
         before = [(int(s), tuple(float(x) for x in w)) for s, w in saved["steps"]]
         if len(before[0][1]) != len(self.datasets) or before[0][0] != 0:
             raise ValueError(f"cannot resume: the saved state's weights are {saved['steps']!r}")
-        kept = [step for step in before if step[0] < position]
-        then = [step for step in before if step[0] <= position][-1]
-        now = [step for step in self.steps if step[0] <= position][-1]
-        if then[1] != now[1]:  # other weights from here: a new segment
-            kept.append((position, now[1]))
-        elif then[0] == position:
-            kept.append(then)
-        later = [step for step in self.steps if step[0] > position]
-        self._resumed = (epoch, tuple(kept + later))
+        self._resumed = (epoch, _continued(tuple(before), self.steps, position))
         self.blocks = [int(b) for b in saved.get("blocks", self._blocks())]
+
+
+def _decoded(batch: pa.RecordBatch, source: np.ndarray, datasets: list[Dataset]) -> dict[str, Any]:
+    """A batch as numpy columns, each value decoded as its own source decodes it."""
+    out = _columns(batch, {})
+    for name in out:
+        decoders = [ds._decode.get(name) for ds in datasets]
+        if any(decoders):
+            out[name] = [
+                f(v) if (f := decoders[s]) is not None else v
+                for v, s in zip(out[name], source, strict=True)
+            ]
+    return out
+
+
+def _continued(saved: Steps, mine: Steps, position: int) -> Steps:
+    """An epoch's weights when a state saved with ``saved`` resumes at ``position`` on a mixture
+    whose own are ``mine``: the saved ones before it, a new step there if the weights differ."""
+    kept = [step for step in saved if step[0] < position]
+    then = [step for step in saved if step[0] <= position][-1]
+    now = [step for step in mine if step[0] <= position][-1]
+    if then[1] != now[1]:  # other weights from here: a new segment
+        kept.append((position, now[1]))
+    elif then[0] == position:
+        kept.append(then)
+    return tuple(kept + [step for step in mine if step[0] > position])
 
 
 def _seed(*key: int) -> int:

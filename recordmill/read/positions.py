@@ -60,7 +60,9 @@ class Position:
         if ("mixture" in state) != ("mixture" in mine):
             kinds = ("a mixture", "one dataset")
             then, now = kinds if "mixture" in state else kinds[::-1]
-            raise ValueError(f"cannot resume: the saved state is of {then}, this loader reads {now}")
+            raise ValueError(
+                f"cannot resume: the saved state is of {then}, this loader reads {now}"
+            )
         saved = state.get("version")  # states saved before versions existed have none
         if saved is not None and mine["version"] is not None and saved != mine["version"]:
             raise ValueError(

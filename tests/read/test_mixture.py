@@ -76,7 +76,9 @@ def test_rows_come_from_their_sources_in_the_documented_order(sources):
         ids = recordmill.open(path).take(rows).column("id").to_pylist()
         assert ids == [i * 100_000 + r for r in rows.tolist()]  # the rows are those rows
     batch = next(m.iter_batches(50))
-    assert batch["id"].tolist() == [s * 100_000 + r for s, r in zip(source[:50], local[:50])]
+    assert batch["id"].tolist() == [
+        s * 100_000 + r for s, r in zip(source[:50], local[:50], strict=True)
+    ]
     assert batch["from"] == [["a", "b", "c"][s] for s in source[:50]]
     assert batch["x"].shape == (50, 2)
 
