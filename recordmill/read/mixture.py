@@ -236,30 +236,12 @@ class Mixture:
             raise ValueError(f"rank must be in 0..{world_size - 1}, got {rank}")
         order = self.order(epoch)
         for start in range(rank * batch_size, len(order), world_size * batch_size):
-            batch, source = self._gather(order[start : start + batch_size])
+            batch, source = _gather(self, order[start : start + batch_size])
             yield batch if format == "arrow" else _decoded(batch, source, self.datasets)
 
     def take(self, ids: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """These row numbers, in their order, as one Arrow record batch (values not decoded)."""
-        return self._gather(np.asarray(ids))[0]
-
-    def _gather(self, ids: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:
-        """The rows of ``ids`` as one batch (each source's taken at once), and their sources."""
-        source, local = self.locate(ids)
-        pieces, where = [], []
-        for i in np.unique(source):
-            at = np.flatnonzero(source == i)
-            table = self.datasets[i].take(local[at])
-            if self.source_column is not None:
-                names = pa.array([self.names[i]] * len(at), pa.string())
-                table = table.append_column(self.source_column, names)
-            pieces.append(table.cast(self.schema))
-            where.append(at)
-        if not pieces:
-            return pa.RecordBatch.from_pylist([], schema=self.schema), source
-        back = np.argsort(np.concatenate(where), kind="stable")
-        table = pa.concat_tables(pieces).take(pa.array(back)).combine_chunks()
-        return table.to_batches()[0], source
+        return _gather(self, np.asarray(ids))[0]
 
     # --- resuming -----------------------------------------------------------------------------
 
@@ -284,6 +266,25 @@ class Mixture:
             raise ValueError(f"cannot resume: the saved state's weights are {saved['steps']!r}")
         self._resumed = (epoch, _continued(tuple(before), self.steps, position))
         self.blocks = [int(b) for b in saved.get("blocks", self._blocks())]
+
+
+def _gather(m: Mixture, ids: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:
+    """The rows of ``ids`` as one batch (each source's taken at once), and their sources."""
+    source, local = m.locate(ids)
+    pieces, where = [], []
+    for i in np.unique(source):
+        at = np.flatnonzero(source == i)
+        table = m.datasets[i].take(local[at])
+        if m.source_column is not None:
+            names = pa.array([m.names[i]] * len(at), pa.string())
+            table = table.append_column(m.source_column, names)
+        pieces.append(table.cast(m.schema))
+        where.append(at)
+    if not pieces:
+        return pa.RecordBatch.from_pylist([], schema=m.schema), source
+    back = np.argsort(np.concatenate(where), kind="stable")
+    table = pa.concat_tables(pieces).take(pa.array(back)).combine_chunks()
+    return table.to_batches()[0], source
 
 
 def _decoded(batch: pa.RecordBatch, source: np.ndarray, datasets: list[Dataset]) -> dict[str, Any]:
