@@ -111,11 +111,13 @@ def _own(row: dict[str, Any]) -> dict[str, Any]:
 
 class MapDataset(torch_data.Dataset):
     """``len(ds)`` and ``ds[i]`` -> ``transform(row)`` (the row dict when no transform), of the
-    dataset's current version or ``version`` (kept by every process it is pickled into)."""
+    dataset's current version or ``version`` (kept by every process it is pickled into); or of a
+    :class:`~recordmill.Mixture` (``recordmill.mix()``), whose rows are numbered across its
+    sources and whose order its :class:`Sampler` draws."""
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Mixture,
         columns: Sequence[str] | None = None,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         decode: Mapping[str, Callable[[Any], Any]] | None = None,
@@ -219,11 +221,13 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
     number of workers. Call :meth:`set_epoch` each epoch, or use :class:`DataLoader`, which also
     moves to the next epoch after a complete one and can resume mid-epoch. It reads the
     dataset's current version, or ``version``, and every DataLoader worker reads that one too.
+    Given a :class:`~recordmill.Mixture` instead of a path, it deals the mixture's order the same
+    way (the order, seed and shuffle being the mixture's).
     """
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Mixture,
         columns: Sequence[str] | None = None,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         decode: Mapping[str, Callable[[Any], Any]] | None = None,
@@ -361,8 +365,8 @@ class DataLoader(torch_data.DataLoader):
     For a map-style dataset it uses a :class:`Sampler` (``shuffle``, ``seed``; or the one given
     as ``sampler``); for an ``IterableDataset`` it sets the dataset's ``batch_size`` to its own.
     Given a path instead of a dataset, it reads a :class:`MapDataset` of it, through the disk
-    cache ``cache_dir`` (at most ``cache_limit`` bytes) when given.
-    Each batch handed out advances the position; a complete pass moves to the next epoch. With
+    cache ``cache_dir`` (at most ``cache_limit`` bytes) when given; given a ``Mixture``, a
+    ``MapDataset`` of the mixture. Each batch handed out advances the position; a complete pass moves to the next epoch. With
     ``persistent_workers``, an ``IterableDataset``'s workers read the epoch and position from
     memory they share with the loader each time an epoch starts, so they follow it (and a resume).
     """
