@@ -302,6 +302,12 @@ class Dataset:
         return self._gatherer.take(rows, keep, check)
 
 
+def undecoded(ds: Dataset) -> tuple[Dataset, dict[str, Callable[[Any], Any]]]:
+    """The same rows without their ``decode=`` functions, and those functions (what a reader
+    that decodes row by row, to skip a row that fails, reads through)."""
+    return Dataset(ds._groups, ds.schema, ds._start, ds._stop, {}), dict(ds._decode)
+
+
 def _reopen(opened: dict[str, Any], decode: dict[str, Any], view: tuple[Any, ...]) -> Dataset:
     """A pickled :class:`Dataset` opened again: the same version, columns and rows (open files
     and memory maps do not travel to another process)."""

@@ -25,7 +25,7 @@ import pyarrow as pa
 from recordmill.dataset.versions import fingerprint
 from recordmill.errors import ColumnError
 from recordmill.read import mixing
-from recordmill.read.dataset import Dataset, _columns
+from recordmill.read.dataset import Dataset, _columns, undecoded
 from recordmill.read.dataset import open as open_dataset
 
 __all__ = ["Mixture", "mix"]
@@ -134,6 +134,12 @@ class Mixture:
         picked = [ds.select(plain) for ds in self.datasets]
         args = (self.steps, self.seed, self.until, self.rows_per_epoch, self.shuffle, named)
         return Mixture(picked, self.names, *args)
+
+    def undecoded(self) -> Mixture:
+        """The same mixture, its sources read without their ``decode`` functions."""
+        plain = [undecoded(ds)[0] for ds in self.datasets]
+        args = (self.steps, self.seed, self.until, self.rows_per_epoch, self.shuffle)
+        return Mixture(plain, self.names, *args, self.source_column)
 
     # --- the order of an epoch ----------------------------------------------------------------
 

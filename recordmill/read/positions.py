@@ -30,6 +30,9 @@ class Position:
         self.seed = seed
         self.epoch = 0
         self.position = 0
+        # With rows skipped (on_error="skip") and several ranks, this rank's rows past position
+        # already read: ranks that skipped different rows are not in step.
+        self.stream = 0
         # The disk cache's capacity in parts that shapes a block-shuffled order (0: a full
         # permutation); None until a state or the ranks' agreement fixes it: this reader's own.
         self.blocks: int | None = None
@@ -37,7 +40,7 @@ class Position:
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (from its first row, unless it is the epoch already under way)."""
         if epoch != self.epoch:
-            self.epoch, self.position = epoch, 0
+            self.epoch, self.position, self.stream = epoch, 0, 0
 
     def state_dict(self) -> dict[str, Any]:
         state = {
@@ -53,6 +56,9 @@ class Position:
         mixture = self._mixture()
         if mixture is not None:  # its sources, and the weights that drew this epoch
             state["mixture"] = mixture.state(self.epoch)
+        if self.stream:  # this rank's own: ranks that skipped rows are not in step
+            state["stream"] = self.stream
+            state["rank"], state["world_size"] = self._ranks()
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -102,10 +108,27 @@ class Position:
                 f"a position is 0 to {rows} (the rows of an epoch)"
             )
         self.epoch, self.position = epoch, position
+        self.stream = self._stream(state)
         if state.get("blocks") is not None:  # the order the state was saved in, kept
             if int(state["blocks"]) < 0:
                 raise ValueError(f"cannot resume: the saved state has blocks={state['blocks']}")
             self.blocks = int(state["blocks"])
+
+    def _stream(self, state: Mapping[str, Any]) -> int:
+        """The rows of its own a rank read past the position (see ``stream``)."""
+        stream = int(state.get("stream", 0))
+        saved = (state.get("rank"), state.get("world_size"))
+        if stream and tuple(saved) != self._ranks():
+            raise ValueError(
+                f"cannot resume: the saved state is rank {saved[0]} of {saved[1]}'s and this is "
+                f"rank {self._ranks()[0]} of {self._ranks()[1]}; with rows skipped, ranks are not "
+                "in step: resume each rank from the state it saved, with the same world size"
+            )
+        return stream
+
+    def _ranks(self) -> tuple[int, int]:
+        bind = getattr(self, "_bind", None)  # Ranks'
+        return bind() if bind is not None else (0, 1)
 
     def _order(self) -> np.ndarray:
         """This epoch's rows not yet handed out, in order."""
@@ -122,7 +145,7 @@ class Position:
         self.position = min(self._length(), self.position + rows)
 
     def _end_epoch(self) -> None:
-        self.epoch, self.position = self.epoch + 1, 0
+        self.epoch, self.position, self.stream = self.epoch + 1, 0, 0
 
     def _length(self) -> int:
         raise NotImplementedError

@@ -1,0 +1,177 @@
+"""Rows that fail in training (``on_error="skip"``): a row whose ``decode=`` function or
+``transform`` raises becomes a *read reject*, listed, and the batch is still full.
+
+Batches stay the same whatever the number of DataLoader workers: a worker hands the loader a
+:class:`Chunk` (the samples of one batch's rows that did not fail, and the rejects), and the loader
+cuts the chunks, in the order's order, into batches of the good rows (:class:`Rebatcher`): batch
+k holds the good rows k*B to (k+1)*B of the epoch's order, the next good row taking the place of
+a failed one. How far into the order each batch reaches is what a resumed job starts from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from recordmill.errors import RecordmillError
+
+__all__ = ["ON_ERROR", "Chunk", "Guard", "ReadReject", "Rebatcher", "TooManyRejects"]
+
+ON_ERROR = ("raise", "skip")
+
+
+class TooManyRejects(RecordmillError):
+    """More read rejects than ``max_read_rejects``: a broken decoder, not bad rows."""
+
+
+@dataclass(frozen=True)
+class ReadReject:
+    """A row left out of training: its number (in the dataset, or across a mixture's sources),
+    the column whose ``decode`` raised (or ``"transform"``), the exception in one line, and
+    where: the dataset version (a mixture: the source's name), rank and DataLoader worker."""
+
+    row: int
+    column: str
+    error: str
+    version: int | None = None
+    source: str | None = None
+    rank: int = 0
+    worker: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.source} " if self.source else ""
+        return f"{where}row {self.row} ({self.column}): {self.error}"
+
+
+@dataclass
+class Chunk:
+    """What a worker hands the loader for one batch's rows of the order: the samples of those
+    that did not fail, each with its offset among the ``rows`` rows, and the rejects."""
+
+    samples: list[Any] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    rejects: list[ReadReject] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)  # each reject's offset
+    rows: int = 0
+
+
+def one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300]}" if text else type(error).__name__
+
+
+class Guard:
+    """Decodes and transforms rows one by one; with ``skip``, a row that raises is a reject."""
+
+    def __init__(self, transform: Callable[[dict[str, Any]], Any] | None, skip: bool):
+        self.transform, self.skip = transform, skip
+
+    def apply(
+        self,
+        rows: list[dict[str, Any]],
+        numbers: list[int],
+        decoders: list[Mapping[str, Any]],
+        sources: list[str | None],
+        where: Mapping[str, Any],
+    ) -> Chunk:
+        """``rows`` (undecoded), their row numbers, each one's decoders and source name, as one
+        chunk; ``where`` names the version, rank and worker for the rejects."""
+        chunk = Chunk(rows=len(rows))
+        for offset, row in enumerate(rows):
+            column = "transform"
+            try:
+                for column, fn in decoders[offset].items():
+                    row[column] = fn(row[column])
+                column = "transform"
+                sample = self.transform(row) if self.transform else row
+            except Exception as e:
+                if not self.skip:
+                    raise
+                reject = ReadReject(int(numbers[offset]), column, one_line(e), **where)
+                chunk.rejects.append(replace(reject, source=sources[offset]))
+                chunk.failed.append(offset)
+                continue
+            chunk.samples.append(sample)
+            chunk.offsets.append(offset)
+        return chunk
+
+
+class Rebatcher:
+    """In the loader's process: chunks in the order's order in, full batches out.
+
+    ``feed()`` gives each batch that is complete, collated, with the rows of the order it
+    reaches (counted from the first chunk's first row) and the rejects among those rows not
+    given before; ``rest()`` the last, short batch (or None) and the rejects left."""
+
+    def __init__(self, batch_size: int, collate: Callable[[list[Any]], Any], drop_last: bool):
+        self.batch_size, self.collate, self.drop_last = batch_size, collate, drop_last
+        self.samples: list[Any] = []
+        self.ends: list[int] = []  # each waiting sample's end in the order (its offset + 1)
+        self.failed: list[tuple[int, ReadReject]] = []  # rejects not given yet, by place
+        self.seen = 0  # rows of the order in the chunks fed so far
+
+    def feed(self, chunk: Chunk) -> Iterator[tuple[Any, int, list[ReadReject]]]:
+        self.samples += chunk.samples
+        self.ends += [self.seen + offset + 1 for offset in chunk.offsets]
+        self.failed += [
+            (self.seen + o, r) for o, r in zip(chunk.failed, chunk.rejects, strict=True)
+        ]
+        self.seen += chunk.rows
+        while len(self.samples) >= self.batch_size:
+            yield self._cut(self.batch_size)
+
+    def rest(self) -> Iterator[tuple[Any, int, list[ReadReject]]]:
+        """The epoch's end: the short last batch (None if there is none, or ``drop_last``)."""
+        batch = None
+        if self.samples and not self.drop_last:
+            batch = self._cut(len(self.samples))[0]
+        yield batch, self.seen, [r for _, r in self.failed]
+        self.failed = []
+
+    def _cut(self, n: int) -> tuple[Any, int, list[ReadReject]]:
+        batch, self.samples = self.samples[:n], self.samples[n:]
+        reached, self.ends = self.ends[n - 1], self.ends[n:]
+        passed = [r for at, r in self.failed if at < reached]
+        self.failed = [(at, r) for at, r in self.failed if at >= reached]
+        return self.collate(batch), reached, passed
+
+
+class Ledger:
+    """The read rejects of a loader: listed, counted, appended to ``rejects_log`` (one JSON line
+    each, one ``write`` call with ``O_APPEND``: lines of many processes never interleave), and
+    bounded by ``max_read_rejects`` (a count, or a fraction of the epoch's rows)."""
+
+    def __init__(self, limit: int | float | None, log: str | os.PathLike[str] | None):
+        if limit is not None and (isinstance(limit, bool) or not limit >= 0):
+            raise ValueError(
+                f"max_read_rejects must be a count or a fraction from 0, got {limit!r}"
+            )
+        self.limit, self.log = limit, None if log is None else os.fspath(log)
+        self.rejects: list[ReadReject] = []
+        self.epoch_count = 0
+
+    def add(self, rejects: list[ReadReject], epoch_rows: int) -> None:
+        if not rejects:
+            return
+        self.rejects += rejects
+        self.epoch_count += len(rejects)
+        if self.log is not None:
+            fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                for reject in rejects:
+                    os.write(fd, (json.dumps(asdict(reject)) + "\n").encode())
+            finally:
+                os.close(fd)
+        bound = self.limit if isinstance(self.limit, int) or self.limit is None else None
+        if bound is None and self.limit is not None:
+            bound = int(self.limit * epoch_rows)
+        if bound is not None and self.epoch_count > bound:
+            first = "; ".join(str(r) for r in self.rejects[-self.epoch_count :][:3])
+            raise TooManyRejects(
+                f"{self.epoch_count} rows failed to decode or transform this epoch, more than "
+                f"max_read_rejects={self.limit!r} allows: that many means a broken decoder or "
+                f"transform, not bad rows; the first: {first}"
+            )

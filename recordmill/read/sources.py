@@ -1,0 +1,81 @@
+"""What a PyTorch dataset reads (:mod:`recordmill.read.torch`): a dataset opened where the torch
+dataset is made and again in each process that receives it pickled, or a mixture."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from recordmill.read.dataset import Dataset, undecoded
+from recordmill.read.dataset import open as open_dataset
+from recordmill.read.mixture import Mixture
+
+__all__ = ["Source"]
+
+
+class Source:
+    """The dataset, opened when the torch dataset is made (so a wrong path fails there, and
+    DataLoader workers forked later inherit what it loaded) and again in each process that
+    receives it pickled: file handles do not travel. Or a :class:`Mixture` (``mixture``), whose
+    sources are opened again the same way. ``raw``: read without ``decode`` (:meth:`decoders`
+    gives it), for a reader that decodes row by row to skip the rows that fail."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Mixture,
+        columns: Sequence[str] | None,
+        decode: Mapping[str, Callable[[Any], Any]] | None,
+        cache: Mapping[str, Any],
+        version: int | None = None,
+        raw: bool = False,
+    ):
+        self.mixture: Mixture | None = None
+        self.raw = raw
+        if isinstance(path, Mixture):
+            if decode or version is not None or any(v is not None for v in cache.values()):
+                raise TypeError(
+                    "a mixture's decode, cache and versions are its sources': give them to "
+                    "recordmill.mix() or to the datasets it mixes"
+                )
+            mixture = path.select(columns) if columns is not None else path
+            self.names = mixture.names
+            self._decoders = [undecoded(ds)[1] for ds in mixture.datasets]
+            self.mixture = mixture.undecoded() if raw else mixture
+            path = repr(path)
+        self.path = os.fspath(path)
+        # The version opened first: a process that receives this pickled opens that one too,
+        # whatever was appended meanwhile.
+        self.version = version
+        self.columns = list(columns) if columns is not None else None
+        self.decode = dict(decode or {})
+        self.cache = {k: v for k, v in cache.items() if v is not None}  # open()'s cache_*
+        self._dataset: Dataset | Mixture | None = None
+
+    def dataset(self) -> Dataset | Mixture:
+        if self.mixture is not None:
+            return self.mixture
+        if self._dataset is None:
+            ds = open_dataset(self.path, decode=self.decode, version=self.version, **self.cache)
+            self.version = ds.warm().version
+            ds = ds.select(self.columns) if self.columns is not None else ds
+            self._dataset = undecoded(ds)[0] if self.raw else ds
+        return self._dataset
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_dataset": None}
+
+    def rows(self, epoch: int) -> int:
+        """The rows of epoch ``epoch``: the dataset's, or as many as the mixture draws."""
+        if self.mixture is not None:
+            return len(self.mixture.order(epoch))
+        return len(self.dataset())
+
+    def decoders(self, ids: np.ndarray) -> tuple[list[Mapping[str, Any]], list[str | None]]:
+        """Each row's ``decode`` functions and its source's name (None for one dataset)."""
+        if self.mixture is not None:
+            source, _ = self.mixture.locate(ids)
+            return [self._decoders[s] for s in source], [self.names[s] for s in source]
+        return [self.decode] * len(ids), [None] * len(ids)

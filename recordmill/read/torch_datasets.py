@@ -1,0 +1,328 @@
+"""The PyTorch datasets of :mod:`recordmill.torch`: ``MapDataset`` (with its ``Sampler``) and
+``IterableDataset``, over a dataset or a mixture; the loader that resumes them is in
+:mod:`recordmill.read.torch`."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    import torch
+    from torch.utils import data as torch_data
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
+    ) from e
+
+import pyarrow as pa
+
+from recordmill.read.mixture import Mixture
+from recordmill.read.positions import Position, Ranks
+from recordmill.read.skips import ON_ERROR, Chunk, Guard
+from recordmill.read.sources import Source as _Source
+
+# With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
+# happen with this module's imports, as it does for Hugging Face datasets, so that DataLoader
+# workers forked later inherit it instead of each importing it again.
+pa.array([0])
+
+__all__ = ["IterableDataset", "MapDataset", "Sampler"]
+
+
+def _own(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with writable arrays: the reader's are read-only views of shared bytes, which
+    ``torch.as_tensor`` (the default collate) warns about."""
+    for name, value in row.items():
+        if isinstance(value, np.ndarray) and not value.flags.writeable:
+            row[name] = value.copy()
+    return row
+
+
+class MapDataset(torch_data.Dataset):
+    """``len(ds)`` and ``ds[i]`` -> ``transform(row)`` (the row dict when no transform), of the
+    dataset's current version or ``version`` (kept by every process it is pickled into); or of a
+    :class:`~recordmill.Mixture` (``recordmill.mix()``), whose rows are numbered across its
+    sources and whose order its :class:`Sampler` draws."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Mixture,
+        columns: Sequence[str] | None = None,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        decode: Mapping[str, Callable[[Any], Any]] | None = None,
+        cache_bytes: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        version: int | None = None,
+        on_error: str = "raise",
+    ):
+        cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
+        self.skip = _skips(on_error)
+        self.source = _Source(path, columns, decode, cache, version, raw=self.skip)
+        self.source.dataset()
+        self.transform = transform
+        self.chunked = False  # set by recordmill's DataLoader, which cuts the chunks into batches
+
+    def shuffled(self, seed: int, epoch: int, blocks: int | None = None) -> np.ndarray:
+        """The indices of a shuffled epoch (see ``recordmill.Dataset.shuffled``)."""
+        return self.source.dataset().shuffled(seed, epoch, blocks)
+
+    def __len__(self) -> int:
+        """The rows (of a mixture: every source's, which its rows are numbered up to)."""
+        mixture = self.source.mixture
+        return mixture.total_rows if mixture is not None else len(self.source.dataset())
+
+    def __getitem__(self, index: int) -> Any:
+        row = _own(self.source.dataset()[index])
+        if self.skip:  # one row alone has nothing to take its place: it raises
+            return _guarded(self, np.array([index]), [row], skip=False).samples[0]
+        return self.transform(row) if self.transform else row
+
+    def __getitems__(self, indices: list[int]) -> list[Any] | Chunk:
+        """A DataLoader batch's rows, gathered together (torch calls this when it exists); with
+        ``on_error="skip"``, those that did not fail (a :class:`Chunk` for recordmill's loader)."""
+        rows = [_own(row) for row in self.source.dataset().rows(indices)]
+        if self.skip:
+            chunk = _guarded(self, np.asarray(indices), rows)
+            return chunk if self.chunked else chunk.samples
+        return [self.transform(row) for row in rows] if self.transform else rows
+
+
+class Sampler(Position, Ranks, torch_data.Sampler):
+    """The indices of an epoch for a ``MapDataset``: a permutation drawn from ``seed + epoch``
+    (or ``0..n-1`` without ``shuffle``); with ``rank``/``world_size`` (or an initialized
+    ``torch.distributed``) every ``world_size``-th of them, from ``rank`` on. It resumes from
+    ``state_dict()`` (see :class:`DataLoader`). ``even``: ranks may differ by one row at an
+    epoch's end (None), or get as many each, as DDP's steps need: ``"pad"`` repeats the first
+    rows of the order, ``"drop"`` leaves the last ones out (a ``DistributedSampler``'s ways)."""
+
+    def __init__(
+        self,
+        data_source: Any,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        even: str | None = None,
+    ):
+        if even not in (None, "pad", "drop"):
+            raise ValueError(f"even must be None, 'pad' or 'drop', got {even!r}")
+        Position.__init__(self, shuffle, seed)
+        self.even = even
+        self.rows = data_source if isinstance(data_source, int) else len(data_source)
+        self.rank, self.world_size = rank, world_size
+        self._bind()
+        self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
+        self._data = data_source.source if isinstance(data_source, MapDataset) else None
+        _mixture_order(self)
+
+    def _length(self) -> int:
+        return self.rows if self._data is None else self._data.rows(self.epoch)
+
+    def _source(self) -> _Source | None:
+        return self._data
+
+    def _shuffled(self) -> np.ndarray:
+        if self._orders is None:
+            return super()._shuffled()
+        return self._orders(self.seed, self.epoch, self._blocks())
+
+    def __iter__(self) -> Iterator[int]:
+        rank, world = self._bind()
+        return iter(self._evened(self._order(), world)[rank::world][self.stream :].tolist())
+
+    def __len__(self) -> int:
+        rank, world = self._bind()
+        return len(
+            range(rank, len(self._evened(np.arange(self._length() - self.position), world)), world)
+        )
+
+    def _evened(self, order: np.ndarray, world: int) -> np.ndarray:
+        """The order, made a whole number of rows per rank when ``even`` asks it."""
+        short = -len(order) % world
+        if not short or self.even is None or not len(order):
+            return order
+        if self.even == "drop":
+            return order[: len(order) - (world - short)]
+        return np.concatenate([order, np.resize(order, short)])
+
+
+class IterableDataset(Position, Ranks, torch_data.IterableDataset):
+    """Streams ``transform(row)`` for this process's share of the rows.
+
+    The rows of an epoch (a permutation drawn from ``seed + epoch`` with ``shuffle``, else the
+    stored order) are cut into batches of ``batch_size``: give the DataLoader's batch size.
+    Batch b goes to distributed rank ``b % world_size`` (``rank``/``world_size``, or
+    ``torch.distributed`` when it is initialized) and, within a rank, to DataLoader worker
+    ``(b // world_size) % num_workers``, which is the order the DataLoader hands batches out in:
+    every row goes to exactly one (rank, worker), and a rank's batches do not depend on the
+    number of workers. Call :meth:`set_epoch` each epoch, or use :class:`DataLoader`, which also
+    moves to the next epoch after a complete one and can resume mid-epoch. It reads the
+    dataset's current version, or ``version``, and every DataLoader worker reads that one too.
+    Given a :class:`~recordmill.Mixture` instead of a path, it deals the mixture's order the same
+    way (the order, seed and shuffle being the mixture's).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Mixture,
+        columns: Sequence[str] | None = None,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        decode: Mapping[str, Callable[[Any], Any]] | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        batch_size: int = 1,
+        read_batch_size: int = 1024,
+        cache_bytes: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        version: int | None = None,
+        on_error: str = "raise",
+    ):
+        Position.__init__(self, shuffle, seed)
+        cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
+        self.skip = _skips(on_error)
+        self.chunked = False  # set by recordmill's DataLoader, which cuts the chunks into batches
+        self.source = _Source(path, columns, decode, cache, version, raw=self.skip)
+        self.source.dataset()
+        _mixture_order(self)
+        self.transform = transform
+        self.rank, self.world_size = rank, world_size
+        self._bind()
+        self.batch_size = batch_size
+        self.read_batch_size = read_batch_size
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled in the main process for workers started by spawn or forkserver: the rank goes
+        # with it, since those workers have no process group to ask.
+        self._bind()
+        state = dict(self.__dict__)
+        if multiprocessing.context.get_spawning_popen() is None:
+            # Not a worker being started (a copy, a checkpoint): shared memory does not travel.
+            state.pop("_shared", None)
+            state.pop("_shared_order", None)
+        return state
+
+    def _follow(self) -> None:
+        """Share the epoch's order with the DataLoader's workers: the loader computes it once
+        (it is 8 bytes a row) and every worker reads its share from the same memory, instead of
+        each drawing the whole permutation; persistent workers, which outlive an epoch, read
+        where each epoch starts from it too."""
+        # epoch, position, blocks, rows in the order, this rank's rows read past the position
+        self._shared = multiprocessing.RawArray("q", 5)
+        rows = self._length()
+        if self.source.mixture is not None:  # later epochs may draw a few rows more
+            rows += rows // 8 + 1024
+        self._shared_order = multiprocessing.RawArray("q", max(1, rows))
+
+    def _publish(self) -> None:
+        """In the loader's process, as an epoch starts: its order and where it stands."""
+        if getattr(self, "_shared", None) is None:
+            return
+        order = self._order()
+        fits = len(order) <= len(self._shared_order)
+        if fits:
+            np.frombuffer(self._shared_order, np.int64, count=len(order))[:] = order
+        blocks = -1 if self.blocks is None else self.blocks
+        # An order that does not fit (-1): each worker draws it itself, as without sharing.
+        self._shared[:] = [
+            self.epoch,
+            self.position,
+            blocks,
+            len(order) if fits else -1,
+            self.stream,
+        ]
+
+    def _shared_rows(self) -> np.ndarray | None:
+        """In a worker: the order the loader published (its epoch and position taken too)."""
+        if getattr(self, "_shared", None) is None or torch_data.get_worker_info() is None:
+            return None
+        self.epoch, self.position, blocks, rows, self.stream = self._shared[:]
+        self.blocks = None if blocks < 0 else blocks
+        return None if rows < 0 else np.frombuffer(self._shared_order, np.int64, count=rows)
+
+    def _length(self) -> int:
+        return self.source.rows(self.epoch)
+
+    def _source(self) -> _Source | None:
+        return self.source
+
+    def _shuffled(self) -> np.ndarray:
+        return self.source.dataset().shuffled(self.seed, self.epoch, self._blocks())
+
+    def _share(self) -> tuple[int, int]:
+        """This (rank, worker)'s number and how many there are, batches being dealt out to
+        them in turn: rank first, then worker."""
+        rank, world = self._bind()
+        info = torch_data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        return rank + worker * world, world * workers
+
+    def __iter__(self) -> Iterator[Any]:
+        shared = self._shared_rows()
+        ds = self.source.dataset()
+        order = self._order() if shared is None else shared
+        for chunk in self._chunks(order):
+            rows = [_own(row) for row in ds.iter_rows(chunk, batch_size=self.read_batch_size)]
+            if not self.skip:
+                yield from (self.transform(row) for row in rows) if self.transform else rows
+                continue
+            guarded = _guarded(self, chunk, rows)
+            yield from [guarded] if self.chunked else guarded.samples
+
+    def _chunks(self, order: np.ndarray) -> Iterator[np.ndarray]:
+        """This (rank, worker)'s rows of ``order``: its batches, a few at a time (its share of
+        the order is never one array); with skips, a batch at a time, and the rows of its rank's
+        batches a resumed state says were read (``stream``) left out."""
+        index, count = self._share()
+        size = max(1, self.batch_size)
+        starts = range(index * size, len(order), count * size)
+        if self.skip:
+            rank, world = self._bind()
+            for start in starts:
+                k = (start // size - rank) // world  # the batch's number among its rank's
+                lo = start + max(0, min(size, self.stream - k * size))
+                if lo < min(start + size, len(order)):
+                    yield order[lo : start + size]
+            return
+        group = max(1, self.read_batch_size // size)
+        for lo in range(0, len(starts), group):
+            yield np.concatenate([order[s : s + size] for s in starts[lo : lo + group]])
+
+
+def _skips(on_error: str) -> bool:
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    return on_error == "skip"
+
+
+def _guarded(
+    data: MapDataset | IterableDataset, rows: np.ndarray, got: list[Any], skip: bool = True
+) -> Chunk:
+    """Rows ``rows`` (read undecoded as ``got``) decoded and transformed one by one, those
+    that raise left out as read rejects naming where they were met."""
+    decoders, names = data.source.decoders(rows)
+    info = torch_data.get_worker_info()
+    rank = data._bind()[0] if isinstance(data, IterableDataset) else _rank()
+    where = {"version": data.source.version, "rank": rank, "worker": info and info.id}
+    return Guard(data.transform, skip).apply(got, rows.tolist(), decoders, names, where)
+
+
+def _rank() -> int:
+    distributed = torch.distributed
+    ready = distributed.is_available() and distributed.is_initialized()
+    return distributed.get_rank() if ready else 0
+
+
+def _mixture_order(position: Position) -> None:
+    """A mixture's order is its own: drawn from its seed, its sources shuffled or not as it says."""
+    mixture = position._mixture()
+    if mixture is not None:
+        position.shuffle, position.seed = True, mixture.seed
