@@ -125,10 +125,10 @@ class Rebatcher:
 
     def rest(self) -> Iterator[tuple[Any, int, list[ReadReject]]]:
         """The epoch's end: the short last batch (None if there is none, or ``drop_last``)."""
-        batch = None
+        batch, passed = None, []
         if self.samples and not self.drop_last:
-            batch = self._cut(len(self.samples))[0]
-        yield batch, self.seen, [r for _, r in self.failed]
+            batch, _, passed = self._cut(len(self.samples))
+        yield batch, self.seen, passed + [r for _, r in self.failed]
         self.failed = []
 
     def _cut(self, n: int) -> tuple[Any, int, list[ReadReject]]:

@@ -1,0 +1,293 @@
+"""on_error="skip": truncated and empty JPEGs among good ones (made with Pillow here) are left
+out of training, listed, and the batches stay full and resume exactly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import recordmill.decode
+
+import recordmill
+from recordmill.read.skips import Chunk, ReadReject, Rebatcher, TooManyRejects
+from tests.conftest import make_plugin
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
+from recordmill.torch import DataLoader, IterableDataset, MapDataset, Sampler  # noqa: E402
+
+PLUGIN = """
+    import io
+    import struct
+
+    import numpy as np
+    from PIL import Image
+
+    # Row -> how its JPEG is damaged. A broken EXIF block Pillow reads past: the row decodes.
+    DAMAGE = {7: "truncated", 30: "empty", 55: "exif", 56: "truncated", 81: "garbage"}
+
+    def task_number():
+        return 4
+
+    def schema():
+        return {"id": {"type": "int64"}, "data": {"type": "binary"}}
+
+    def jpeg(n):
+        out = io.BytesIO()
+        Image.fromarray(np.full((8, 8, 3), n % 256, np.uint8)).save(out, "JPEG")
+        return out.getvalue()
+
+    def dict_data(task_id):
+        for i in range(25):
+            n = task_id * 25 + i
+            data, damage = jpeg(n), DAMAGE.get(n)
+            if damage == "truncated":
+                data = data[: len(data) // 2]
+            elif damage == "empty":
+                data = b""
+            elif damage == "garbage":
+                data = b"\\xff\\xd8\\xff" + bytes(range(200))
+            elif damage == "exif":
+                tiff = b"MM\\x00*\\x00\\x00\\x00\\x08\\x00\\x01" + struct.pack(">HHII", 0x8769, 4, 1, 2**31)
+                segment = b"Exif\\x00\\x00" + tiff + b"\\x00" * 4
+                data = data[:2] + b"\\xff\\xe1" + struct.pack(">H", len(segment) + 2) + segment + data[2:]
+            yield {"id": n, "data": data}
+"""
+BAD = {7, 30, 56, 81}
+DECODE = {"data": recordmill.decode.image}
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    root = tmp_path_factory.mktemp("skips")
+    out = root / "ds"
+    recordmill.write(
+        make_plugin(root / "p", PLUGIN), out, partitions=2, row_group_size=10, progress=False
+    )
+    return str(out)
+
+
+def ids(row):
+    return row["id"]
+
+
+def loader(images, kind="iterable", workers=0, transform=ids, **kwargs):
+    skip = {"decode": DECODE, "transform": transform, "on_error": "skip"}
+    if kind == "iterable":
+        data = IterableDataset(images, shuffle=True, seed=1, **skip)
+        return DataLoader(data, batch_size=8, num_workers=workers, **kwargs)
+    return DataLoader(
+        MapDataset(images, **skip),
+        batch_size=8,
+        shuffle=True,
+        seed=1,
+        num_workers=workers,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("kind", ["iterable", "map"])
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_the_bad_rows_are_left_out_and_listed_and_batches_stay_full(images, kind, workers):
+    data = loader(images, kind, workers)
+    batches = [b.tolist() for b in data]
+    assert [len(b) for b in batches] == [8] * 12  # 96 good rows
+    seen = [i for b in batches for i in b]
+    assert sorted(seen) == sorted(set(range(100)) - BAD)  # the EXIF-damaged row decodes: kept
+    assert {r.row for r in data.rejects} == BAD
+    by_row = {r.row: r for r in data.rejects}
+    assert by_row[30].error.startswith("ValueError: Pillow does not recognise these bytes")
+    assert "Truncated" in by_row[7].error or "truncated" in by_row[7].error
+    assert {r.column for r in data.rejects} == {"data"}
+    assert {r.version for r in data.rejects} == {1} and {r.rank for r in data.rejects} == {0}
+    assert {r.worker for r in data.rejects} <= ({None} if workers == 0 else set(range(workers)))
+    # The same batches as with no worker: the order does not depend on them.
+    assert batches == [b.tolist() for b in loader(images, kind, 0)]
+    # Batch k holds the good rows k*8 to k*8+7 of the order.
+    order = recordmill.open(images).shuffled(1, 0)
+    assert seen == [int(i) for i in order if i not in BAD]
+
+
+@pytest.mark.parametrize("kind", ["iterable", "map"])
+@pytest.mark.parametrize("stop", [1, 3, 6, 12])
+def test_a_job_stopped_after_a_skip_resumes_with_the_same_batches(images, kind, stop):
+    full = [b.tolist() for b in loader(images, kind)]
+    first = loader(images, kind, workers=2)
+    it = iter(first)
+    head = [next(it).tolist() for _ in range(stop)]
+    state = json.loads(json.dumps(first.state_dict()))  # as a checkpoint keeps it
+    del it
+    listed = {r.row for r in first.rejects}
+    again = loader(images, kind, workers=1)
+    again.load_state_dict(state)
+    assert head + [b.tolist() for b in again] == full
+    # Each reject is listed once over the two jobs, and the state counts those before it.
+    assert listed | {r.row for r in again.rejects} == BAD
+    assert not listed & {r.row for r in again.rejects}
+    assert state["read_rejects"] == len(listed)
+
+
+def test_a_transform_that_raises_is_a_reject_of_the_transform(images):
+    def odd(row):
+        if row["id"] % 10 == 3:
+            raise KeyError("a shape this transform never met")
+        return row["id"]
+
+    data = loader(images, transform=odd)
+    seen = [i for b in data for i in b.tolist()]
+    transform = {r.row for r in data.rejects if r.column == "transform"}
+    assert transform == {i for i in range(100) if i % 10 == 3} - BAD
+    assert not set(seen) & (transform | BAD)
+    assert str(data.rejects[0]).startswith("row ") and "KeyError" in " ".join(
+        map(str, data.rejects)
+    )
+
+
+def test_a_flood_of_rejects_is_one_error_naming_the_first(images):
+    def broken(row):
+        raise RuntimeError("no such field")
+
+    with pytest.raises(TooManyRejects, match=r"max_read_rejects=3 allows: .* the first: row \d+ "):
+        list(loader(images, transform=broken, max_read_rejects=3))
+    with pytest.raises(TooManyRejects, match=r"more than max_read_rejects=0\.03"):
+        list(loader(images, max_read_rejects=0.03))  # 4 of 100 rows fail: more than 3
+    assert len([b for b in loader(images, max_read_rejects=4)]) == 12  # 4 is allowed
+    with pytest.raises(ValueError, match="max_read_rejects must be a count or a fraction"):
+        loader(images, max_read_rejects=-1)
+
+
+def test_the_rejects_log_takes_the_lines_of_two_ranks_writing_at_once(images, tmp_path):
+    log = tmp_path / "rejects.jsonl"
+    script = f"""
+import sys, recordmill.decode
+from recordmill.torch import DataLoader, IterableDataset
+rank = int(sys.argv[1])
+data = IterableDataset({images!r}, decode={{"data": recordmill.decode.image}}, on_error="skip",
+                       shuffle=True, seed=1, rank=rank, world_size=2)
+for _ in range(20):  # many epochs: many lines at once
+    list(DataLoader(data, batch_size=4, rejects_log={str(log)!r}))
+"""
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(r)]) for r in (0, 1)]
+    assert all(p.wait(timeout=120) == 0 for p in ranks)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 20 * len(BAD)
+    assert {line["row"] for line in lines} == BAD
+    assert {line["rank"] for line in lines} == {0, 1}
+    assert sorted(lines[0]) == ["column", "error", "rank", "row", "source", "version", "worker"]
+
+
+@pytest.mark.parametrize("kind", ["iterable", "map"])
+def test_ranks_that_skip_resume_each_from_its_own_state(images, kind):
+    def ranked(rank, workers):
+        if kind == "iterable":
+            data = IterableDataset(
+                images,
+                decode=DECODE,
+                transform=ids,
+                on_error="skip",
+                shuffle=True,
+                seed=1,
+                rank=rank,
+                world_size=2,
+            )
+            return DataLoader(data, batch_size=8, num_workers=workers)
+        data = MapDataset(images, decode=DECODE, transform=ids, on_error="skip")
+        return DataLoader(
+            data,
+            batch_size=8,
+            num_workers=workers,
+            sampler=Sampler(data, seed=1, rank=rank, world_size=2),
+        )
+
+    seen = []
+    for rank in (0, 1):
+        full = [b.tolist() for b in ranked(rank, 0)]
+        seen += [i for b in full for i in b]
+        first = ranked(rank, 2)
+        it = iter(first)
+        head = [next(it).tolist() for _ in range(3)]
+        state = first.state_dict()
+        del it
+        assert state["rank"] == rank and state["stream"] >= 24
+        again = ranked(rank, 1)
+        again.load_state_dict(state)
+        assert head + [b.tolist() for b in again] == full
+        with pytest.raises(
+            ValueError, match=f"is rank {rank} of 2's and this is rank {1 - rank} of 2"
+        ):
+            ranked(1 - rank, 0).load_state_dict(state)
+    assert sorted(seen) == sorted(set(range(100)) - BAD)
+
+
+def test_a_mixture_names_the_source_of_a_reject(images):
+    m = recordmill.mix({"photos": images, "again": images}, [1, 1], decode=DECODE)
+    data = DataLoader(IterableDataset(m, transform=ids, on_error="skip"), batch_size=8)
+    rows = [i for b in data for i in b.tolist()]
+    assert len(rows) + len(data.rejects) == len(m)
+    assert {r.source for r in data.rejects} <= {"photos", "again"} and data.rejects
+
+
+def test_mistakes_are_one_clear_line(images):
+    with pytest.raises(ValueError, match="on_error must be one of raise, skip, got 'ignore'"):
+        MapDataset(images, on_error="ignore")
+    with pytest.raises(TypeError, match="give cache_dir, cache_limit and on_error to the dataset"):
+        DataLoader(MapDataset(images), on_error="skip")
+    data = DataLoader(images, on_error="skip", batch_size=10)  # a path: a MapDataset of it
+    assert sum(len(b["id"]) for b in data) == 100  # nothing decodes, nothing fails
+    # Without skip, a bad row raises, as before.
+    with pytest.raises(ValueError, match="Pillow"):
+        list(DataLoader(MapDataset(images, decode=DECODE, transform=ids), batch_size=8))
+
+
+def test_a_plain_torch_dataloader_gets_the_good_rows_in_short_batches(images):
+    data = IterableDataset(images, decode=DECODE, transform=ids, on_error="skip")
+    batches = list(torch.utils.data.DataLoader(data, batch_size=10))
+    assert sum(len(b) for b in batches) == 100 - len(BAD)
+
+
+def test_the_rebatcher_cuts_the_good_rows_and_gives_each_reject_when_passed():
+    def chunk(start, bad):
+        rows = list(range(start, start + 4))
+        return Chunk(
+            samples=[r for r in rows if r not in bad],
+            offsets=[k for k, r in enumerate(rows) if r not in bad],
+            rejects=[ReadReject(r, "data", "bad") for r in rows if r in bad],
+            failed=[k for k, r in enumerate(rows) if r in bad],
+            rows=4,
+        )
+
+    cut = Rebatcher(3, list, drop_last=False)
+    out = [*cut.feed(chunk(0, {1})), *cut.feed(chunk(4, {4, 7})), *cut.feed(chunk(8, set()))]
+    assert [(b, reached, [r.row for r in rej]) for b, reached, rej in out] == [
+        ([0, 2, 3], 4, [1]),
+        ([5, 6, 8], 9, [4, 7]),
+        ([9, 10, 11], 12, []),
+    ]
+    assert [(b, reached) for b, reached, _ in cut.rest()] == [(None, 12)]
+    tail = Rebatcher(4, list, drop_last=False)  # a reject between the last two rows
+    list(tail.feed(chunk(0, {2})))
+    assert [(b, [r.row for r in rej]) for b, _, rej in tail.rest()] == [([0, 1, 3], [2])]
+    short = Rebatcher(3, list, drop_last=False)
+    list(short.feed(chunk(0, {1, 3})))
+    assert [(b, [r.row for r in rej]) for b, _, rej in short.rest()] == [([0, 2], [1, 3])]
+    last = Rebatcher(3, list, drop_last=True)
+    list(last.feed(chunk(0, {3})))
+    assert [(b, [r.row for r in rej]) for b, _, rej in last.rest()] == [(None, [3])]
+
+
+def test_nothing_is_decoded_twice_when_nothing_fails(images, monkeypatch):
+    calls = []
+
+    def counted(data):
+        calls.append(1)
+        return recordmill.decode.image(data)
+
+    fine = recordmill.open(images).take(np.array(sorted(set(range(100)) - BAD)))
+    assert len(fine) == 96
+    data = DataLoader(
+        IterableDataset(images, decode={"data": counted}, on_error="skip"), batch_size=8
+    )
+    list(data)
+    assert len(calls) == 100  # each row decoded once, the bad ones included
