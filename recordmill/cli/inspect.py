@@ -16,6 +16,7 @@ from recordmill.dataset.rejects import read as read_rejects
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import counted
 from recordmill.read.dataset import open as open_dataset
+from recordmill.read.decode_check import undecodable
 from recordmill.read.verify import verify
 
 
@@ -131,6 +132,8 @@ def _show(value: Any) -> str:
 
 def verify_main(args: argparse.Namespace) -> int:
     problems = verify(args.path)
+    if args.decode and not problems:
+        return _decode_check(args)
     # Each file as a path a tool takes back: s3://bucket/key, the URI's query said once.
     location, _, query = str(args.path).partition("?")
     for problem in problems:
@@ -144,6 +147,23 @@ def verify_main(args: argparse.Namespace) -> int:
         f"ok: {counted(m['total_rows'], 'row')} in {counted(len(m['partitions']), 'partition')} "
         "match the manifest"
     )
+    return 0
+
+
+def _decode_check(args: argparse.Namespace) -> int:
+    """``verify --decode COLUMN[=DECODER]``: the rows whose value does not decode, one a line."""
+    column, _, name = args.decode.partition("=")
+    found = undecodable(args.path, column, name or "image", args.workers, progress=True)
+    for reject in found:
+        print(f"row {reject.row}: {reject.error}")
+    rows = len(open_dataset(args.path))
+    if found:
+        _say(
+            f"{counted(len(found), 'row')} of {rows:,} do not decode ({column}); a DataLoader "
+            'with on_error="skip" leaves them out and lists them'
+        )
+        return 1
+    print(f"ok: the checksums match and all {counted(rows, 'value')} of {column} decode")
     return 0
 
 
@@ -186,4 +206,13 @@ def add_parsers(commands: Any) -> None:
         "verify", help="re-read every partition and check rows, schema and checksums"
     )
     check.add_argument("path")
+    check.add_argument(
+        "--decode",
+        metavar="COLUMN[=DECODER]",
+        help="also decode every value of COLUMN (with image, pil, or module:function; default: "
+        "image) and list the rows that do not decode",
+    )
+    check.add_argument(
+        "--workers", type=_at_least_one, help="processes decoding (default: one a core)"
+    )
     check.set_defaults(func=verify_main)

@@ -159,7 +159,9 @@ def _samples(page: Page) -> str:
             elif cell.error is not None:
                 body.append(
                     f"<div class='undecodable' title='{name}'><b>{name}: cannot decode</b><br>"
-                    f"{esc(cell.error)}<br><span class='value'>{esc(cell.text)}</span></div>"
+                    f"{esc(cell.error)}<br><span class='value'>{esc(cell.text)}</span><br>"
+                    f"<span class='note'>every one: <code>recordmill verify --decode "
+                    f"{esc(name)}</code></span></div>"
                 )
             else:
                 body.append(f"<div>{name}: <span class='value'>{esc(cell.text)}</span></div>")

@@ -59,6 +59,7 @@ def test_an_image_dataset_s_page_shows_every_image_as_its_thumbnail(
     # The file cut short: a marked placeholder with Pillow's reason, and the page goes on.
     mark = re.search(r"<div class='undecodable'[^>]*>(.*?)</div>", text).group(1)
     assert "cannot decode" in mark and "truncated" in mark.lower(), mark
+    assert "recordmill verify --decode data" in mark  # where to find every one
     assert f"{len(CLASSES)} classes, {PER_CLASS} to {PER_CLASS} rows each" in text
     assert "formats by header: PNG 14, JPEG 10" in text  # the broken file starts as a JPEG
     assert "alt='rows per class'" in text and "alt='rows and bytes per partition'" in text

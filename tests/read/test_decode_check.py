@@ -1,0 +1,69 @@
+"""recordmill verify --decode: every value decoded in worker processes, the bad ones listed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import recordmill
+from recordmill.errors import ColumnError, ConfigError
+from recordmill.read.decode_check import undecodable
+from tests.conftest import make_plugin
+from tests.read.test_skips import BAD, PLUGIN
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    root = tmp_path_factory.mktemp("decode")
+    out = root / "ds"
+    recordmill.write(make_plugin(root / "p", PLUGIN), out, partitions=2, progress=False)
+    return str(out)
+
+
+def cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "recordmill", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def test_the_rows_that_do_not_decode_are_listed_in_row_order(images):
+    found = undecodable(images, "data", workers=2, progress=False)
+    assert [r.row for r in found] == sorted(BAD)  # the EXIF-damaged row decodes: not listed
+    assert all(r.column == "data" and r.version == 1 for r in found)
+    assert found == undecodable(images, "data", workers=1, progress=False)
+    done = cli("verify", images, "--decode", "data", "--workers", "2")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert [int(line.split(":")[0].split()[1]) for line in lines[:-1]] == sorted(BAD)
+    assert lines[-1].startswith("4 rows of 100 do not decode (data)")
+    assert "row 30: ValueError: Pillow does not recognise these bytes" in done.stdout
+
+
+def test_a_column_that_decodes_passes_and_a_decoder_may_be_the_users(images, tmp_path):
+    (tmp_path / "mydecoders.py").write_text("def small(v):\n    assert v < 100\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "recordmill", "verify", images, "--decode", "id=mydecoders:small"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("all 100 values of id decode")
+
+
+def test_mistakes_are_one_line(images):
+    with pytest.raises(ColumnError, match="no column 'nope'; columns: id, data"):
+        undecodable(images, "nope", progress=False)
+    with pytest.raises(
+        ConfigError, match="--decode names no decoder 'jpeg': give one of image, pil"
+    ):
+        undecodable(images, "data", "jpeg", progress=False)
+    done = cli("verify", images, "--decode", "data=nowhere:thing")
+    assert done.returncode != 0
+    assert done.stderr.strip().startswith(
+        "recordmill: error: --decode nowhere:thing: cannot import"
+    )
+    assert "Traceback" not in done.stderr
