@@ -59,7 +59,7 @@ def _kind(value: Any) -> str:
 
 def image(data: bytes) -> np.ndarray:
     """JPEG/PNG/... bytes -> an RGB uint8 array of shape (height, width, 3)."""
-    return np.asarray(pil(data))
+    return np.array(pil(data))  # its own, writable: torch makes tensors of it without a warning
 
 
 def to_rgb(image: Image.Image) -> Image.Image:

@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from recordmill.errors import RecordmillError
 
@@ -49,13 +49,23 @@ class ReadReject:
 @dataclass
 class Chunk:
     """What a worker hands the loader for one batch's rows of the order: the samples of those
-    that did not fail, each with its offset among the ``rows`` rows, and the rejects."""
+    that did not fail, each with its offset among the ``rows`` rows, and the rejects. The
+    samples may be collated in the worker (``shape``, :mod:`~recordmill.read.collated`)."""
 
-    samples: list[Any] = field(default_factory=list)
+    samples: Any = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     rejects: list[ReadReject] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)  # each reject's offset
     rows: int = 0
+    shape: Any = None  # the layout of collated samples; None: a list of them
+
+
+class Pieces(Protocol):
+    """How the loader cuts and joins chunks' samples (lists, or batches collated in workers)."""
+
+    def cut(self, samples: Any, shape: Any, lo: int, hi: int) -> Any: ...
+
+    def join(self, parts: list[Any], shape: Any) -> Any: ...
 
 
 def one_line(error: BaseException) -> str:
@@ -80,23 +90,36 @@ class Guard:
         """``rows`` (undecoded), their row numbers, each one's decoders and source name, as one
         chunk; ``where`` names the version, rank and worker for the rejects."""
         chunk = Chunk(rows=len(rows))
+        failed: dict[int, ReadReject] = {}
+        # Every row decoded, then every row transformed, as a reader without skips does.
         for offset, row in enumerate(rows):
-            column = "transform"
+            column = ""
             try:
                 for column, fn in decoders[offset].items():
                     row[column] = fn(row[column])
-                column = "transform"
-                sample = self.transform(row) if self.transform else row
             except Exception as e:
-                if not self.skip:
-                    raise
-                reject = ReadReject(int(numbers[offset]), column, one_line(e), **where)
-                chunk.rejects.append(replace(reject, source=sources[offset]))
-                chunk.failed.append(offset)
-                continue
-            chunk.samples.append(sample)
-            chunk.offsets.append(offset)
+                failed[offset] = self._reject(e, numbers[offset], column, sources[offset], where)
+        for offset, row in enumerate(rows):
+            if offset not in failed:
+                try:
+                    sample = self.transform(row) if self.transform else row
+                except Exception as e:
+                    failed[offset] = self._reject(
+                        e, numbers[offset], "transform", sources[offset], where
+                    )
+                    continue
+                chunk.samples.append(sample)
+                chunk.offsets.append(offset)
+        chunk.failed = sorted(failed)
+        chunk.rejects = [failed[offset] for offset in chunk.failed]
         return chunk
+
+    def _reject(
+        self, error: Exception, row: int, column: str, source: str | None, where: Mapping[str, Any]
+    ) -> ReadReject:
+        if not self.skip:
+            raise error
+        return replace(ReadReject(int(row), column, one_line(error), **where), source=source)
 
 
 class Rebatcher:
@@ -104,39 +127,57 @@ class Rebatcher:
 
     ``feed()`` gives each batch that is complete, collated, with the rows of the order it
     reaches (counted from the first chunk's first row) and the rejects among those rows not
-    given before; ``rest()`` the last, short batch (or None) and the rejects left."""
+    given before; ``rest()`` the last, short batch (or None) and the rejects left. A chunk that
+    is a whole batch, when nothing waits, is handed on as the worker collated it."""
 
-    def __init__(self, batch_size: int, collate: Callable[[list[Any]], Any], drop_last: bool):
-        self.batch_size, self.collate, self.drop_last = batch_size, collate, drop_last
-        self.samples: list[Any] = []
+    def __init__(self, batch_size: int, pieces: Pieces, drop_last: bool):
+        self.batch_size, self.pieces, self.drop_last = batch_size, pieces, drop_last
+        self.waiting: list[tuple[Any, int, Any]] = []  # (samples, how many, shape)
+        self.count = 0  # samples waiting
         self.ends: list[int] = []  # each waiting sample's end in the order (its offset + 1)
         self.failed: list[tuple[int, ReadReject]] = []  # rejects not given yet, by place
         self.seen = 0  # rows of the order in the chunks fed so far
 
     def feed(self, chunk: Chunk) -> Iterator[tuple[Any, int, list[ReadReject]]]:
-        self.samples += chunk.samples
+        if chunk.offsets:
+            self.waiting.append((chunk.samples, len(chunk.offsets), chunk.shape))
+            self.count += len(chunk.offsets)
         self.ends += [self.seen + offset + 1 for offset in chunk.offsets]
         self.failed += [
             (self.seen + o, r) for o, r in zip(chunk.failed, chunk.rejects, strict=True)
         ]
         self.seen += chunk.rows
-        while len(self.samples) >= self.batch_size:
+        while self.count >= self.batch_size:
             yield self._cut(self.batch_size)
 
     def rest(self) -> Iterator[tuple[Any, int, list[ReadReject]]]:
         """The epoch's end: the short last batch (None if there is none, or ``drop_last``)."""
         batch, passed = None, []
-        if self.samples and not self.drop_last:
-            batch, _, passed = self._cut(len(self.samples))
+        if self.count and not self.drop_last:
+            batch, _, passed = self._cut(self.count)
         yield batch, self.seen, passed + [r for _, r in self.failed]
         self.failed = []
 
     def _cut(self, n: int) -> tuple[Any, int, list[ReadReject]]:
-        batch, self.samples = self.samples[:n], self.samples[n:]
+        parts, need, shape = [], n, None
+        while need:
+            samples, count, shape = self.waiting[0]
+            if count <= need:
+                parts.append(samples)
+                self.waiting.pop(0)
+            else:
+                parts.append(self.pieces.cut(samples, shape, 0, need))
+                self.waiting[0] = (
+                    self.pieces.cut(samples, shape, need, count),
+                    count - need,
+                    shape,
+                )
+            need -= min(count, need)
+        self.count -= n
         reached, self.ends = self.ends[n - 1], self.ends[n:]
         passed = [r for at, r in self.failed if at < reached]
         self.failed = [(at, r) for at, r in self.failed if at >= reached]
-        return self.collate(batch), reached, passed
+        return self.pieces.join(parts, shape), reached, passed
 
 
 class Ledger:

@@ -20,11 +20,13 @@ a loader of another version refuses it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from torch.utils import data as torch_data
+from torch.utils.data import default_collate
 
+from recordmill.read import collated
 from recordmill.read.mixture import Mixture
 from recordmill.read.skips import Chunk, Ledger, ReadReject, Rebatcher
 from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
@@ -98,8 +100,13 @@ class DataLoader(torch_data.DataLoader):
         self.ledger = Ledger(max_read_rejects, rejects_log)
         self.skip = dataset.skip
         if self.skip:  # the workers hand out chunks; __iter__ cuts them into batches
-            dataset.chunked = True
-            self.cut = (batch_size, kwargs.pop("collate_fn", None), kwargs.pop("drop_last", False))
+            collate = kwargs.pop("collate_fn", None)
+            dataset.chunked, dataset.collates = True, collate is None
+            self.cut = (
+                batch_size,
+                _Pieces(collate or default_collate),
+                kwargs.pop("drop_last", False),
+            )
             kwargs["collate_fn"] = _as_is
         if isinstance(dataset, IterableDataset):
             dataset.batch_size = batch_size
@@ -139,8 +146,7 @@ class DataLoader(torch_data.DataLoader):
     def _skipping(self, world: int) -> Iterator[Any]:
         """Full batches of the rows that did not fail, each moving the position to the row of
         the order it reached (with several ranks, which are then not in step: this rank's)."""
-        size, collate, drop_last = self.cut
-        cut = Rebatcher(size, collate or torch_data.default_collate, drop_last)
+        cut = Rebatcher(*self.cut)
         position, stream, rows = (
             self.position.position,
             self.position.stream,
@@ -183,6 +189,22 @@ class DataLoader(torch_data.DataLoader):
         """Continue from ``state``: the next batch is the one after the last one handed out."""
         self.position.load_state_dict(state)
         self.ledger.epoch_count = int(state.get("read_rejects", 0))
+
+
+class _Pieces:
+    """Chunks' samples cut and joined (:class:`~recordmill.read.skips.Pieces`): batches the
+    workers collated, along their rows; lists of samples, collated with ``collate`` here."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any]):
+        self.collate = collate
+
+    def cut(self, samples: Any, shape: Any, lo: int, hi: int) -> Any:
+        return samples[lo:hi] if shape is None else collated.cut(samples, shape, lo, hi)
+
+    def join(self, parts: list[Any], shape: Any) -> Any:
+        if shape is None:
+            return self.collate([sample for part in parts for sample in part])
+        return collated.join(parts, shape)
 
 
 def _as_is(chunk: Chunk) -> Chunk:

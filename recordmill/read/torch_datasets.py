@@ -21,6 +21,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 import pyarrow as pa
 
+from recordmill.read import collated
 from recordmill.read.mixture import Mixture
 from recordmill.read.positions import Position, Ranks
 from recordmill.read.skips import ON_ERROR, Chunk, Guard
@@ -66,7 +67,9 @@ class MapDataset(torch_data.Dataset):
         self.source = _Source(path, columns, decode, cache, version, raw=self.skip)
         self.source.dataset()
         self.transform = transform
-        self.chunked = False  # set by recordmill's DataLoader, which cuts the chunks into batches
+        # Set by recordmill's DataLoader, which cuts chunks into batches: whether to hand out chunks,
+        # and whether to collate their rows first (the loader collates with default_collate).
+        self.chunked = self.collates = False
 
     def shuffled(self, seed: int, epoch: int, blocks: int | None = None) -> np.ndarray:
         """The indices of a shuffled epoch (see ``recordmill.Dataset.shuffled``)."""
@@ -189,7 +192,9 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         Position.__init__(self, shuffle, seed)
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
         self.skip = _skips(on_error)
-        self.chunked = False  # set by recordmill's DataLoader, which cuts the chunks into batches
+        # Set by recordmill's DataLoader, which cuts chunks into batches: whether to hand out chunks,
+        # and whether to collate their rows first (the loader collates with default_collate).
+        self.chunked = self.collates = False
         self.source = _Source(path, columns, decode, cache, version, raw=self.skip)
         self.source.dataset()
         _mixture_order(self)
@@ -269,32 +274,39 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         shared = self._shared_rows()
         ds = self.source.dataset()
         order = self._order() if shared is None else shared
-        for chunk in self._chunks(order):
-            rows = [_own(row) for row in ds.iter_rows(chunk, batch_size=self.read_batch_size)]
+        for batches in self._batches(order):
+            rows = [
+                _own(row) for row in ds.iter_rows(np.concatenate(batches), self.read_batch_size)
+            ]
             if not self.skip:
                 yield from (self.transform(row) for row in rows) if self.transform else rows
                 continue
-            guarded = _guarded(self, chunk, rows)
-            yield from [guarded] if self.chunked else guarded.samples
+            lo = 0
+            for batch in batches:  # one chunk each: the loader cuts the rows into batches
+                guarded = _guarded(self, batch, rows[lo : lo + len(batch)])
+                lo += len(batch)
+                yield from [guarded] if self.chunked else guarded.samples
 
-    def _chunks(self, order: np.ndarray) -> Iterator[np.ndarray]:
-        """This (rank, worker)'s rows of ``order``: its batches, a few at a time (its share of
-        the order is never one array); with skips, a batch at a time, and the rows of its rank's
-        batches a resumed state says were read (``stream``) left out."""
+    def _batches(self, order: np.ndarray) -> Iterator[list[np.ndarray]]:
+        """This (rank, worker)'s batches of ``order`` (rows), a few at a time (its share of the
+        order is never one array), the rows of its rank's batches that a resumed state says were
+        read (``stream``, with skips) left out."""
         index, count = self._share()
+        rank, world = self._bind()
         size = max(1, self.batch_size)
-        starts = range(index * size, len(order), count * size)
-        if self.skip:
-            rank, world = self._bind()
-            for start in starts:
+        group, batches = max(1, self.read_batch_size // size), []
+        for start in range(index * size, len(order), count * size):
+            lo = start
+            if self.stream:
                 k = (start // size - rank) // world  # the batch's number among its rank's
                 lo = start + max(0, min(size, self.stream - k * size))
-                if lo < min(start + size, len(order)):
-                    yield order[lo : start + size]
-            return
-        group = max(1, self.read_batch_size // size)
-        for lo in range(0, len(starts), group):
-            yield np.concatenate([order[s : s + size] for s in starts[lo : lo + group]])
+            if lo < min(start + size, len(order)):
+                batches.append(order[lo : start + size])
+            if len(batches) == group:
+                yield batches
+                batches = []
+        if batches:
+            yield batches
 
 
 def _skips(on_error: str) -> bool:
@@ -312,7 +324,10 @@ def _guarded(
     info = torch_data.get_worker_info()
     rank = data._bind()[0] if isinstance(data, IterableDataset) else _rank()
     where = {"version": data.source.version, "rank": rank, "worker": info and info.id}
-    return Guard(data.transform, skip).apply(got, rows.tolist(), decoders, names, where)
+    chunk = Guard(data.transform, skip).apply(got, rows.tolist(), decoders, names, where)
+    if data.collates and chunk.samples:  # one tensor a field crosses to the loader, not one a row
+        chunk.samples, chunk.shape = collated.collate(chunk.samples)
+    return chunk
 
 
 def _rank() -> int:

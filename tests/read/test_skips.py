@@ -18,6 +18,8 @@ from tests.conftest import make_plugin
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 from recordmill.torch import DataLoader, IterableDataset, MapDataset, Sampler  # noqa: E402
 
+from recordmill.read.torch import _Pieces  # noqa: E402
+
 PLUGIN = """
     import io
     import struct
@@ -258,7 +260,8 @@ def test_the_rebatcher_cuts_the_good_rows_and_gives_each_reject_when_passed():
             rows=4,
         )
 
-    cut = Rebatcher(3, list, drop_last=False)
+    pieces = _Pieces(list)
+    cut = Rebatcher(3, pieces, drop_last=False)
     out = [*cut.feed(chunk(0, {1})), *cut.feed(chunk(4, {4, 7})), *cut.feed(chunk(8, set()))]
     assert [(b, reached, [r.row for r in rej]) for b, reached, rej in out] == [
         ([0, 2, 3], 4, [1]),
@@ -266,13 +269,13 @@ def test_the_rebatcher_cuts_the_good_rows_and_gives_each_reject_when_passed():
         ([9, 10, 11], 12, []),
     ]
     assert [(b, reached) for b, reached, _ in cut.rest()] == [(None, 12)]
-    tail = Rebatcher(4, list, drop_last=False)  # a reject between the last two rows
+    tail = Rebatcher(4, pieces, drop_last=False)  # a reject between the last two rows
     list(tail.feed(chunk(0, {2})))
     assert [(b, [r.row for r in rej]) for b, _, rej in tail.rest()] == [([0, 1, 3], [2])]
-    short = Rebatcher(3, list, drop_last=False)
+    short = Rebatcher(3, pieces, drop_last=False)
     list(short.feed(chunk(0, {1, 3})))
     assert [(b, [r.row for r in rej]) for b, _, rej in short.rest()] == [([0, 2], [1, 3])]
-    last = Rebatcher(3, list, drop_last=True)
+    last = Rebatcher(3, pieces, drop_last=True)
     list(last.feed(chunk(0, {3})))
     assert [(b, [r.row for r in rej]) for b, _, rej in last.rest()] == [(None, [3])]
 

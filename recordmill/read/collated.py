@@ -1,0 +1,74 @@
+"""Batches that PyTorch's ``default_collate`` made, cut and joined along their rows.
+
+With ``on_error="skip"`` (:mod:`recordmill.read.skips`) a DataLoader worker collates the rows
+of its chunk that did not fail, as it would a batch (one tensor a field crosses to the loader's
+process, not one a row), and the loader cuts such batches where the epoch's batches end. How to
+cut one follows from how ``default_collate`` lays out a sample, its *layout*: tensors, numpy
+arrays and numbers are stacked (cut along the first dimension), strings become lists, mappings
+and sequences are collated field by field. A sample of any other kind has no layout (None), and
+its rows cross uncollated.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import default_collate
+
+__all__ = ["cut", "join", "layout"]
+
+Layout = Any  # "stack", "list", ("map", {key: Layout}), ("seq", type or None, [Layout])
+
+
+def layout(sample: Any) -> Layout | None:
+    """How ``default_collate`` lays out batches of samples like this one (None: unknown)."""
+    if isinstance(sample, (torch.Tensor, np.ndarray, np.generic, int, float)):
+        return "stack"
+    if isinstance(sample, str):
+        return "list"
+    if isinstance(sample, collections.abc.Mapping):
+        fields = {key: layout(value) for key, value in sample.items()}
+        return None if None in fields.values() else ("map", fields)
+    if isinstance(sample, collections.abc.Sequence) and not isinstance(sample, (bytes, bytearray)):
+        named = type(sample) if hasattr(sample, "_fields") else None  # a namedtuple stays one
+        fields = [layout(value) for value in sample]
+        return None if None in fields else ("seq", named, fields)
+    return None
+
+
+def collate(samples: list[Any]) -> tuple[Any, Layout | None]:
+    """``samples`` collated as ``default_collate`` does, and their layout (None: left as a list)."""
+    shape = layout(samples[0]) if samples else None
+    if shape is None:
+        return samples, None
+    return default_collate(samples), shape
+
+
+def cut(batch: Any, shape: Layout, lo: int, hi: int) -> Any:
+    """Rows ``lo`` to ``hi`` of a collated batch."""
+    if shape in ("stack", "list"):
+        return batch[lo:hi]
+    if shape[0] == "map":
+        return {key: cut(batch[key], sub, lo, hi) for key, sub in shape[1].items()}
+    fields = [cut(value, sub, lo, hi) for value, sub in zip(batch, shape[2], strict=True)]
+    return shape[1](*fields) if shape[1] is not None else fields
+
+
+def join(batches: list[Any], shape: Layout) -> Any:
+    """Collated batches, one after the other, as one."""
+    if len(batches) == 1:
+        return batches[0]
+    if shape == "stack":
+        return torch.cat(batches)
+    if shape == "list":
+        return [value for batch in batches for value in batch]
+    if shape[0] == "map":
+        return {key: join([b[key] for b in batches], sub) for key, sub in shape[1].items()}
+    columns = [
+        join(list(values), sub)
+        for values, sub in zip(zip(*batches, strict=True), shape[2], strict=True)
+    ]
+    return shape[1](*columns) if shape[1] is not None else columns
