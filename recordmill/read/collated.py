@@ -63,8 +63,8 @@ def join(batches: list[Any], shape: Layout) -> Any:
         return batches[0]
     if shape == "stack":
         return torch.cat(batches)
-    if shape == "list":
-        return [value for batch in batches for value in batch]
+    if shape == "list":  # a list, or a tuple where the strings were a sequence's field
+        return type(batches[0])(value for batch in batches for value in batch)
     if shape[0] == "map":
         return {key: join([b[key] for b in batches], sub) for key, sub in shape[1].items()}
     columns = [

@@ -294,3 +294,24 @@ def test_nothing_is_decoded_twice_when_nothing_fails(images, monkeypatch):
     )
     list(data)
     assert len(calls) == 100  # each row decoded once, the bad ones included
+
+
+def test_batches_cut_after_a_skip_are_the_collate_of_their_rows(images):
+    def sample(row):
+        return {
+            "image": torch.from_numpy(row["data"]),
+            "name": f"r{row['id']}",
+            "pair": (row["id"], 0.5),
+        }
+
+    data = loader(images, "iterable", workers=2, transform=sample)
+    order = [int(i) for i in recordmill.open(images).shuffled(1, 0) if i not in BAD]
+    plain = recordmill.open(images, decode=DECODE)
+    for k, batch in enumerate(data):
+        want = torch.utils.data.default_collate(
+            [sample(plain[i]) for i in order[k * 8 : k * 8 + 8]]
+        )
+        assert torch.equal(batch["image"], want["image"]) and batch["name"] == want["name"]
+        assert torch.equal(batch["pair"][0], want["pair"][0]) and torch.equal(
+            batch["pair"][1], want["pair"][1]
+        )
