@@ -113,6 +113,12 @@ class Position:
             if int(state["blocks"]) < 0:
                 raise ValueError(f"cannot resume: the saved state has blocks={state['blocks']}")
             self.blocks = int(state["blocks"])
+        if rows and not self._left():  # saved after the epoch's last batch: the next epoch
+            self._end_epoch()
+
+    def _left(self) -> int:
+        """Rows of the epoch still to hand out, by every rank together."""
+        return self._length() - self.position
 
     def _stream(self, state: Mapping[str, Any]) -> int:
         """The rows of its own a rank read past the position (see ``stream``)."""

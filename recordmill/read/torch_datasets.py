@@ -145,6 +145,9 @@ class Sampler(Position, Ranks, torch_data.Sampler):
             range(rank, len(self._evened(np.arange(self._length() - self.position), world)), world)
         )
 
+    def _left(self) -> int:
+        return len(self._evened(np.arange(self._length() - self.position), self._bind()[1]))
+
     def _evened(self, order: np.ndarray, world: int) -> np.ndarray:
         """The order, made a whole number of rows per rank when ``even`` asks it."""
         short = -len(order) % world

@@ -518,3 +518,32 @@ def test_a_sampler_can_give_every_rank_as_many_rows():
         assert set(seen) == set(range(10)) if even != "drop" else len(set(seen)) == 8
     with pytest.raises(ValueError, match="even must be None, 'pad' or 'drop', got 'yes'"):
         rtorch.Sampler(10, even="yes")
+
+
+@pytest.mark.parametrize("style", ["map", "iterable", "drop"])
+def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(dataset, style):
+    def made():
+        if style == "iterable":
+            data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
+            return rtorch.DataLoader(data, batch_size=10)
+        data = rtorch.MapDataset(dataset, columns=["id"])
+        if style == "drop":  # rank 0 of 2, the last rows left out: its position stops short
+            sampler = rtorch.Sampler(data, seed=4, rank=0, world_size=2, even="drop")
+            return rtorch.DataLoader(data, batch_size=10, sampler=sampler)
+        return rtorch.DataLoader(data, batch_size=10, shuffle=True, seed=4)
+
+    first = made()
+    epoch0, epoch1 = epoch_ids(first), epoch_ids(first)
+    loader = made()
+    it = iter(loader)
+    for _ in range(len(epoch0)):
+        next(it)  # the last batch handed out; the loop has not yet asked for the next one
+    state = loader.state_dict()
+    assert state["epoch"] == 0
+    resumed = made()
+    resumed.load_state_dict(state)
+    assert resumed.state_dict()["epoch"] == 1 and resumed.state_dict()["position"] == 0
+    assert epoch_ids(resumed) == epoch1  # not an empty epoch first
+    before = made()
+    before.load_state_dict({**state, "position": state["position"] - 20})  # a step short
+    assert before.state_dict()["epoch"] == 0
