@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from recordmill.read.cache import CACHE_DIR_ENV, DiskCache, plan_parts
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer
 from recordmill.read.groups import Groups, ReadStats
+from recordmill.read.skips import ReadReject, one_line
 
 __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]
 
@@ -50,6 +52,7 @@ def open(
     cache_dir: str | os.PathLike[str] | None = None,
     cache_limit: int | None = None,
     version: int | None = None,
+    on_error: str = "raise",
 ) -> Dataset:
     """Open a dataset written by recordmill: a local path or any pyarrow filesystem URI.
 
@@ -70,12 +73,12 @@ def open(
     ``cache_limit`` bytes (default: half the free space of its disk); shuffles then take the
     rows in an order that fetches each part about once per epoch (see
     :meth:`Dataset.shuffled`). Local Arrow IPC is read where it is.
+
+    ``on_error="skip"``: a row whose ``decode`` function raises is left out of ``rows()``,
+    ``iter_rows()`` and ``iter_batches()`` (whose batches may then be short) and listed in
+    ``ds.read_rejects``; ``ds[i]`` still raises. The PyTorch loaders keep batches full.
     """
-    if version is not None and (type(version) is not int or version < 1):  # not bool, not 2.0
-        raise ValueError(
-            f"version must be a whole number from 1 (recordmill history lists them), got "
-            f"{type(version).__name__} {version!r}"
-        )
+    _check_arguments(version, on_error)
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     files = open_files(store, checksums, version=version)
     cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
@@ -86,12 +89,11 @@ def open(
         "path": os.fspath(path),
         "filesystem": filesystem,
         "checksums": checksums,
-        "cache_bytes": cache_bytes,
-        "read_ahead_bytes": read_ahead_bytes,
-        "cache_dir": disk[0] if disk is not None else None,
-        "cache_limit": cache_limit,
-        "version": int(files.manifest.get("version", 1)),
+        **{"cache_bytes": cache_bytes, "read_ahead_bytes": read_ahead_bytes},
+        **{"cache_dir": disk[0] if disk else None, "cache_limit": cache_limit},
+        **{"version": int(files.manifest.get("version", 1)), "on_error": on_error},
     }
+    groups.rejects = [] if on_error == "skip" else None
     schema = arrow_schema(files.manifest)
     unknown = [name for name in decode or {} if name not in schema.names]
     if unknown:
@@ -99,6 +101,16 @@ def open(
             f"decode= names no column {unknown[0]!r}; columns: {', '.join(schema.names)}"
         )
     return Dataset(groups, schema, 0, files.manifest["total_rows"], dict(decode or {}))
+
+
+def _check_arguments(version: int | None, on_error: str) -> None:
+    if version is not None and (type(version) is not int or version < 1):  # not bool, not 2.0
+        raise ValueError(
+            f"version must be a whole number from 1 (recordmill history lists them), got "
+            f"{type(version).__name__} {version!r}"
+        )
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be one of raise, skip, got {on_error!r}")
 
 
 class Dataset:
@@ -133,6 +145,10 @@ class Dataset:
     @property
     def cache(self) -> DiskCache | None:  # the disk cache it reads from (cache_dir), if any
         return self._groups.disk
+
+    @property
+    def read_rejects(self) -> list[ReadReject]:  # the rows left out (open(on_error="skip"))
+        return self._groups.rejects or []
 
     def __len__(self) -> int:
         return self._stop - self._start
@@ -205,7 +221,8 @@ class Dataset:
     def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """The row dicts ``ds[i]`` gives, for many rows at once (gathered together: a
         DataLoader batch at a time)."""
-        return _rows(self._gather(self._global(indices), keep=True), self._decode)
+        rows = self._global(indices)
+        return _rows(self._gather(rows, keep=True), self._decoding(rows))
 
     def _global(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         rows = np.asarray(indices, dtype=np.int64)
@@ -240,10 +257,8 @@ class Dataset:
         view = self.select(columns) if columns is not None else self
         if shuffle:
             yield from _shuffled_batches(view, batch_size, seed, format)
-            return
-        for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
-            batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
-            yield from _pieces(batch, batch_size, format, view._decode)
+        else:
+            yield from _batches_in_order(view, batch_size, format)
 
     def shuffled(self, seed: int, epoch: int = 0, blocks: int | None = None) -> np.ndarray:
         """This view's rows (0 to len - 1) in epoch ``epoch``'s order (:mod:`~.read.order`): a
@@ -264,18 +279,14 @@ class Dataset:
     ) -> Iterator[dict[str, Any]]:
         """Row dicts: all rows in order, or the rows at ``indices``, in that order (gathered a
         window at a time, as a shuffled pass is)."""
-        if indices is None:
-            for batch in self.iter_batches(batch_size, format="arrow"):
-                yield from _rows(batch, self._decode)
-            return
-        rows = self._global(indices)
-        window = self._window(batch_size)
-        for lo in range(0, len(rows), window):
-            gathered = self._gather(rows[lo : lo + window])
-            for start in range(0, gathered.num_rows, batch_size):
-                yield from _rows(gathered.slice(start, batch_size), self._decode)
+        return _iter_rows(self, indices, batch_size)
 
     # --- internals ----------------------------------------------------------------------------
+
+    def _decoding(self, rows: np.ndarray) -> Any:
+        """``decode`` for a batch of these (global) rows: with ``on_error="skip"``, its rows too."""
+        skips = self._groups.rejects
+        return self._decode if skips is None else _Skipping(self._decode, rows, skips, self.version)
 
     def _window(self, batch_size: int) -> int:  # rows gathered at once by a shuffle
         return passes.window_rows(self._groups, batch_size, self._row_bytes())
@@ -317,6 +328,34 @@ def _reopen(opened: dict[str, Any], decode: dict[str, Any], view: tuple[Any, ...
     return Dataset(ds._groups, ds.schema, start, stop, ds._decode)
 
 
+def _iter_rows(
+    ds: Dataset, indices: Sequence[int] | np.ndarray | None, batch_size: int
+) -> Iterator[dict[str, Any]]:
+    """``ds.iter_rows()``: the rows in order, or those at ``indices``, a window at a time."""
+    if indices is None:
+        at = ds._start
+        for batch in ds.iter_batches(batch_size, format="arrow"):
+            yield from _rows(batch, ds._decoding(at + np.arange(len(batch))))
+            at += len(batch)
+        return
+    rows = ds._global(indices)
+    window = ds._window(batch_size)
+    for lo in range(0, len(rows), window):
+        gathered = ds._gather(rows[lo : lo + window])
+        for start in range(0, gathered.num_rows, batch_size):
+            numbers = rows[lo + start : lo + start + batch_size]
+            yield from _rows(gathered.slice(start, batch_size), ds._decoding(numbers))
+
+
+def _batches_in_order(view: Dataset, batch_size: int, fmt: str) -> Iterator[Any]:
+    """``view.iter_batches()``: its row groups in order, cut into batches."""
+    at = view._start
+    for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
+        batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+        yield from _pieces(batch, batch_size, fmt, view._decoding(at + np.arange(len(batch))))
+        at += len(batch)
+
+
 def _shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str) -> Iterator[Any]:
     """``view.iter_batches(shuffle=True)``: a seeded permutation, gathered a window at a time."""
     seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
@@ -324,7 +363,7 @@ def _shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str
     window = view._window(batch_size)
     for lo in range(0, len(order), window):
         batch = view._gather(order[lo : lo + window], check=True)
-        yield from _pieces(batch, batch_size, fmt, view._decode)
+        yield from _pieces(batch, batch_size, fmt, view._decoding(order[lo : lo + window]))
 
 
 def _shuffled(
@@ -348,29 +387,85 @@ def _row(columns: list[pa.Array], getters: list[Any], local: int) -> dict[str, A
     return row
 
 
-def _pieces(
-    batch: pa.RecordBatch, size: int, fmt: str, decode: dict[str, Callable[[Any], Any]]
-) -> Iterator[Any]:
+@dataclass(frozen=True)
+class _Skipping:
+    """``decode`` with ``on_error="skip"``: the functions, the global rows of the batch they
+    decode, and the list a row whose value does not decode goes to instead."""
+
+    decode: dict[str, Callable[[Any], Any]]
+    rows: np.ndarray
+    rejects: list[ReadReject]
+    version: int
+
+    def items(self) -> Any:
+        return self.decode.items()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.decode
+
+    def slice(self, lo: int, n: int) -> _Skipping:
+        return replace(self, rows=self.rows[lo : lo + n])
+
+    def failed(self, values: list[Any], name: str, decoder: Callable[[Any], Any]) -> set[int]:
+        """Decode ``values`` of column ``name`` in place; the offsets of those that raised."""
+        failed = set()
+        for k, value in enumerate(values):
+            try:
+                values[k] = decoder(value)
+            except Exception as e:
+                failed.add(k)
+                reject = ReadReject(int(self.rows[k]), name, one_line(e), version=self.version)
+                self.rejects.append(reject)
+        return failed
+
+
+def _pieces(batch: pa.RecordBatch, size: int, fmt: str, decode: Any) -> Iterator[Any]:
     """A batch cut into batches of ``size`` rows, as Arrow or as numpy columns."""
     for lo in range(0, batch.num_rows, size):
         piece = batch.slice(lo, size)
-        yield piece if fmt == "arrow" else _columns(piece, decode)
+        if fmt == "arrow":
+            yield piece
+        else:
+            yield _columns(
+                piece, decode.slice(lo, size) if isinstance(decode, _Skipping) else decode
+            )
 
 
-def _columns(batch: pa.RecordBatch, decode: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
-    """A batch as numpy arrays and lists, one per column, its values decoded."""
-    out = {}
+def _columns(batch: pa.RecordBatch, decode: Any) -> dict[str, Any]:
+    """A batch as numpy arrays and lists, one per column, its values decoded (with skips, the
+    rows whose values do not decode left out)."""
+    out, failed = {}, set()
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         values = to_numpy(column, batch.schema.field(name))
         if name in decode:
-            values = [decode[name](v) for v in values]
+            values = list(values)
+            if isinstance(decode, _Skipping):
+                failed |= decode.failed(values, name, decode.decode[name])
+            else:
+                values = [decode[name](v) for v in values]
         out[name] = values
+    if failed:
+        keep = [k for k in range(batch.num_rows) if k not in failed]
+        out = {name: _kept(values, keep) for name, values in out.items()}
     return out
 
 
-def _rows(batch: pa.RecordBatch, decode: dict[str, Callable[[Any], Any]]) -> list[dict[str, Any]]:
-    """A batch as row dicts, their values decoded."""
+def _kept(values: Any, keep: list[int]) -> Any:
+    return values[keep] if isinstance(values, np.ndarray) else [values[k] for k in keep]
+
+
+def _rows(batch: pa.RecordBatch, decode: Any) -> list[dict[str, Any]]:
+    """A batch as row dicts, their values decoded (with skips, the rows that do not decode
+    left out)."""
     rows = row_values(batch)
+    if isinstance(decode, _Skipping):
+        failed: set[int] = set()
+        for name, decoder in decode.items():
+            values = [row[name] for row in rows]
+            failed |= decode.failed(values, name, decoder)
+            for row, value in zip(rows, values, strict=True):
+                row[name] = value
+        return [row for k, row in enumerate(rows) if k not in failed]
     for name, decoder in decode.items():
         for row in rows:
             row[name] = decoder(row[name])

@@ -59,6 +59,7 @@ class Groups:
         self.read_ahead_bytes = read_ahead_bytes
         self.stats = ReadStats()
         self.opened: dict[str, object] = {}  # open()'s arguments, to open it again elsewhere
+        self.rejects: list | None = None  # with open(on_error="skip"): the rows left out
         self._pid = -1
         self._fresh()
 
