@@ -61,7 +61,23 @@ def _groups_per_part(groups: Groups) -> int:
 
 
 def row_bytes(groups: Groups, schema: pa.Schema) -> int:
-    """The bytes a row takes decoded, as the first row group holds them."""
+    """The bytes a row takes decoded, as the first row group holds them. Through a disk cache,
+    from what the files say (a Parquet footer's sizes of those columns, an Arrow part's bytes),
+    never by reading the group: fetched out of the epoch's order, its part would push out one
+    that the order expects to find cached."""
     groups = groups.ready()
-    first = groups.group(0, schema) if groups.files.groups else None
-    return max(1, first.nbytes // first.num_rows) if first else 1
+    if not groups.files.groups:
+        return 1
+    if groups.disk is None:
+        first = groups.group(0, schema)
+        return max(1, first.nbytes // max(1, first.num_rows))
+    part = groups.disk.parts[0]
+    if groups.files.arrow:
+        return max(1, part.stored // max(1, len(part.rows)))
+    group = groups.segments.footer(part.partition).row_group(part.first)
+    names = set(schema.names)
+    columns = [group.column(j) for j in range(group.num_columns)]
+    size = sum(
+        c.total_uncompressed_size for c in columns if c.path_in_schema.split(".")[0] in names
+    )
+    return max(1, size // max(1, group.num_rows))

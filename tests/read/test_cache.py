@@ -338,3 +338,60 @@ def test_a_reader_lets_go_of_parts_another_reader_evicted(tmp_path):
     first.batches(4)
     gc.collect()
     assert deleted_maps() == []
+
+
+def test_eviction_takes_the_least_recently_used_first_and_no_more_than_it_must(tmp_path):
+    folder = Folder(tmp_path, "v")
+    parts = folder.root / "parts"
+    # Five parts of 100 bytes, used at these times (two used at the same moment: the tie is
+    # broken by size, then name, so that every process evicts the same ones).
+    used = {"a": 50, "b": 10, "c": 30, "d": 30, "e": 40}
+    for name, when in used.items():
+        (parts / f"{name}.arrow").write_bytes(b"x" * (100 if name != "d" else 90))
+        os.utime(parts / f"{name}.arrow", ns=(when * 10**9, when * 10**9))
+    new = parts / "f.arrow"
+    new.write_bytes(b"x" * 100)
+    folder.evict(new, limit=390)  # 590 held: b (the oldest), then d (30, 90 bytes), then c
+    assert sorted(p.name for p in parts.iterdir()) == ["a.arrow", "e.arrow", "f.arrow"]
+    folder.evict(new, limit=300)  # fits already: nothing goes
+    assert sorted(p.name for p in parts.iterdir()) == ["a.arrow", "e.arrow", "f.arrow"]
+    folder.evict(new, limit=100)  # only the new part, which is never evicted for itself
+    assert sorted(p.name for p in parts.iterdir()) == ["f.arrow"]
+
+
+def test_part_order_carries_the_parts_last_used_into_the_next_epoch():
+    for count, capacity in [(10, 3), (7, 1), (5, 4), (6, 6)]:
+        before = order.part_order(count, capacity, seed=2, epoch=0)
+        assert sorted(before.tolist()) == list(range(count))
+        for epoch in range(1, 4):
+            now = order.part_order(count, capacity, seed=2, epoch=epoch)
+            kept = min(capacity, count)
+            assert set(now[:kept].tolist()) == set(before[count - kept :].tolist()), epoch
+            assert sorted(now.tolist()) == list(range(count))
+            before = now
+
+
+def test_each_epoch_after_the_first_fetches_only_the_parts_the_cache_could_not_keep(tmp_path):
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN),
+        tmp_path / "pq",
+        partitions=3,
+        row_group_size=200,
+        progress=False,
+    )
+    probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe")
+    parts, capacity = len(probe.cache.parts), 3
+    assert parts == 6  # a part a row group here
+    fetched = []
+    for epoch in range(4):  # a new reader each epoch, as a new job; the cache folder kept
+        ds = recordmill.open(
+            tmp_path / "pq", cache_dir=tmp_path / "c", cache_limit=capacity * probe.cache.largest
+        )
+        assert ds.cache.capacity == capacity
+        shuffled = ds.shuffled(9, epoch)
+        for lo in range(0, ROWS, 10):  # batches smaller than a part, as in training
+            ds.take(shuffled[lo : lo + 10])
+        fetched.append(ds.cache.fetched_parts)
+    # The first epoch fetches every part once; each later one starts with the parts the cache
+    # kept (the last `capacity` used) and fetches exactly the others.
+    assert fetched == [parts] + [parts - capacity] * 3, fetched
