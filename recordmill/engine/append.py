@@ -169,11 +169,13 @@ def check_base(staging: Store, final: Store, staged: bytes, name: str) -> None:
     have = 0 if now is None else versions.current(now)
     files = [] if now is None else [(p["file"], p["checksum"]) for p in now["partitions"]]
     mine = [(p["file"], p["checksum"]) for p in new["partitions"][: len(files)]]
-    if have != versions.current(new) - 1 or files != mine:
+    base = versions.current(new) - 1
+    if have != base or files != mine:
+        now_is = f"version {have} now" if have != base else f"another version {have} now"
         raise OutputError(
-            f"cannot publish the append to {final}: it was made on version "
-            f"{versions.current(new) - 1} of the dataset, which holds version {have} now; "
-            f"delete {staging} and append again"
+            f"cannot publish the append to {final}: it was made on version {base} of the "
+            f"dataset, which holds {now_is} (it was replaced since); delete {staging} and "
+            "append again"
         )
 
 

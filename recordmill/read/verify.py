@@ -81,11 +81,15 @@ def _versions(manifest: dict[str, Any]) -> list[str]:
     for h in history:
         own = [p for p in manifest["partitions"] if versions.version_of(p) == h["version"]]
         rows = sum(p["rows"] for p in own)
-        if rows != h["rows"] or [p["checksum"] for p in own] != h["checksums"]:
+        if rows != h["rows"] or len(own) != h["partitions"]:
             problems.append(
                 f"manifest: version {h['version']}'s partitions hold {rows} rows in {len(own)} "
-                f"files, its history says {h['rows']} rows in {h['partitions']} files, or "
-                "other checksums"
+                f"files, its history says {h['rows']} rows in {h['partitions']} files"
+            )
+        elif [p["checksum"] for p in own] != h["checksums"]:
+            problems.append(
+                f"manifest: version {h['version']}'s partitions have other checksums than its "
+                "history lists (the same rows and files): files of another history"
             )
     found = [versions.version_of(p) for p in manifest["partitions"]]
     if found != sorted(found):

@@ -479,3 +479,30 @@ def test_an_append_of_nothing_but_duplicates_adds_no_version_and_says_so(plugin,
     )
     one = write(plugin, out, append=True, start=9, rows=2, tasks=1, dedup_key="key")
     assert one.version == 2 and one.rows == 1 and one.rejects == 1 and "(1 duplicate)" in one.line()
+
+
+@pytest.mark.parametrize("then", ["another history, same version", "an older version"])
+def test_a_staged_append_on_a_dataset_replaced_since_is_refused(plugin, tmp_path, then):
+    from recordmill.engine.commit import KILL_AT
+
+    out, other = tmp_path / "out", tmp_path / "other"
+    write(plugin, out, start=0)
+    write(plugin, out, start=100, append=True)  # version 2
+    common = ["--script", plugin, "--output", out, "--workers", "1", "--quiet", "--start", "200"]
+    killed = run_writer(*common, "--append", env={KILL_AT: "staged"})
+    assert killed.returncode != 0  # an append to version 3, staged, not published
+    # The dataset is replaced by another one's files: version 2 of another history, or version 1.
+    write(plugin, other, start=500)
+    if then == "another history, same version":
+        write(plugin, other, start=600, append=True)
+    for name in os.listdir(out):
+        os.remove(out / name)
+    for name in os.listdir(other):
+        os.link(other / name, out / name)
+    before = checksums(out)
+    done = run_writer(*common, "--append", "--resume")
+    assert done.returncode == 1
+    line = done.stderr.strip().splitlines()[-1]
+    now = "another version 2 now" if then.startswith("another") else "version 1 now"
+    assert f"it was made on version 2 of the dataset, which holds {now} (it was replaced" in line
+    assert checksums(out) == before and ids(out) == ids(other)  # nothing published

@@ -103,3 +103,34 @@ def test_a_run_paused_past_its_lease_stops_and_deletes_nothing(s3, tmp_path):
         (t, i) for t in range(16) for i in range(20)
     ]
     assert lease_holder(uri) is None  # the holder let it go; the paused run deleted nothing
+
+
+def test_a_live_run_keeps_its_lease_past_the_lease_time_while_it_renews(s3, tmp_path):
+    slow = make_plugin(
+        tmp_path / "slow",
+        """
+    import time
+
+    def task_number():
+        return 24
+
+    def dict_data(task_id):
+        time.sleep(0.5)
+        yield {"task": task_id}
+""",
+    )
+    uri = s3("live/out")
+    first = start(slow, uri)
+    try:
+        wait_until(lambda: lease_holder(uri) is not None, first, "the first run's lease")
+        time.sleep(2.5 * LEASE_SECONDS)  # past the lease: only its renewals keep it
+        assert first.poll() is None, "the first run should still be running"
+        second = start(slow, uri, "--resume")
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 1, (out, err)
+        assert "another recordmill run is writing" in err and f"(pid {first.pid} on" in err, err
+        assert lease_holder(uri) == first.pid
+    finally:
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert recordmill.open(uri).to_arrow().num_rows == 24

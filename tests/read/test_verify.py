@@ -175,3 +175,24 @@ BAD_ROWS = """
         for x in (1, 300, 2, -1, 3):
             yield {"x": x}
 """
+
+
+def test_a_history_that_lists_other_checksums_with_the_same_rows_is_named(copy):
+    def swap(manifest):
+        entry = manifest["history"][0]
+        entry["checksums"] = [c[::-1] for c in entry["checksums"]]  # rows and files the same
+
+    edit_manifest(copy, swap)
+    problems = verify(copy)
+    assert problems == [
+        "manifest: version 1's partitions have other checksums than its history lists (the same "
+        "rows and files): files of another history"
+    ]
+
+
+def test_a_history_that_counts_other_rows_is_named(copy):
+    edit_manifest(copy, lambda manifest: manifest["history"][0].update(rows=64))
+    assert verify(copy) == [
+        "manifest: version 1's partitions hold 65 rows in 3 files, its history says 64 rows in 3 "
+        "files"
+    ]
