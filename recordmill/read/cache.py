@@ -234,6 +234,7 @@ class DiskCache:
                 crc = crc32c(m)
             path = self.root / "parts" / f"{part.name}.{crc:08x}.arrow"
             os.replace(partial, path)
+            self._checked.add(path.name)  # its bytes were just summed from the disk: checked
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)

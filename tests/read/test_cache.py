@@ -395,3 +395,27 @@ def test_each_epoch_after_the_first_fetches_only_the_parts_the_cache_could_not_k
     # The first epoch fetches every part once; each later one starts with the parts the cache
     # kept (the last `capacity` used) and fetches exactly the others.
     assert fetched == [parts] + [parts - capacity] * 3, fetched
+
+
+def test_each_cached_part_is_checked_once_per_process(tmp_path, monkeypatch):
+    from recordmill.read import cache as cache_module
+
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN),
+        tmp_path / "pq",
+        partitions=3,
+        row_group_size=200,
+        progress=False,
+    )
+    summed = []
+    real = cache_module.crc32c
+    monkeypatch.setattr(cache_module, "crc32c", lambda data: summed.append(len(data)) or real(data))
+    first = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
+    parts = len(first.cache.parts)
+    first.take(np.arange(ROWS))
+    assert len(summed) == parts  # each filled part summed once, as it was written: not again
+    first.take(np.arange(ROWS)[::-1])
+    assert len(summed) == parts  # read again in this process: checked already
+    other = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")  # another reader
+    other.take(np.arange(ROWS))
+    assert len(summed) == 2 * parts and other.cache.fetched_parts == 0  # checked once each
