@@ -321,3 +321,39 @@ def test_persistent_workers_follow_a_resumed_mixture(sources):
     state = loader(m).state_dict() | {"epoch": 0, "position": 48}
     persistent.load_state_dict(state)
     assert [b["id"].tolist() for b in persistent] == want[3:]
+
+
+def test_a_resume_at_the_row_where_a_schedule_steps_goes_on_exactly(sources):
+    steps = [(0, [1, 1, 0]), (160, [0, 1, 1])]  # the step falls where a batch of 16 begins
+
+    def made():
+        return loader(
+            recordmill.mix(sources, steps, seed=3, until="all_exhausted_without_replacement")
+        )
+
+    full = [b["id"].tolist() for b in made()]
+    first = made()
+    it = iter(first)
+    head = [next(it)["id"].tolist() for _ in range(10)]
+    state = first.state_dict()
+    del it
+    assert state["position"] == 160
+    again = made()
+    again.load_state_dict(state)
+    assert head + [b["id"].tolist() for b in again] == full
+
+
+def test_each_source_decodes_and_skips_as_it_was_opened(sources):
+    def bump(label):
+        return label + 1000
+
+    plus = recordmill.open(sources[0], decode={"label": bump})
+    m = recordmill.mix({"plus": plus, "plain": sources[2]}, [1, 1])
+    for skip in ("raise", "skip"):
+        data = rtorch.DataLoader(rtorch.IterableDataset(m, on_error=skip), batch_size=16)
+        rows = [
+            (i, label)
+            for b in data
+            for i, label in zip(b["id"].tolist(), b["label"].tolist(), strict=True)
+        ]
+        assert rows and all((label >= 1000) == (i < 100_000) for i, label in rows), skip
