@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -506,3 +507,27 @@ def test_a_staged_append_on_a_dataset_replaced_since_is_refused(plugin, tmp_path
     now = "another version 2 now" if then.startswith("another") else "version 1 now"
     assert f"it was made on version 2 of the dataset, which holds {now} (it was replaced" in line
     assert checksums(out) == before and ids(out) == ids(other)  # nothing published
+
+
+def test_a_duplicate_names_the_first_row_of_its_key_in_a_dataset_that_has_ties(plugin, tmp_path):
+    out = tmp_path / "out"
+    write(plugin, out, rows=5, tasks=2, keys=3)  # no dedup: keys k0 k1 k2 k0 k1 k2 ...
+    write(plugin, out, append=True, start=2, rows=1, tasks=2, dedup_key="key")  # k2 and k3
+    (found,) = recordmill.read_rejects(out)
+    assert found["reason"] == "duplicate of version 1, row 2"  # the first k2, not the last (8)
+    assert ids(out) == [*range(10), 3]
+
+
+def test_max_rejects_counts_the_duplicates_exactly(plugin, tmp_path):
+    base = tmp_path / "base"
+    write(plugin, base, rows=5, tasks=2)
+    for limit, fails in ((27, True), (28, False)):  # the append below has 28 duplicates
+        out = tmp_path / f"out{limit}"
+        shutil.copytree(base, out)
+        settings = dict(append=True, start=5, rows=10, tasks=3, keys=12, dedup_key="key")
+        if fails:
+            with pytest.raises(recordmill.RecordmillError, match="28 inputs rejected, more than --max-rejects 27"):
+                write(plugin, out, max_rejects=limit, **settings)
+            assert ids(out) == list(range(10))  # nothing added
+        else:
+            assert write(plugin, out, max_rejects=limit, **settings).duplicates == 28
