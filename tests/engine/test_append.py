@@ -526,7 +526,9 @@ def test_max_rejects_counts_the_duplicates_exactly(plugin, tmp_path):
         shutil.copytree(base, out)
         settings = dict(append=True, start=5, rows=10, tasks=3, keys=12, dedup_key="key")
         if fails:
-            with pytest.raises(recordmill.RecordmillError, match="28 inputs rejected, more than --max-rejects 27"):
+            with pytest.raises(
+                recordmill.RecordmillError, match="28 inputs rejected, more than --max-rejects 27"
+            ):
                 write(plugin, out, max_rejects=limit, **settings)
             assert ids(out) == list(range(10))  # nothing added
         else:
