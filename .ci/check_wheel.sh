@@ -2,7 +2,8 @@
 # CI: build the wheel, install it (not editable) into a fresh virtual environment, .venv-wheel,
 # and check from an empty folder, away from the repository, that it is complete: `recordmill
 # plugins` lists every folder of recordmill/plugin/builtin/ as an installed built-in, `recordmill new` gives a plugin
-# that runs as it is, and the built-in imagenet plugin loads and shows its options.
+# that runs as it is, `recordmill new --package` a package that installs, runs and passes its test,
+# and the built-in imagenet plugin loads and shows its options.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -57,6 +58,20 @@ help=$("$recordmill" write --script imagenet --help) ||
     fail "recordmill write --script imagenet --help failed"
 grep -q -- "--image-dir" <<<"$help" ||
     fail "recordmill write --script imagenet --help does not show --image-dir"
+
+# `recordmill new --package`: a plugin package that installs (into the wheel's environment; its
+# build backend, setuptools, from the index), is listed, writes, and passes its own test.
+"$recordmill" new --package pkgcheck >/dev/null || fail "recordmill new --package pkgcheck failed"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "./pkgcheck[test]" \
+    >"$tmp/pip.log" 2>&1 || fail "installing the package pkgcheck:"$'\n'"$(cat "$tmp/pip.log")"
+listed=$("$recordmill" plugins) || fail "recordmill plugins failed"
+grep -qE "^pkgcheck +entrypoint +recordmill_pkgcheck\.plugin$" <<<"$listed" ||
+    fail "recordmill plugins does not list the package's plugin:"$'\n'"$listed"
+(cd pkgcheck && "$recordmill" write --script pkgcheck --output out --partitions 2 --quiet &&
+    "$venv/bin/python" -c "import recordmill; assert len(recordmill.open('out')) == 400") ||
+    fail "recordmill write --script pkgcheck failed"
+(cd pkgcheck && "$venv/bin/python" -m pytest -q -p no:cacheprovider >"$tmp/pytest.log" 2>&1) ||
+    fail "the package's own test failed:"$'\n'"$(cat "$tmp/pytest.log")"
 
 # The README's first set-up command, with the wheel installed instead of an editable install.
 "$venv/bin/python" "$repo/writer.py" --script "$repo/templates/template" --output out/demo \

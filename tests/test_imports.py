@@ -83,6 +83,7 @@ def test_every_module_is_in_a_layer_or_a_single_job_module_at_the_top():
         "recordmill.version",
         "recordmill.compat",
         "recordmill.kit",  # the plugin kit: what plugins use, gathered from the layers
+        "recordmill.testing",  # check_plugin(): a plugin's write, checked, for its tests
     }, top
 
 

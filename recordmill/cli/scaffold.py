@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from recordmill.cli.package import make_package
 from recordmill.inputs.demo import make_demo_data
 from recordmill.inputs.filelists import make_list
 from recordmill.inputs.images import EXTENSIONS
@@ -29,6 +30,12 @@ def plugins_main(args: argparse.Namespace) -> int:
 
 
 def new_main(args: argparse.Namespace) -> int:
+    if args.package:
+        target = make_package(args.name, Path.cwd())
+        print(f"created the package {target}; install it, list it and test it:")
+        print(f'  cd {target} && pip install -e ".[test]" && recordmill plugins && pytest')
+        print(f"then: recordmill write --script {args.name} --output out/{args.name}")
+        return 0
     target = Path(args.name)
     if target.exists():
         print(f"recordmill: error: {target} already exists", file=sys.stderr)
@@ -80,7 +87,12 @@ def add_parsers(commands: Any) -> None:
         func=plugins_main
     )
     new = commands.add_parser("new", help="copy the plugin template to a new folder")
-    new.add_argument("name", help="folder to create")
+    new.add_argument("name", help="folder to create (with --package, the plugin's name)")
+    new.add_argument(
+        "--package",
+        action="store_true",
+        help="a pip-installable package registering the plugin under NAME, with a test",
+    )
     new.set_defaults(func=new_main)
     make = commands.add_parser(
         "make-list",

@@ -1,0 +1,142 @@
+"""recordmill.testing.check_plugin: the template and every built-in plugin (on the demo data)
+pass; each mistake a plugin author makes is caught, in one line naming the task or option."""
+
+from __future__ import annotations
+
+import pytest
+
+import recordmill.inputs.demo
+from recordmill.testing import PluginCheckFailed, check_plugin
+from tests.conftest import REPO, make_plugin
+
+BUILTINS = {  # the demo data's inputs, as the run scripts give them
+    "csv": lambda d: {"input": d / "table.csv", "schema": d / "table.schema.yaml"},
+    "filelist": lambda d: {"list": d / "images_train.lst", "root": d / "images"},
+    "imagenet": lambda d: {"image_dir": d / "images", "label_file": d / "labels.txt"},
+    "mnist": lambda d: {"data_dir": d / "mnist"},
+    "tfrecord": lambda d: {"input": d / "tfrecord"},
+    "mindrecord": lambda d: {"input": d / "mindrecord"},
+    "recordio": lambda d: {"input": d / "recordio"},
+    "ofrecord": lambda d: {"input": d / "ofrecord"},
+    "torchrecord": lambda d: {"input": d / "torchrecord"},
+}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("demo") / "data"
+    recordmill.inputs.demo.make_demo_data(folder)
+    return folder
+
+
+def test_the_template_passes_and_its_rows_come_back():
+    rows = check_plugin(REPO / "templates" / "template", tasks=3, rows_per_task=7)
+    assert rows.num_rows == 21 and rows.column("id").to_pylist() == list(range(21))
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_every_built_in_plugin_passes_on_the_demo_data(name, demo):
+    if name == "torchrecord":
+        pytest.importorskip("lmdb", reason="the torchrecord plugin needs recordmill[torchrecord]")
+    options = {k: str(v) for k, v in BUILTINS[name](demo).items()}
+    assert check_plugin(name, **options).num_rows > 0
+
+
+FAULTS = {
+    "not deterministic": (
+        """
+        import random
+        def task_number(): return 2
+        def dict_data(task_id):
+            for i in range(5):
+                yield {"id": i, "x": random.random()}
+        """,
+        r"plugin \w+: two runs wrote other values at row 0, field 'x' .*not deterministic",
+    ),
+    "tasks share state": (
+        """
+        SEEN = []
+        def task_number():
+            SEEN.clear()  # each run starts afresh: two runs agree, the tasks do not
+            return 3
+        def dict_data(task_id):
+            SEEN.append(task_id)
+            yield {"task": task_id, "seen": len(SEEN)}
+        """,
+        r"task 0 gives other rows when it runs again after the other tasks \(row 0 differs\)",
+    ),
+    "task_rows wrong": (
+        """
+        def task_number(): return 2
+        def task_rows(task_id): return 3
+        def dict_data(task_id):
+            for i in range(3 if task_id == 0 else 2):
+                yield {"id": i}
+        """,
+        r"(task_rows\(1\) says 3 rows, dict_data\(1\) yields 2|task 1.*3 rows.*2)",
+    ),
+    "a row off the schema": (
+        """
+        def task_number(): return 2
+        def schema(): return {"id": {"type": "int64"}}
+        def dict_data(task_id):
+            yield {"id": 1}
+            yield {"id": "two"}
+        """,
+        r"task 0.*row 1.*'id'",
+    ),
+    "a help that states another default": (
+        """
+        def add_options(parser):
+            parser.add_argument("--size", type=int, default=64, help="side in pixels (default: 32)")
+        def task_number(options): return 1
+        def dict_data(task_id, options):
+            yield {"size": options.size}
+        """,
+        r"--size's help says its default is 32, but it is 64",
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_mistake_is_one_line(fault, tmp_path):
+    source, message = FAULTS[fault]
+    plugin = make_plugin(tmp_path / "p", source)
+    with pytest.raises(PluginCheckFailed, match=message) as caught:
+        check_plugin(plugin)
+    assert "\n" not in str(caught.value)
+
+
+def test_new_package_makes_a_package_that_registers_and_checks_its_plugin(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "recordmill", "new", "--package", "my-set"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'pip install -e ".[test]" && recordmill plugins && pytest' in done.stdout
+    root = tmp_path / "my-set"
+    project = (root / "pyproject.toml").read_text()
+    assert 'name = "recordmill-my-set"' in project
+    assert (
+        '[project.entry-points."recordmill.plugins"]\nmy-set = "recordmill_my_set.plugin"'
+        in project
+    )
+    module = root / "src" / "recordmill_my_set"
+    assert (module / "plugin.py").read_text() == (REPO / "templates/template/plugin.py").read_text()
+    assert "check_plugin(" in (root / "tests" / "test_plugin.py").read_text()
+    assert check_plugin(module, tasks=2, rows_per_task=10).num_rows == 20  # what its test runs
+    again = subprocess.run(
+        [sys.executable, "-m", "recordmill", "new", "--package", "my-set"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        again.returncode == 1
+        and again.stderr.strip() == f"recordmill: error: {root} already exists"
+    )
