@@ -16,11 +16,25 @@ import warnings
 from types import ModuleType
 from typing import Any
 
+# The plugin kit's modules of other tools' formats: ``recordmill.kit.NAME`` (see recordmill.kit).
+KIT_FORMATS = (
+    "features",
+    "filelists",
+    "idx",
+    "images",
+    "mindrecord",
+    "ofrecord",
+    "protobuf",
+    "recordio",
+    "tfrecord",
+    "torchrecord",
+)
 # Public names: no warning.
 PUBLIC = {
     "recordmill.torch": "recordmill.read.torch",
     "recordmill.decode": "recordmill.read.decode",
     "recordmill.hookspecs": "recordmill.plugin.hookspecs",
+    **{f"recordmill.kit.{n}": f"recordmill.inputs.{n}" for n in KIT_FORMATS},
 }
 OLD = {
     "recordmill.reader": "recordmill.read",

@@ -196,3 +196,20 @@ def test_the_plugin_kit_is_reachable_after_import_recordmill():
     code = "import os, recordmill; print(recordmill.kit.Path('x') == os.path.abspath('x'))"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert found.stdout.strip() == "True", found.stderr
+
+
+def test_the_built_in_plugins_use_only_the_public_api_and_the_kit():
+    """What the nine built-ins need is in recordmill.kit: a third-party plugin can do the same."""
+    public = {"recordmill", "recordmill.kit", "recordmill.decode", "recordmill.torch"}
+    public |= {f"recordmill.kit.{n}" for n in __import__("recordmill.compat").compat.KIT_FORMATS}
+    wrong = []
+    for path in sorted((PACKAGE / "plugin" / "builtin").glob("*/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            wrong += [f"{path.parent.name}/{path.name}: {n}" for n in names
+                      if n.startswith("recordmill") and n not in public]  # fmt: skip
+    assert not wrong, wrong

@@ -140,3 +140,17 @@ def test_new_package_makes_a_package_that_registers_and_checks_its_plugin(tmp_pa
         again.returncode == 1
         and again.stderr.strip() == f"recordmill: error: {root} already exists"
     )
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_a_copy_of_a_built_in_plugin_folder_runs_as_it_is(name, demo, tmp_path):
+    import shutil
+
+    import recordmill.plugin.manager
+
+    if name == "torchrecord":
+        pytest.importorskip("lmdb", reason="the torchrecord plugin needs recordmill[torchrecord]")
+    copy = tmp_path / f"my{name}"  # cp -r recordmill/plugin/builtin/NAME myNAME
+    shutil.copytree(recordmill.plugin.manager.BUILTIN_DIR / name, copy)
+    options = {k: str(v) for k, v in BUILTINS[name](demo).items()}
+    assert check_plugin(copy, **options).equals(check_plugin(name, **options))

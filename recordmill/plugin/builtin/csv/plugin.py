@@ -25,12 +25,22 @@ import re
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from recordmill import Reject, kit
-from recordmill.dataset.schema import from_yaml, infer_schema, safe_name, to_arrow_schema
-from recordmill.errors import SKIP_HINT, ConfigError, InputError, SchemaError, did_you_mean
-from recordmill.plugin.options import Options
+from recordmill.kit import (
+    SKIP_HINT,
+    ConfigError,
+    InputError,
+    Options,
+    SchemaError,
+    did_you_mean,
+    from_yaml,
+    infer_schema,
+    safe_name,
+    to_arrow_schema,
+)
+
+from . import fast
 
 CSV_SUFFIXES = (".csv", ".tsv")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -376,59 +386,16 @@ def dict_data(task_id, options):
             yield from _csv_rows(path, start, line, count, options)
 
 
-# pyarrow's CSV reader as the record-by-record path reads: "" is null but in strings, booleans
-# spelt as _parse_bool takes them (in these casings; another makes the slow path say it).
-_BOOLS = {
-    "true_values": ["true", "True", "TRUE", "1", "yes", "Yes", "YES"],
-    "false_values": ["false", "False", "FALSE", "0", "no", "No", "NO"],
-}
-
-
 def _fast_csv(path, start, count, options):
-    """A task's records read by pyarrow's CSV reader (typed, in C++), as batches; None where it
-    cannot be sure to give what the record path gives (a cell it cannot parse, a record of other
-    width, a null where the field takes none, an array or float16 column, one column)."""
+    """A task's records read by pyarrow's CSV reader (``fast.py``), or None where it cannot be
+    sure to give what the record path gives (see there; and one column, or a file past
+    ``FAST_BYTES`` read as one task)."""
     header, _ = _header(path, options.delimiter)
     specs = schema(options)
     whole = count < 0 and os.path.getsize(path) > FAST_BYTES  # a large file read as one task
     if len(header) < 2 or set(header) != set(specs) or whole:
         return None  # one column: pyarrow reads a blank line as a row, the record path refuses it
-    if any(s.get("shape") or s["type"] == "float16" for s in specs.values()):
-        return None
-    arrow = to_arrow_schema(dict(specs))
-    types = {n: pa.string() if specs[n]["type"] == "bytes" else arrow.field(n).type for n in header}
-    source = pa.OSFile(path)
-    source.seek(start)
-    try:
-        reader = pacsv.open_csv(
-            source,
-            read_options=pacsv.ReadOptions(column_names=list(header), block_size=4 << 20),
-            parse_options=pacsv.ParseOptions(
-                delimiter=_delimiter(path, options.delimiter),
-                newlines_in_values=True,
-                ignore_empty_lines=False,
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=types, null_values=[""], strings_can_be_null=False, **_BOOLS
-            ),
-        )
-        batches, rows = [], 0
-        while count < 0 or rows < count:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                break
-            batches.append(batch)
-            rows += batch.num_rows
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    finally:
-        source.close()
-    table = pa.Table.from_batches(batches, schema=reader.schema)
-    table = table.slice(0, count) if count >= 0 else table
-    if any(table.column(n).null_count for n in header if not specs[n].get("nullable")):
-        return None
-    return table.select(list(specs)).to_batches()  # as read: no column is joined past 2 GiB
+    return fast.read(path, start, count, header, specs, _delimiter(path, options.delimiter))
 
 
 def _bad(options, where, reason):

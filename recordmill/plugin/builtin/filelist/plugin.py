@@ -15,10 +15,10 @@ array of K with ``--label-width K``), file_name (the path as listed), and the im
 import functools
 import os
 
+from recordmill.kit.filelists import parse_line
+
 from recordmill import kit
-from recordmill.errors import ConfigError, InputError
-from recordmill.inputs import images
-from recordmill.inputs.filelists import parse_line
+from recordmill.kit import ConfigError, InputError, images
 
 
 def add_options(parser):

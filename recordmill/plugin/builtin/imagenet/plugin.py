@@ -19,8 +19,7 @@ import os
 import random
 
 from recordmill import kit
-from recordmill.errors import ConfigError, InputError, counted
-from recordmill.inputs import images
+from recordmill.kit import ConfigError, InputError, counted, images
 
 
 def add_options(parser):

@@ -19,18 +19,16 @@ with ``--on-bad-input skip`` becomes a reject.
 
 import functools
 
-from recordmill import kit
-from recordmill.dataset.rejects import bad_input
-from recordmill.dataset.schema import safe_name
-from recordmill.errors import ConfigError, InputError
-from recordmill.inputs import TASK_BYTES
-from recordmill.inputs.mindrecord import (
+from recordmill.kit.mindrecord import (
     MindRecordError,
     read_header,
     recordmill_schema,
     rows,
     shard_paths,
 )
+
+from recordmill import kit
+from recordmill.kit import TASK_BYTES, ConfigError, InputError, bad_input, safe_name
 
 
 def add_options(parser):

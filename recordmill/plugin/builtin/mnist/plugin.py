@@ -14,10 +14,10 @@ import io
 import os
 
 from PIL import Image
+from recordmill.kit.idx import read_idx
 
 from recordmill import kit
-from recordmill.errors import InputError
-from recordmill.inputs.idx import read_idx
+from recordmill.kit import InputError
 
 
 def add_options(parser):

@@ -20,14 +20,12 @@ whose fields (``data``, or ``image``, ``height``, ``width``, ``channels``) take 
 
 import functools
 
+from recordmill.kit.features import INFER_RECORDS
+from recordmill.kit.ofrecord import OFRecordError, parse_ofrecord, records
+from recordmill.kit.protobuf import ProtobufError
+
 from recordmill import Reject, kit
-from recordmill.dataset.rejects import bad_input
-from recordmill.dataset.schema import from_yaml, safe_name
-from recordmill.errors import ConfigError
-from recordmill.inputs import features, images
-from recordmill.inputs.features import INFER_RECORDS
-from recordmill.inputs.ofrecord import OFRecordError, parse_ofrecord, records
-from recordmill.inputs.protobuf import ProtobufError
+from recordmill.kit import ConfigError, bad_input, features, from_yaml, images, safe_name
 
 TYPES = {
     "bytes": "bytes",

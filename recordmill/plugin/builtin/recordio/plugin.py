@@ -27,14 +27,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-
-from recordmill import kit
-from recordmill.dataset.rejects import bad_input
-from recordmill.errors import ConfigError, InputError
-from recordmill.inputs import images, tasks_for
-from recordmill.inputs.features import check_pattern as input_files_check
-from recordmill.inputs.features import input_files
-from recordmill.inputs.recordio import (
+from recordmill.kit.features import check_pattern as input_files_check
+from recordmill.kit.recordio import (
     RecordIOError,
     find_start,
     padded,
@@ -42,6 +36,9 @@ from recordmill.inputs.recordio import (
     records,
     unpack,
 )
+
+from recordmill import kit
+from recordmill.kit import ConfigError, InputError, bad_input, images, input_files, tasks_for
 
 INFER_RECORDS = 1000  # records read, across the files in order, to tell the label width
 PATTERN = "*.rec"

@@ -19,12 +19,11 @@ than letters, digits and ``_`` become ``_`` (``image/class/label`` -> ``image_cl
 
 import functools
 
+from recordmill.kit.features import INFER_RECORDS
+from recordmill.kit.tfrecord import COMPRESSIONS, TFRecordError, parse_example, records
+
 from recordmill import kit
-from recordmill.dataset.rejects import bad_input
-from recordmill.dataset.schema import from_yaml, safe_name
-from recordmill.inputs import features
-from recordmill.inputs.features import INFER_RECORDS
-from recordmill.inputs.tfrecord import COMPRESSIONS, TFRecordError, parse_example, records
+from recordmill.kit import bad_input, features, from_yaml, safe_name
 
 TYPES = {"bytes": "bytes", "float": "float32", "int64": "int64"}
 PATTERN = "*.tfrecord*"

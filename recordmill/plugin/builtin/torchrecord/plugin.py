@@ -22,13 +22,8 @@ import functools
 import os
 
 import numpy as np
-
-from recordmill import kit
-from recordmill.dataset.rejects import bad_input
-from recordmill.errors import InputError, SchemaError
-from recordmill.inputs import images, tasks_for
-from recordmill.inputs.protobuf import ProtobufError
-from recordmill.inputs.torchrecord import (
+from recordmill.kit.protobuf import ProtobufError
+from recordmill.kit.torchrecord import (
     Database,
     TorchRecordError,
     databases,
@@ -37,6 +32,9 @@ from recordmill.inputs.torchrecord import (
     parse_tensor_protos,
     rgb_image,
 )
+
+from recordmill import kit
+from recordmill.kit import InputError, SchemaError, bad_input, images, tasks_for
 
 
 def add_options(parser):
