@@ -105,17 +105,20 @@ def test_a_run_paused_past_its_lease_stops_and_deletes_nothing(s3, tmp_path):
     assert lease_holder(uri) is None  # the holder let it go; the paused run deleted nothing
 
 
-def test_a_live_run_keeps_its_lease_past_the_lease_time_while_it_renews(s3, tmp_path):
+def test_a_live_run_keeps_its_lease_past_the_lease_time_while_it_renews(s3, tmp_path, monkeypatch):
+    release = tmp_path / "release"  # the first run's tasks wait until the test is done with it
+    monkeypatch.setenv("RECORDMILL_TEST_RELEASE", str(release))
     slow = make_plugin(
         tmp_path / "slow",
         """
-    import time
+    import os, time
 
     def task_number():
-        return 24
+        return 4
 
     def dict_data(task_id):
-        time.sleep(0.5)
+        while not os.path.exists(os.environ["RECORDMILL_TEST_RELEASE"]):
+            time.sleep(0.05)
         yield {"task": task_id}
 """,
     )
@@ -131,6 +134,7 @@ def test_a_live_run_keeps_its_lease_past_the_lease_time_while_it_renews(s3, tmp_
         assert "another recordmill run is writing" in err and f"(pid {first.pid} on" in err, err
         assert lease_holder(uri) == first.pid
     finally:
+        release.touch()
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
-    assert recordmill.open(uri).to_arrow().num_rows == 24
+    assert recordmill.open(uri).to_arrow().num_rows == 4
