@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI: build the wheel, install it (not editable) into a fresh virtual environment, .venv-wheel,
 # and check from an empty folder, away from the repository, that it is complete: `recordmill
-# plugins` lists every folder of recordmill/plugin/builtin/ as an installed built-in, `recordmill new` gives a plugin
+# plugins` lists every folder of plugins/ as an installed built-in, `recordmill new` gives a plugin
 # that runs as it is, `recordmill new --package` a package that installs, runs and passes its test,
 # and the built-in imagenet plugin loads and shows its options.
 set -euo pipefail
@@ -39,10 +39,10 @@ unset PYTHONPATH
 echo "+ (in an empty folder, with the wheel installed) recordmill plugins / new / write"
 
 listed=$("$recordmill" plugins) || fail "recordmill plugins failed"
-for folder in "$repo"/recordmill/plugin/builtin/*/; do
+for folder in "$repo"/plugins/*/; do
     name=$(basename "$folder")
     [[ -f $folder/plugin.py ]] || continue
-    grep -qE "^$name +builtin +.*/site-packages/recordmill/plugin/builtin/$name/plugin\.py$" \
+    grep -qE "^$name +builtin +.*/site-packages/recordmill/builtin_plugins/$name/plugin\.py$" \
         <<<"$listed" || fail "recordmill plugins does not list the built-in $name:"$'\n'"$listed"
 done
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import recordmill
+from recordmill.plugin.manager import BUILTIN_DIR
 
 PACKAGE = Path(recordmill.__file__).resolve().parent
 WRITE_SIDE = ("engine", "plugin", "executors", "cli")
@@ -203,7 +204,7 @@ def test_the_built_in_plugins_use_only_the_public_api_and_the_kit():
     public = {"recordmill", "recordmill.kit", "recordmill.decode", "recordmill.torch"}
     public |= {f"recordmill.kit.{n}" for n in __import__("recordmill.compat").compat.KIT_FORMATS}
     wrong = []
-    for path in sorted((PACKAGE / "plugin" / "builtin").glob("*/*.py")):
+    for path in sorted(BUILTIN_DIR.glob("*/*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):

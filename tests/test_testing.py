@@ -150,7 +150,7 @@ def test_a_copy_of_a_built_in_plugin_folder_runs_as_it_is(name, demo, tmp_path):
 
     if name == "torchrecord":
         pytest.importorskip("lmdb", reason="the torchrecord plugin needs recordmill[torchrecord]")
-    copy = tmp_path / f"my{name}"  # cp -r recordmill/plugin/builtin/NAME myNAME
+    copy = tmp_path / f"my{name}"  # cp -r plugins/NAME myNAME
     shutil.copytree(recordmill.plugin.manager.BUILTIN_DIR / name, copy)
     options = {k: str(v) for k, v in BUILTINS[name](demo).items()}
     assert check_plugin(copy, **options).equals(check_plugin(name, **options))

@@ -13,7 +13,7 @@ from recordmill.cli.package import make_package
 from recordmill.inputs.demo import make_demo_data
 from recordmill.inputs.filelists import make_list
 from recordmill.inputs.images import EXTENSIONS
-from recordmill.plugin.manager import TEMPLATE_DIR, available_plugins, summary
+from recordmill.plugin.manager import BUILTIN_DIR, TEMPLATE_DIR, available_plugins, summary
 
 
 def plugins_main(args: argparse.Namespace) -> int:
@@ -46,6 +46,7 @@ def new_main(args: argparse.Namespace) -> int:
     shutil.copytree(TEMPLATE_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
     print(f"created {target}/plugin.py; edit task_number() and dict_data(), then run:")
     print(f"  recordmill write --script {target} --output out/{target.name} --partitions 4")
+    print(f"(the built-in plugins, in {BUILTIN_DIR}, are examples to copy too)")
     return 0
 
 

@@ -9,7 +9,7 @@
    (no ``plugin.py``, no ``mr_api.py``: ``./imagenet`` holding the images) does not shadow the
    plugin of that name.
 3. A name registered in the entry-point group ``recordmill.plugins`` by an installed package.
-4. A built-in plugin: a folder in ``recordmill/plugin/builtin/``.
+4. A built-in plugin: a folder in ``plugins/`` (``recordmill/builtin_plugins/`` when installed).
 """
 
 from __future__ import annotations
@@ -42,8 +42,13 @@ PLUGIN_MODULE = "plugin.py"
 # The built-in plugins live in this package (builtin/). The plugin template stays in the
 # repository's top-level templates/ folder (cp -r templates/template xyz works from a clone); an
 # installed wheel carries it inside the package, as recordmill/templates/ (see pyproject.toml).
-BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
+# The built-in plugins: in the wheel, recordmill/builtin_plugins/; in a clone (and an editable
+# install), the repository's plugins/.
+BUILTIN_DIR = next(
+    (p for p in (_PACKAGE_DIR / "builtin_plugins", _PACKAGE_DIR.parent / "plugins") if p.is_dir()),
+    _PACKAGE_DIR / "builtin_plugins",
+)
 TEMPLATE_DIR = next(
     (
         p

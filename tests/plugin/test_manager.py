@@ -193,7 +193,7 @@ def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    for name in ("recordmill", "templates"):
+    for name in ("recordmill", "templates", "plugins"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     build = [*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
@@ -208,11 +208,11 @@ def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
             if p.is_file() and "__pycache__" not in p.parts
         }
 
-    builtin_dir = REPO / "recordmill" / "plugin" / "builtin"
+    builtin_dir = REPO / "plugins"
     builtins = sorted(d.name for d in builtin_dir.iterdir() if (d / "plugin.py").is_file())
     assert {"imagenet", "filelist", "mnist", "csv", "tfrecord"} <= set(builtins)
     for rel in files(builtin_dir):
-        assert f"recordmill/plugin/builtin/{rel}" in names
+        assert f"recordmill/builtin_plugins/{rel}" in names
     template = files(REPO / "templates" / "template")
     assert "plugin.py" in template
     for rel in template:
@@ -247,7 +247,7 @@ def test_the_wheel_carries_the_built_in_plugins_and_the_template(tmp_path):
         if not line.startswith(" ")  # the line under each says what the plugin reads
     }
     for name in builtins:
-        assert sources[name] == str(site / "recordmill" / "plugin" / "builtin" / name / "plugin.py")
+        assert sources[name] == str(site / "recordmill" / "builtin_plugins" / name / "plugin.py")
     new = cli("new", "xyz")
     assert new.returncode == 0, new.stderr
     assert files(work / "xyz") == template

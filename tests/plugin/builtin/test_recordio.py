@@ -23,7 +23,7 @@ from tests.conftest import REPO, run_writer
 DATA = REPO / "tests" / "data" / "recordio"
 EXPECTED = json.loads((DATA / "expected.json").read_text())
 _spec = importlib.util.spec_from_file_location(
-    "recordio_plugin", REPO / "recordmill/plugin/builtin/recordio/plugin.py"
+    "recordio_plugin", REPO / "plugins/recordio/plugin.py"
 )
 plugin = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(plugin)
