@@ -160,7 +160,7 @@ def run_write(
     if run.settings.executor == "process" and run.settings.workers != 0:
         check_main_guard()
     # Checked before the output is touched: a mistake there must not cost an interrupted run.
-    executor_options = executors.options_of(run.settings)
+    executor_options = executors.options_of(run.settings.executor, run.settings.executor_options)
     with OutputDir(run.settings, output) as out:
         try:  # under the lock: the dataset it appends to, if any
             run = append.prepare(run, out.final)
@@ -200,11 +200,10 @@ def _execute(
     run: Run, out: OutputDir, executor_options: dict[str, Any]
 ) -> tuple[list[ChunkResult], Written, dict[str, float], dedup.Duplicates | None]:
     """Phases 2 and 3 in the run's workers; a plugin's error keeps the tasks that finished."""
-    with executors.create(
-        run.settings,
-        workers=min(run.settings.worker_count, max(run.tasks, 1, run.settings.partitions)),
-        options=executor_options,
-    ) as runner:
+    settings = run.settings
+    limits = executors.Limits(settings.retries, settings.retries_on_error, settings.task_timeout)
+    workers = min(settings.worker_count, max(run.tasks, 1, settings.partitions))  # 0: inline
+    with executors.create(settings.executor, workers, limits, executor_options) as runner:
         runner.check(run.plugin, out.staging)
         try:
             written = _write_rows(run, out, runner)

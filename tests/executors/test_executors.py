@@ -7,7 +7,6 @@ import pytest
 
 import recordmill
 from recordmill import executors
-from recordmill.engine.settings import WriteSettings
 from recordmill.errors import ConfigError
 from tests.conftest import COUNTING_PLUGIN, install_package, make_plugin, run_writer
 
@@ -68,7 +67,7 @@ def test_an_installed_executor_runs_a_write_with_its_own_flag(installed_executor
 
 def test_executor_options_are_checked():
     with pytest.raises(ConfigError, match=r"executor 'dask' has no option\(s\) \['dask_adress'\]"):
-        executors.options_of(WriteSettings(executor="dask", executor_options={"dask_adress": "x"}))
+        executors.options_of("dask", {"dask_adress": "x"})
     with pytest.raises(ConfigError, match=r"no executor 'spark'; executors: dask, process, ray"):
         executors.find("spark")
 
