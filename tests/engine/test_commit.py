@@ -52,6 +52,19 @@ PLUGIN = """
         if task_id == 2:
             yield {"task": task_id, "value": "not a number", "blob": b""}
 """
+# Every task announces its rows: partitions are written straight from the plugin (engine/direct.py),
+# with no fragment and no partition record.
+DIRECT = """
+    def task_number():
+        return 6
+
+    def task_rows(task_id):
+        return 40 + task_id
+
+    def dict_data(task_id):
+        for i in range(40 + task_id):
+            yield {"task": task_id, "value": i, "blob": bytes([i]) * (300 + task_id)}
+"""
 TRACED = "fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,rmdir"
 POWERCUT = Path(__file__).resolve().parent / "powercut"
 
@@ -162,8 +175,29 @@ def check_published_durably(calls: list[Call], out: Path) -> tuple[Call, Call]:
         assert all(c.pid != main for c in done), f"{name} was flushed by the main process"
     manifest = staging / "_manifest.parquet"
     (named,) = [c for c in renames if c.paths == [f"{manifest}.partial", str(manifest)]]
-    assert any(c.end < named.start for c in flushes(calls, Path(f"{manifest}.partial")))
+    (written,) = [c for c in flushes(calls, Path(f"{manifest}.partial")) if c.end < named.start]
     assert named.end < publish.start
+    # The staging folder's names (the partitions', the rejects') on the disk before the manifest
+    # that lists them is written: flushed after the last partition's flush, before the manifest's.
+    files = [c.end for name in partitions(out) for c in flushes(calls, staging / name)]
+    files += [  # the rejects file's rename into place
+        c.end
+        for c in under(calls, staging)
+        if c.name.startswith("rename") and "/_rejects." in c.paths[-1] and c.end < written.start
+    ]
+    assert any(max(files) < c.start and c.end < written.start for c in flushes(calls, staging)), (
+        "the staging folder was not flushed between its last file (partition or rejects) and "
+        "the manifest"
+    )
+    # And the manifest's own name, before the bookkeeping a --resume reads is cleaned away.
+    cleaning = min(
+        c.start
+        for c in under(calls, staging)
+        if c.name in ("unlink", "unlinkat", "rmdir") and c.start > named.end
+    )
+    assert any(named.end < c.start and c.end < cleaning for c in flushes(calls, staging)), (
+        "the staging folder was not flushed between the manifest's rename and its cleaning"
+    )
     cleaned = max(c.end for c in under(calls, staging) if c.end < publish.start)
     assert any(cleaned < c.start and c.end < publish.start for c in flushes(calls, staging)), (
         "the staging folder was not flushed between its cleaning and the publishing rename"
@@ -173,12 +207,18 @@ def check_published_durably(calls: list[Call], out: Path) -> tuple[Call, Call]:
     return publish, after[0]
 
 
-def test_a_new_output_is_flushed_before_it_is_published(plugin, tmp_path):
+@pytest.mark.parametrize("path", ["staged", "direct"])
+def test_a_new_output_is_flushed_before_it_is_published(plugin, tmp_path, path):
     out = tmp_path / "out"
+    if path == "direct":
+        plugin = make_plugin(tmp_path / "direct", DIRECT)
     calls = traced_write(plugin, out)
     assert verify(out) == []
-    check_published_durably(calls, out)
-    assert flushes(calls, tmp_path / f".{out.name}.recordmill-lock")  # and the lock file
+    publish, _ = check_published_durably(calls, out)
+    # The lock file is flushed, as every file made beside the output, and then its name.
+    (lock,) = flushes(calls, tmp_path / f".{out.name}.recordmill-lock")
+    named = [c for c in flushes(calls, tmp_path) if lock.end < c.start and c.end < publish.start]
+    assert named, "the folder of the output was not flushed after the lock file was made"
 
 
 def test_an_overwrite_deletes_the_older_dataset_once_the_new_one_is_durable(plugin, tmp_path):
