@@ -74,6 +74,13 @@ def mix(
     if until not in mixing.UNTIL:
         raise ValueError(f"until must be one of {', '.join(mixing.UNTIL)}; got {until!r}")
     steps = _steps(weights, names, [len(ds) for ds in opened])
+    repeats = rows is not None or until == "all_exhausted"
+    for k, ds in enumerate(opened):
+        if repeats and not len(ds) and any(w[k] for _, w in steps):
+            raise ValueError(
+                f"source {names[k]!r} has no rows, so it cannot start over as rows= or "
+                f"until='all_exhausted' would have it: give it weight 0, or leave it out"
+            )
     return Mixture(opened, names, steps, seed, until, rows, shuffle, source_column)
 
 

@@ -357,3 +357,16 @@ def test_each_source_decodes_and_skips_as_it_was_opened(sources):
             for i, label in zip(b["id"].tolist(), b["label"].tolist(), strict=True)
         ]
         assert rows and all((label >= 1000) == (i < 100_000) for i, label in rows), skip
+
+
+def test_an_empty_source_ends_a_first_exhausted_epoch_and_cannot_repeat(sources, tmp_path):
+    empty = write(tmp_path, "empty", 0, 9)
+    m = recordmill.mix([sources[0], str(empty)], [1, 1])
+    assert len(m) == 0  # its first draw finds it empty
+    every = recordmill.mix(
+        [sources[0], str(empty)], [1, 1], until="all_exhausted_without_replacement"
+    )
+    assert len(every) == 600  # it leaves the draw at once
+    with pytest.raises(ValueError, match="source 'empty' has no rows, so it cannot start over"):
+        recordmill.mix([sources[0], str(empty)], [1, 1], rows=10)
+    assert len(recordmill.mix([sources[0], str(empty)], [1, 0], rows=10)) == 10
