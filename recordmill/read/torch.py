@@ -147,11 +147,8 @@ class DataLoader(torch_data.DataLoader):
         """Full batches of the rows that did not fail, each moving the position to the row of
         the order it reached (with several ranks, which are then not in step: this rank's)."""
         cut = Rebatcher(*self.cut)
-        position, stream, rows = (
-            self.position.position,
-            self.position.stream,
-            self.position._length(),
-        )
+        position, stream = self.position.position, self.position.stream
+        rows = self.position._length() // max(1, world)  # this rank's share, for a fraction
         for chunk in super().__iter__():
             for batch, reached, rejects in [*cut.feed(chunk)]:
                 self.ledger.add(rejects, rows)
