@@ -221,3 +221,60 @@ def test_the_copy_of_an_arrow_manifest_that_is_not_read_is_checked_too(tmp_path,
             recordmill.open(str(out))
         code, stdout, _ = tool(capsys, "verify", out)
         assert code == 1 and damaged_line(stdout, out), (offset, stdout)
+
+
+def _part(m):
+    return m["partitions"][0]
+
+
+STRUCTURE = {  # a damage -> the line that names it
+    "a list": (lambda m: ["not", "an", "object"], "it holds list JSON, not an object"),
+    "no version": (
+        lambda m: m.pop("format_version"),
+        '"format_version" is missing or not a number',
+    ),
+    "a format": (lambda m: m.update(format="orc"), "\"format\" is 'orc', not one of"),
+    "an arrow schema": (
+        lambda m: m["schema"].update(arrow="AAAA"),
+        '"schema"."arrow" cannot be read (',
+    ),
+    "field names": (
+        lambda m: m["schema"]["fields"].reverse(),
+        '"schema"."fields" do not name the fields of "schema"."arrow"',
+    ),
+    "a path out": (
+        lambda m: _part(m).update(file="../../secret.parquet"),
+        'partition 0: "file" is "../../secret.parquet", not a partition file name',
+    ),
+    "a file twice": (
+        lambda m: m["partitions"][1].update(file=_part(m)["file"]),
+        'partition 1: "file" is ',
+    ),
+    "groups past bytes": (
+        lambda m: _part(m).update(row_groups=10**9),
+        "partition 0: 1,000,000,000 row groups in ",
+    ),
+    "offsets": (
+        lambda m: _part(m).update(group_offsets=_part(m)["group_offsets"][:-1]),
+        'partition 0: "group_offsets" lists ',
+    ),
+    "a rejects file": (
+        lambda m: m["rejects"].update(file="/dev/zero"),
+        'a rejects file is "/dev/zero", not a rejects file name',
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(STRUCTURE))
+def test_each_damage_to_the_manifest_structure_is_named(written, damage):
+    source, _ = written
+    manifest = json.loads(json.dumps(recordmill.read_manifest(source)))
+    change, line = STRUCTURE[damage]
+    changed = change(manifest)
+    if isinstance(changed, list):
+        manifest = changed
+    with pytest.raises(manifest_check.Damaged) as caught:
+        manifest_check.check_structure(manifest)
+    assert line in str(caught.value), (damage, str(caught.value))
+    if damage == "a file twice":
+        assert str(caught.value).endswith(", named twice")
