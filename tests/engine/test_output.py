@@ -402,3 +402,17 @@ def test_the_advice_when_the_interrupted_run_recorded_nothing(reference, tmp_pat
     resumed = write(plugin, out, "--scale", "2", "--resume")
     assert resumed.returncode == 1 and "left nothing to finish" in resumed.stderr
     assert "--overwrite" not in resumed.stderr
+
+
+def test_an_output_that_is_a_file_is_refused_and_kept(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "p", "def task_number(): return 1\ndef dict_data(task_id): yield {'a': 1}\n"
+    )
+    target = tmp_path / "notes.txt"
+    target.write_text("a user's notes")
+    for flags in ({}, {"overwrite": True}):
+        with pytest.raises(
+            recordmill.OutputError, match=f"output {target} exists and is not a folder"
+        ):
+            recordmill.write(plugin, target, progress=False, **flags)
+        assert target.read_text() == "a user's notes"
