@@ -34,6 +34,9 @@ class Source:
     ):
         self.mixture: Mixture | None = None
         self.raw = raw
+        # Each source's decode functions (of the columns read) and name: what decoders() gives.
+        self._decoders: list[Mapping[str, Any]] = []
+        self.names: list[str | None] = [None]
         if isinstance(path, Mixture):
             if decode or version is not None or any(v is not None for v in cache.values()):
                 raise TypeError(
@@ -41,7 +44,7 @@ class Source:
                     "recordmill.mix() or to the datasets it mixes"
                 )
             mixture = path.select(columns) if columns is not None else path
-            self.names = mixture.names
+            self.names = list(mixture.names)
             self._decoders = [undecoded(ds)[1] for ds in mixture.datasets]
             self.mixture = mixture.undecoded() if raw else mixture
             path = repr(path)
@@ -61,7 +64,8 @@ class Source:
             ds = open_dataset(self.path, decode=self.decode, version=self.version, **self.cache)
             self.version = ds.warm().version
             ds = ds.select(self.columns) if self.columns is not None else ds
-            self._dataset = undecoded(ds)[0] if self.raw else ds
+            plain, decode = undecoded(ds)  # the decode of the columns read, not of every one
+            self._dataset, self._decoders = (plain if self.raw else ds), [decode]
         return self._dataset
 
     def __getstate__(self) -> dict[str, Any]:
@@ -75,7 +79,9 @@ class Source:
 
     def decoders(self, ids: np.ndarray) -> tuple[list[Mapping[str, Any]], list[str | None]]:
         """Each row's ``decode`` functions and its source's name (None for one dataset)."""
+        self.dataset()
         if self.mixture is not None:
-            source, _ = self.mixture.locate(ids)
-            return [self._decoders[s] for s in source], [self.names[s] for s in source]
-        return [self.decode] * len(ids), [None] * len(ids)
+            source = self.mixture.locate(ids)[0]
+        else:
+            source = np.zeros(len(ids), dtype=np.int64)
+        return [self._decoders[s] for s in source], [self.names[s] for s in source]

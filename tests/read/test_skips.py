@@ -341,3 +341,10 @@ def test_open_with_skip_leaves_the_bad_rows_out_of_every_read(images):
         recordmill.open(images, on_error="drop")
     with pytest.raises(ValueError, match="Pillow"):
         list(recordmill.open(images, decode=DECODE).iter_rows())  # the default raises
+
+
+def test_a_decode_of_a_column_not_read_is_no_reject(images):
+    # decode= names "data", columns= leaves it out: as without skips, it is not applied.
+    data = IterableDataset(images, columns=["id"], decode=DECODE, on_error="skip")
+    loader = DataLoader(data, batch_size=10)
+    assert sum(len(b["id"]) for b in loader) == 100 and loader.rejects == []
