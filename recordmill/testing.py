@@ -25,6 +25,7 @@ It returns the rows, a ``pyarrow.Table``, for the author's own asserts. Use it f
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import tempfile
@@ -141,8 +142,6 @@ def _first_difference(first: pa.Table, second: pa.Table) -> str:
 
 def _check_defaults(plugin: Any) -> None:
     """Each option whose help says ``(default: X)`` has X as its default."""
-    import argparse
-
     parser = argparse.ArgumentParser(add_help=False)
     plugin.add_options(parser)
     for action in parser._actions:

@@ -32,7 +32,7 @@ from recordmill.read.cache import CACHE_DIR_ENV, DiskCache, plan_parts
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer
 from recordmill.read.groups import Groups, ReadStats
-from recordmill.read.skips import ReadReject, one_line
+from recordmill.read.skips import ReadReject, one_line, skips
 
 __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]
 
@@ -109,8 +109,7 @@ def _check_arguments(version: int | None, on_error: str) -> None:
             f"version must be a whole number from 1 (recordmill history lists them), got "
             f"{type(version).__name__} {version!r}"
         )
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be one of raise, skip, got {on_error!r}")
+    skips(on_error)
 
 
 class Dataset:

@@ -138,15 +138,16 @@ class Mixture:
         """The same mixture with only ``columns`` (the source column is kept when named)."""
         plain = [c for c in columns if c != self.source_column]
         named = self.source_column if self.source_column in columns else None
-        picked = [ds.select(plain) for ds in self.datasets]
-        args = (self.steps, self.seed, self.until, self.rows_per_epoch, self.shuffle, named)
-        return Mixture(picked, self.names, *args)
+        return self._like([ds.select(plain) for ds in self.datasets], named)
 
     def undecoded(self) -> Mixture:
         """The same mixture, its sources read without their ``decode`` functions."""
-        plain = [undecoded(ds)[0] for ds in self.datasets]
+        return self._like([undecoded(ds)[0] for ds in self.datasets], self.source_column)
+
+    def _like(self, datasets: list[Dataset], source_column: str | None) -> Mixture:
+        """This mixture (its weights, seed and epochs) over other views of its sources."""
         args = (self.steps, self.seed, self.until, self.rows_per_epoch, self.shuffle)
-        return Mixture(plain, self.names, *args, self.source_column)
+        return Mixture(datasets, self.names, *args, source_column)
 
     # --- the order of an epoch ----------------------------------------------------------------
 

@@ -81,12 +81,6 @@ class Position:
                 f"of {self._where()} holds (data {state['data']}, this one {mine['data']}): the "
                 "dataset was replaced since the state was saved; start a new epoch instead"
             )
-        if ("mixture" in state) != ("mixture" in mine):
-            kinds = ("a mixture", "one dataset")
-            then, now = kinds if "mixture" in state else kinds[::-1]
-            raise ValueError(
-                f"cannot resume: the saved state is of {then}, this loader reads {now}"
-            )
         # A mixture's rows per epoch follow its weights, which a resume may change.
         keys = ("seed", "shuffle") if "mixture" in mine else ("seed", "shuffle", "rows")
         for key in keys:

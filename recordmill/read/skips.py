@@ -18,9 +18,16 @@ from typing import Any, Protocol
 
 from recordmill.errors import RecordmillError
 
-__all__ = ["ON_ERROR", "Chunk", "Guard", "ReadReject", "Rebatcher", "TooManyRejects"]
+__all__ = ["ON_ERROR", "Chunk", "Guard", "ReadReject", "Rebatcher", "TooManyRejects", "skips"]
 
 ON_ERROR = ("raise", "skip")
+
+
+def skips(on_error: str) -> bool:
+    """Whether ``on_error`` asks to skip the rows that fail (checked: one of ``ON_ERROR``)."""
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    return on_error == "skip"
 
 
 class TooManyRejects(RecordmillError):
@@ -206,10 +213,10 @@ class Ledger:
                     os.write(fd, (json.dumps(asdict(reject)) + "\n").encode())
             finally:
                 os.close(fd)
-        bound = self.limit if isinstance(self.limit, int) or self.limit is None else None
-        if bound is None and self.limit is not None:
-            bound = int(self.limit * epoch_rows)
-        if bound is not None and self.epoch_count > bound:
+        if self.limit is None:
+            return
+        bound = self.limit if isinstance(self.limit, int) else int(self.limit * epoch_rows)
+        if self.epoch_count > bound:
             first = "; ".join(str(r) for r in self.rejects[-self.epoch_count :][:3])
             raise TooManyRejects(
                 f"{self.epoch_count} rows failed to decode or transform this epoch, more than "

@@ -24,7 +24,7 @@ import pyarrow as pa
 from recordmill.read import collated
 from recordmill.read.mixture import Mixture
 from recordmill.read.positions import Position, Ranks
-from recordmill.read.skips import ON_ERROR, Chunk, Guard
+from recordmill.read.skips import Chunk, Guard, skips
 from recordmill.read.sources import Source as _Source
 
 # With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
@@ -63,7 +63,7 @@ class MapDataset(torch_data.Dataset):
         on_error: str = "raise",
     ):
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
-        self.skip = _skips(on_error)
+        self.skip = skips(on_error)
         self.source = _Source(path, columns, decode, cache, version, raw=self.skip)
         self.source.dataset()
         self.transform = transform
@@ -141,9 +141,7 @@ class Sampler(Position, Ranks, torch_data.Sampler):
 
     def __len__(self) -> int:
         rank, world = self._bind()
-        return len(
-            range(rank, len(self._evened(np.arange(self._length() - self.position), world)), world)
-        )
+        return len(range(rank, self._left(), world))
 
     def _left(self) -> int:
         return len(self._evened(np.arange(self._length() - self.position), self._bind()[1]))
@@ -194,7 +192,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
     ):
         Position.__init__(self, shuffle, seed)
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
-        self.skip = _skips(on_error)
+        self.skip = skips(on_error)
         # Set by recordmill's DataLoader, which cuts chunks into batches: whether to hand out chunks,
         # and whether to collate their rows first (the loader collates with default_collate).
         self.chunked = self.collates = False
@@ -310,12 +308,6 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
                 batches = []
         if batches:
             yield batches
-
-
-def _skips(on_error: str) -> bool:
-    if on_error not in ON_ERROR:
-        raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
-    return on_error == "skip"
 
 
 def _guarded(
