@@ -66,6 +66,13 @@ def remote(s3, tmp_path_factory):
     proxy.close()
 
 
+def local_parquet(tmp_path, **settings) -> None:
+    """The test dataset as Parquet on local disk, at ``tmp_path / "pq"``."""
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", progress=False, **settings
+    )
+
+
 def size(uri: str) -> int:
     return sum(p["bytes"] for p in recordmill.read_manifest(uri)["partitions"])
 
@@ -168,9 +175,7 @@ def test_an_overwritten_dataset_never_serves_the_older_parts(s3, tmp_path):
 
 
 def test_a_local_parquet_dataset_reads_as_arrow_ipc_from_the_cache(tmp_path):
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
-    )
+    local_parquet(tmp_path, partitions=2)
     plain = recordmill.open(tmp_path / "pq")
     cached = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "cache")
     assert cached.to_arrow().equals(plain.to_arrow())
@@ -179,9 +184,7 @@ def test_a_local_parquet_dataset_reads_as_arrow_ipc_from_the_cache(tmp_path):
 
 
 def test_mistakes_are_one_clear_line(tmp_path):
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
-    )
+    local_parquet(tmp_path, partitions=2)
     (tmp_path / "file").write_text("")
     with pytest.raises(recordmill.ConfigError, match=r"cannot use .*file.* as a cache folder"):
         recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "file" / "below")
@@ -202,9 +205,7 @@ if __name__ == "__main__":
 
 
 def test_a_cache_that_cannot_be_filled_is_a_warning_and_the_read_goes_on(tmp_path):
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
-    )
+    local_parquet(tmp_path, partitions=2)
     script = tmp_path / "full.py"
     script.write_text(FULL_DISK)
     done = subprocess.run(
@@ -222,9 +223,7 @@ def test_a_cache_that_cannot_be_filled_is_a_warning_and_the_read_goes_on(tmp_pat
 
 
 def test_the_environment_names_the_default_cache_folder(tmp_path, monkeypatch):
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "pq", partitions=2, progress=False
-    )
+    local_parquet(tmp_path, partitions=2)
     monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "env"))
     ds = recordmill.open(tmp_path / "pq")
     assert ds.cache is not None and str(ds.cache.root).startswith(str(tmp_path / "env"))
@@ -232,13 +231,7 @@ def test_the_environment_names_the_default_cache_folder(tmp_path, monkeypatch):
 
 
 def test_shuffles_through_a_small_cache_are_block_orders_of_every_row(tmp_path):
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN),
-        tmp_path / "pq",
-        partitions=3,
-        row_group_size=20,
-        progress=False,
-    )
+    local_parquet(tmp_path, partitions=3, row_group_size=20)
     ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
     limit = 3 * ds.cache.largest
     small = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c2", cache_limit=limit)
@@ -313,13 +306,7 @@ def test_a_reader_lets_go_of_parts_another_reader_evicted(tmp_path):
     unmaps them at its next load, so the folder's limit is what the disk holds."""
     import gc
 
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN),
-        tmp_path / "pq",
-        partitions=2,
-        row_group_size=50,
-        progress=False,
-    )
+    local_parquet(tmp_path, partitions=2, row_group_size=50)
     probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe").cache
     limit = 2 * probe.largest
     first = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c", cache_limit=limit).cache
@@ -372,13 +359,7 @@ def test_part_order_carries_the_parts_last_used_into_the_next_epoch():
 
 
 def test_each_epoch_after_the_first_fetches_only_the_parts_the_cache_could_not_keep(tmp_path):
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN),
-        tmp_path / "pq",
-        partitions=3,
-        row_group_size=200,
-        progress=False,
-    )
+    local_parquet(tmp_path, partitions=3, row_group_size=200)
     probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe")
     parts, capacity = len(probe.cache.parts), 3
     assert parts == 6  # a part a row group here
@@ -400,13 +381,7 @@ def test_each_epoch_after_the_first_fetches_only_the_parts_the_cache_could_not_k
 def test_each_cached_part_is_checked_once_per_process(tmp_path, monkeypatch):
     from recordmill.read import cache as cache_module
 
-    recordmill.write(
-        make_plugin(tmp_path / "p", PLUGIN),
-        tmp_path / "pq",
-        partitions=3,
-        row_group_size=200,
-        progress=False,
-    )
+    local_parquet(tmp_path, partitions=3, row_group_size=200)
     summed = []
     real = cache_module.crc32c
     monkeypatch.setattr(cache_module, "crc32c", lambda data: summed.append(len(data)) or real(data))
