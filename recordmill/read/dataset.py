@@ -27,7 +27,7 @@ from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
 from recordmill.errors import ColumnError
-from recordmill.read import order, passes
+from recordmill.read import order, passes, tokens
 from recordmill.read.cache import CACHE_DIR_ENV, DiskCache, plan_parts
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer
@@ -258,6 +258,8 @@ class Dataset:
             yield from _shuffled_batches(view, batch_size, seed, format)
         else:
             yield from _batches_in_order(view, batch_size, format)
+
+    token_blocks = tokens.token_blocks  # packed blocks of a column of token ids
 
     def shuffled(self, seed: int, epoch: int = 0, blocks: int | None = None) -> np.ndarray:
         """This view's rows (0 to len - 1) in epoch ``epoch``'s order (:mod:`~.read.order`): a

@@ -30,8 +30,9 @@ from recordmill.read import collated
 from recordmill.read.mixture import Mixture
 from recordmill.read.skips import Chunk, Ledger, ReadReject, Rebatcher
 from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
+from recordmill.read.torch_tokens import TokenBlocks
 
-__all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler"]
+__all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler", "TokenBlocks"]
 
 
 def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:

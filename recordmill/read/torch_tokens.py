@@ -1,0 +1,120 @@
+"""``recordmill.torch.TokenBlocks``: packed token blocks for language-model training, dealt to
+ranks and DataLoader workers and resumed as an ``IterableDataset``'s rows are (a block is a
+"row" here; see :mod:`recordmill.read.tokens` for how the blocks are cut)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from recordmill.read.tokens import Epoch, TokenStream
+from recordmill.read.torch_datasets import IterableDataset
+
+__all__ = ["TokenBlocks"]
+
+
+class TokenBlocks(IterableDataset):
+    """Blocks of ``block_size`` (+1 with ``targets``) token ids, as tensors of the stored dtype.
+
+    The documents of ``column`` (an epoch's seeded permutation of them with ``shuffle``; through
+    a disk cache, its block order) are laid end to end, with ``eos`` after each one when given
+    (the ``text`` plugin's ``--eos`` puts it in the data already), and cut into blocks. Blocks
+    are dealt out as an :class:`IterableDataset`'s rows are: give the DataLoader's
+    ``batch_size`` (recordmill's :class:`DataLoader` sets it), and its ``state_dict()`` resumes
+    mid-epoch exactly, with any number of workers or ranks. ``transform`` is applied to each
+    block (``lambda b: (b[:-1].long(), b[1:].long())``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Any,
+        block_size: int,
+        column: str = "tokens",
+        shuffle: bool = True,
+        seed: int = 0,
+        eos: int | None = None,
+        targets: bool = True,
+        lengths: str | None = "auto",
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        batch_size: int = 1,
+        read_blocks: int = 1024,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        version: int | None = None,
+    ):
+        self._settings = (block_size, column, eos, targets, lengths)
+        self._tokens: TokenStream | None = None
+        self._epoch_stream: tuple[int, Epoch] | None = None
+        super().__init__(
+            path,
+            columns=None,
+            transform=transform,
+            shuffle=shuffle,
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+            batch_size=batch_size,
+            read_batch_size=read_blocks,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+            version=version,
+        )
+        self.stream_of()  # a wrong column or block size fails here, not in a worker
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_tokens"] = state["_epoch_stream"] = None  # made again where it is received
+        return state
+
+    def stream_of(self) -> TokenStream:
+        """The token stream read (its lengths read once in each process)."""
+        if self._tokens is None:
+            self._tokens = TokenStream(self.source.dataset(), *self._settings)
+        return self._tokens
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "tokens": self.stream_of().state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved, mine = state.get("tokens"), self.stream_of().state()
+        if saved is None:
+            raise ValueError("cannot resume: the saved state is not a TokenBlocks state")
+        for key, value in mine.items():
+            if saved.get(key) != value:
+                raise ValueError(
+                    f"cannot resume: the saved state has {key}={saved.get(key)!r}, this one "
+                    f"{value!r}; resume with the block size, column and eos it was saved with"
+                )
+        super().load_state_dict(state)
+
+    def _length(self) -> int:
+        return self.stream_of().blocks
+
+    def _shuffled(self) -> np.ndarray:
+        # The documents are shuffled (see _epoch); blocks go out in the stream's order, so that
+        # a batch is one stretch of the stream, read in one go.
+        return np.arange(self._length())
+
+    def _epoch(self) -> Epoch:
+        """This epoch's stream: its documents in a seeded order, or in the stored one."""
+        if self._epoch_stream is None or self._epoch_stream[0] != self.epoch:
+            ds = self.source.dataset()
+            order = ds.shuffled(self.seed, self.epoch, self._blocks()) if self.shuffle else None
+            order = np.arange(len(ds)) if order is None else order
+            self._epoch_stream = (self.epoch, self.stream_of().epoch(order))
+        return self._epoch_stream[1]
+
+    def __iter__(self) -> Iterator[Any]:
+        shared = self._shared_rows()
+        order = self._order() if shared is None else shared
+        epoch = self._epoch()
+        for batches in self._batches(order):
+            for block in epoch.read(np.concatenate(batches)):
+                tensor = torch.from_numpy(block)
+                yield self.transform(tensor) if self.transform else tensor
