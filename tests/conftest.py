@@ -223,3 +223,25 @@ def write_both_ways(plugin: str, tmp_path: Path, options: dict, **settings):
     checksums = [[p["checksum"] for p in s.manifest["partitions"]] for s in (direct, staged)]
     assert checksums[0] == checksums[1]
     return direct
+
+
+@pytest.fixture(scope="session")
+def text_corpus(tmp_path_factory):
+    """A corpus no one here wrote (the ``.py`` files of the standard library's json and email
+    packages) and a byte-level BPE tokenizer trained on it here (no download): ``(files,
+    tokenizer.json, Tokenizer)``."""
+    import sysconfig
+
+    tokenizers = pytest.importorskip("tokenizers")
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted([*(stdlib / "json").glob("*.py"), *(stdlib / "email").glob("*.py")])
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+    byte_level = tokenizers.pre_tokenizers.ByteLevel
+    tokenizer.pre_tokenizer = byte_level(add_prefix_space=False)
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=2000, special_tokens=["<|endoftext|>"], initial_alphabet=byte_level.alphabet()
+    )
+    tokenizer.train([str(f) for f in files], trainer)
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return files, path, tokenizer

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from recordmill.kit import ConfigError, InputError
 
-JSONL = (".jsonl", ".ndjson", ".json")
+JSONL = (".jsonl", ".ndjson")
 PARQUET = (".parquet",)
 TEXT = (".txt", ".text", ".md")
 CODECS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
@@ -74,8 +74,9 @@ def kind_of(path: str, input_format: str) -> tuple[str, str | None]:
 
 
 def input_files(inputs: list[str], pattern: str | None) -> tuple[str, ...]:
-    """The files of ``--input``: files as named, folders searched at every level for the
-    ``--pattern`` (else the known suffixes), globs expanded; sorted within each, none twice."""
+    """The files of ``--input``: files as named, folders searched at every level (hidden ones
+    left out) for the ``--pattern`` (else the known suffixes), globs expanded; sorted within
+    each, none twice."""
     found: list[str] = []
     for given in inputs:
         if os.path.isfile(given):
@@ -95,8 +96,9 @@ def input_files(inputs: list[str], pattern: str | None) -> tuple[str, ...]:
 def _folder(folder: str, pattern: str | None) -> list[str]:
     names = []
     for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        for name in sorted(files):
+        # Hidden folders and files (.git, a run's own .NAME.recordmill-partial) are not corpus.
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in files if not f.startswith(".")):
             wanted = fnmatch.fnmatch(name, pattern) if pattern else name.lower().endswith(KNOWN)
             if wanted:
                 names.append(os.path.join(root, name))

@@ -13,7 +13,8 @@ output does not depend on ``--workers``.
 Fields: ``tokens`` (the document's token ids, ``uint16`` when the vocabulary has at most 65,536
 tokens, else ``uint32``; the ``--eos`` token appended), ``length`` (int32: its tokens, or without
 a tokenizer its characters), ``text`` (without a tokenizer, or with ``--keep-text``),
-``text_hash`` (int64, a hash of the text: with ``--hash``, or ``--dedup-key text_hash``) and the
+``text_hash`` (int64, a hash of the text, with ``--hash``: ``--hash --dedup-key text_hash``
+keeps the first of each text) and the
 ``--keep`` fields. A file or line that is not UTF-8 (or not JSON, or without the text field) is
 bad input: the run stops naming it, or with ``--on-bad-input skip`` it is listed among the
 rejects; ``--errors replace`` reads undecodable bytes as U+FFFD instead.
@@ -92,10 +93,6 @@ def _encoder(options):
     return tokenize.load(options.tokenizer, options.eos, options.vocab_size)
 
 
-def _hashed(options) -> bool:
-    return options.hash or options.get("dedup_key") == "text_hash"
-
-
 def task_number(options):
     return len(_tasks(options))
 
@@ -108,7 +105,7 @@ def schema(options):
     fields["length"] = {"type": "int32"}
     if encoder is None or options.keep_text:
         fields["text"] = {"type": "string"}
-    if _hashed(options):
+    if options.hash:
         fields["text_hash"] = {"type": "int64"}
     arrow = kit.to_arrow_schema(fields)
     for field in _kept_fields(options):

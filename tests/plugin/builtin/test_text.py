@@ -1,0 +1,187 @@
+"""The text plugin: a real corpus (standard-library sources) tokenized with a BPE tokenizer
+trained here, from plain text, JSONL (plain, gzip, zstd) and Parquet, cut into tasks by bytes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import recordmill
+from recordmill.errors import RecordmillError
+from tests.conftest import read_dataset, run_writer
+
+EOS = "<|endoftext|>"
+
+
+def write(out, **options):
+    options = {k.replace("-", "_"): v for k, v in options.items()}
+    settings = {k: options.pop(k) for k in ("workers", "on_bad_input", "dedup_key") if k in options}
+    return recordmill.write("text", out, options=options, progress=False, **settings)
+
+
+def reference(tokenizer, texts, eos=True):
+    """Each text's ids as the tokenizer gives them one at a time, the end-of-document id after."""
+    end = [tokenizer.token_to_id(EOS)] if eos else []
+    return [tokenizer.encode(t).ids + end for t in texts]
+
+
+def test_files_become_token_ids_whatever_the_tasks_and_workers(text_corpus, tmp_path):
+    files, tok_path, tokenizer = text_corpus
+    texts = [f.read_text() for f in files]
+    runs = {}
+    for name, task_bytes, workers in (("one", 1 << 30, 1), ("many", 20_000, 2)):
+        summary = write(
+            tmp_path / name, input=[str(f) for f in files], tokenizer=str(tok_path), eos=EOS,
+            task_bytes=task_bytes, workers=workers,
+        )  # fmt: skip
+        runs[name] = [p["checksum"] for p in summary.manifest["partitions"]]
+    assert runs["one"] == runs["many"]  # the same files, whatever the tasks and the workers
+    ds = recordmill.open(tmp_path / "many")
+    assert ds.schema.field("tokens").type == pa.list_(pa.uint16())
+    got = [ds[i]["tokens"] for i in range(len(ds))]
+    assert all(isinstance(t, np.ndarray) and t.dtype == np.uint16 for t in got)
+    assert [t.tolist() for t in got] == reference(tokenizer, texts)
+    assert [ds[i]["length"] for i in range(len(ds))] == [len(t) for t in got]
+
+
+def test_lines_cut_at_any_byte_are_each_read_once(tmp_path):
+    lines = [f"line {i} " + "x" * (i % 13) for i in range(300)] + ["", "last"]
+    (tmp_path / "a.txt").write_text("\n".join(lines) + "\n")
+    for task_bytes in (1, 7, 64, 1000):
+        out = tmp_path / f"out{task_bytes}"
+        write(out, input=[str(tmp_path / "a.txt")], documents="line", task_bytes=task_bytes)
+        table = read_dataset(out)
+        assert table.column("text").to_pylist() == lines, task_bytes
+        assert table.column("length").to_pylist() == [len(t) for t in lines]
+
+
+def test_jsonl_plain_gzip_and_zstd_with_kept_fields(text_corpus, tmp_path):
+    _, tok_path, tokenizer = text_corpus
+    records = [{"text": f"def f{i}(x):\n    return x * {i}\n", "id": i, "lang": "py"} for i in range(50)]
+    records[7]["text"] = ""  # an empty document: kept, its tokens the end-of-document id
+    (tmp_path / "in").mkdir()
+    data = "".join(json.dumps(r) + "\n" for r in records).encode()
+    (tmp_path / "in" / "a.jsonl").write_bytes(data[: len(data) // 2 + 3] + data[len(data) // 2 + 3 :])
+    (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(data))
+    with pa.CompressedOutputStream(str(tmp_path / "in" / "c.jsonl.zst"), "zstd") as f:
+        f.write(data)
+    out = tmp_path / "out"
+    write(out, input=[str(tmp_path / "in")], tokenizer=str(tok_path), eos=EOS, keep=["id", "lang"],
+          keep_text=True, task_bytes=100)  # fmt: skip
+    table = read_dataset(out)
+    expected = reference(tokenizer, [r["text"] for r in records])
+    assert table.column("tokens").to_pylist() == expected * 3
+    assert table.column("id").to_pylist() == [r["id"] for r in records] * 3
+    assert table.column("lang").to_pylist() == ["py"] * 150
+    assert table.column("text").to_pylist()[7] == "" and expected[7] == [tokenizer.token_to_id(EOS)]
+
+
+def test_parquet_input_by_row_groups(text_corpus, tmp_path):
+    _, tok_path, tokenizer = text_corpus
+    texts = [f"class C{i}:\n    pass\n" * (i % 4 + 1) for i in range(120)]
+    pq.write_table(pa.table({"body": texts, "n": list(range(120))}), tmp_path / "t.parquet",
+                   row_group_size=25)  # fmt: skip
+    out = tmp_path / "out"
+    write(out, input=[str(tmp_path / "t.parquet")], text_field="body", keep=["n"],
+          tokenizer=str(tok_path), task_bytes=1)  # fmt: skip
+    table = read_dataset(out)
+    assert table.column("tokens").to_pylist() == reference(tokenizer, texts, eos=False)
+    assert table.column("n").to_pylist() == list(range(120))
+    assert recordmill.read_manifest(out)["total_rows"] == 120
+
+
+def test_a_file_that_is_not_utf8_fails_or_is_a_listed_reject_or_replaced(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "good.txt").write_text("fine text")
+    (corpus / "bad.txt").write_bytes(b"caf\xe9 au lait")
+    with pytest.raises(RecordmillError, match=r"bad\.txt: not UTF-8 \(byte 0xe9 at offset 3\)"):
+        write(tmp_path / "fail", input=[str(corpus)])
+    assert not (tmp_path / "fail" / "manifest.json").exists()
+    write(tmp_path / "skip", input=[str(corpus)], on_bad_input="skip")
+    assert read_dataset(tmp_path / "skip").column("text").to_pylist() == ["fine text"]
+    rejects = recordmill.read_rejects(tmp_path / "skip")
+    assert [r["source"] for r in rejects] == [str(corpus / "bad.txt")]
+    write(tmp_path / "replace", input=[str(corpus)], errors="replace")
+    texts = read_dataset(tmp_path / "replace").column("text").to_pylist()
+    assert texts == ["caf\ufffd au lait", "fine text"]
+
+
+def test_bad_jsonl_lines_name_their_file_and_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": "ok"}\n{"body": "no text"}\nnot json\n{"text": 5}\n')
+    with pytest.raises(RecordmillError, match=r"a\.jsonl:2: has no field 'text' \(its fields: body\)"):
+        write(tmp_path / "o", input=[str(path)], task_bytes=3)
+    write(tmp_path / "s", input=[str(path)], task_bytes=3, on_bad_input="skip")
+    reasons = [r["reason"] for r in recordmill.read_rejects(tmp_path / "s")]
+    assert [r.split(": ")[0] for r in reasons] == [f"{path}:{n}" for n in (2, 3, 4)]
+    assert "not JSON" in reasons[1] and "field 'text' is a JSON int (5)" in reasons[2]
+
+
+def test_dedup_on_the_text_hash(tmp_path):
+    (tmp_path / "a.txt").write_text("same\nother\nsame\nthird\nother\n")
+    out = tmp_path / "out"
+    write(out, input=[str(tmp_path / "a.txt")], documents="line", hash=True, dedup_key="text_hash")
+    assert read_dataset(out).column("text").to_pylist() == ["same", "other", "third"]
+
+
+def test_a_function_tokenizer_with_a_wide_vocabulary_is_uint32(tmp_path):
+    module = tmp_path / "mytok.py"
+    module.write_text(
+        "def encode(texts):\n    return [[70_000 + ord(c) % 1000 for c in t] for t in texts]\n"
+        "encode.vocab_size = 71_000\n"
+    )
+    (tmp_path / "a.txt").write_text("ab\nc\n")
+    out = tmp_path / "out"
+    write(out, input=[str(tmp_path / "a.txt")], documents="line",
+          tokenizer=f"{module}:encode", eos="0")  # fmt: skip
+    ds = recordmill.open(out)
+    assert ds.schema.field("tokens").type == pa.list_(pa.uint32())
+    assert [ds[i]["tokens"].tolist() for i in range(2)] == [[70_097, 70_098, 0], [70_099, 0]]
+
+
+def test_the_command_line_with_a_relative_tokenizer_and_a_glob(text_corpus, tmp_path):
+    files, tok_path, _ = text_corpus
+    (tmp_path / "tok.json").write_bytes(tok_path.read_bytes())
+    (tmp_path / "docs").mkdir()
+    for f in files[:3]:
+        (tmp_path / "docs" / f.name).write_text(f.read_text())
+    result = run_writer(
+        "--script", "text", "--input", "docs/*.py", "--tokenizer", "tok.json", "--eos", EOS,
+        "--output", "out", "--quiet", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert recordmill.read_manifest(tmp_path / "out")["total_rows"] == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"eos": "<nope>"}, r"--eos '<nope>' is not a token of --tokenizer .*tokenizer\.json"),
+        ({"tokenizer": "nomodule"}, r"--tokenizer 'nomodule' is neither a file nor module:function"),
+        ({"tokenizer": "json:nofunction"}, r"json has no function 'nofunction'"),
+        ({"tokenizer": None, "eos": "1"}, r"--eos and --vocab-size need a --tokenizer"),
+        ({"input": ["/no/such/*.txt"]}, r"--input /no/such/\*\.txt matches no file"),
+        ({"keep": ["tokens"]}, r"--keep tokens: a column the text plugin writes itself"),
+        ({"task_bytes": 0}, r"--task-bytes must be 1 or more, got 0"),
+    ],
+)
+def test_refusals(text_corpus, tmp_path, options, message):
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    given = {"input": [str(tmp_path / "a.jsonl")], "tokenizer": str(text_corpus[1]), **options}
+    with pytest.raises(RecordmillError, match=message):
+        write(tmp_path / "out", **{k: v for k, v in given.items() if v is not None})
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_the_dataset_is_about_the_token_ids_own_bytes(text_corpus, tmp_path):
+    files, tok_path, tokenizer = text_corpus
+    summary = write(tmp_path / "out", input=[str(f) for f in files], tokenizer=str(tok_path))
+    tokens = sum(len(tokenizer.encode(f.read_text()).ids) for f in files)
+    written = sum(p["bytes"] for p in summary.manifest["partitions"])
+    assert written <= 1.1 * 2 * tokens, (written, tokens)
