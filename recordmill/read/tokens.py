@@ -119,7 +119,7 @@ class Epoch:
         if not np.array_equal(counts, expected):
             i = int(np.flatnonzero(counts != expected)[0])
             raise ValueError(
-                f"row {int(rows[i])}: {s.length_column!r} says {int(expected[i])} tokens, but "
+                f"row {int(rows[i])}: the length column {s.length_column!r} says {int(expected[i])} tokens, but "
                 f"{s.column!r} holds {int(counts[i])}; give lengths=None to count them from "
                 f"{s.column!r}"
             )

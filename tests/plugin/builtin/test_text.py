@@ -62,11 +62,15 @@ def test_lines_cut_at_any_byte_are_each_read_once(tmp_path):
 
 def test_jsonl_plain_gzip_and_zstd_with_kept_fields(text_corpus, tmp_path):
     _, tok_path, tokenizer = text_corpus
-    records = [{"text": f"def f{i}(x):\n    return x * {i}\n", "id": i, "lang": "py"} for i in range(50)]
+    records = [
+        {"text": f"def f{i}(x):\n    return x * {i}\n", "id": i, "lang": "py"} for i in range(50)
+    ]
     records[7]["text"] = ""  # an empty document: kept, its tokens the end-of-document id
     (tmp_path / "in").mkdir()
     data = "".join(json.dumps(r) + "\n" for r in records).encode()
-    (tmp_path / "in" / "a.jsonl").write_bytes(data[: len(data) // 2 + 3] + data[len(data) // 2 + 3 :])
+    (tmp_path / "in" / "a.jsonl").write_bytes(
+        data[: len(data) // 2 + 3] + data[len(data) // 2 + 3 :]
+    )
     (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(data))
     with pa.CompressedOutputStream(str(tmp_path / "in" / "c.jsonl.zst"), "zstd") as f:
         f.write(data)
@@ -115,7 +119,9 @@ def test_a_file_that_is_not_utf8_fails_or_is_a_listed_reject_or_replaced(tmp_pat
 def test_bad_jsonl_lines_name_their_file_and_line(tmp_path):
     path = tmp_path / "a.jsonl"
     path.write_text('{"text": "ok"}\n{"body": "no text"}\nnot json\n{"text": 5}\n')
-    with pytest.raises(RecordmillError, match=r"a\.jsonl:2: has no field 'text' \(its fields: body\)"):
+    with pytest.raises(
+        RecordmillError, match=r"a\.jsonl:2: has no field 'text' \(its fields: body\)"
+    ):
         write(tmp_path / "o", input=[str(path)], task_bytes=3)
     write(tmp_path / "s", input=[str(path)], task_bytes=3, on_bad_input="skip")
     reasons = [r["reason"] for r in recordmill.read_rejects(tmp_path / "s")]
@@ -163,7 +169,10 @@ def test_the_command_line_with_a_relative_tokenizer_and_a_glob(text_corpus, tmp_
     ("options", "message"),
     [
         ({"eos": "<nope>"}, r"--eos '<nope>' is not a token of --tokenizer .*tokenizer\.json"),
-        ({"tokenizer": "nomodule"}, r"--tokenizer 'nomodule' is neither a file nor module:function"),
+        (
+            {"tokenizer": "nomodule"},
+            r"--tokenizer 'nomodule' is neither a file nor module:function",
+        ),
         ({"tokenizer": "json:nofunction"}, r"json has no function 'nofunction'"),
         ({"tokenizer": None, "eos": "1"}, r"--eos and --vocab-size need a --tokenizer"),
         ({"input": ["/no/such/*.txt"]}, r"--input /no/such/\*\.txt matches no file"),

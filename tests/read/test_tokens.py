@@ -1,0 +1,199 @@
+"""Packed token blocks (``Dataset.token_blocks``, ``recordmill.torch.TokenBlocks``): every block
+equal to the numpy concatenation of the documents in the epoch's order, dealt to workers and
+ranks, resumed mid-epoch with other worker and rank counts, read through the disk cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import recordmill
+from tests.conftest import make_plugin
+
+torch = pytest.importorskip("torch")
+import recordmill.torch as rt  # noqa: E402
+
+# Documents of 0 to 300 tokens (some longer than a block, some empty), ids that fill uint16.
+PLUGIN = """
+    import numpy as np
+
+    def task_number():
+        return 3
+
+    def schema():
+        return {"tokens": {"type": "uint16", "shape": [-1]}, "length": {"type": "int32"},
+                "doc": {"type": "int64"}}
+
+    def dict_data(task_id):
+        rng = np.random.default_rng(task_id)
+        for i in range(70):
+            n = 0 if i % 23 == 5 else int(rng.integers(1, 300))
+            yield {"tokens": rng.integers(0, 65536, n).astype(np.uint16), "length": n,
+                   "doc": task_id * 1000 + i}
+"""
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tokens")
+    plugin = make_plugin(root / "plugin", PLUGIN)
+    paths = {}
+    for fmt in ("parquet", "arrow"):
+        paths[fmt] = root / fmt
+        recordmill.write(
+            plugin, paths[fmt], partitions=2, row_group_size=16, format=fmt, progress=False
+        )
+    return paths
+
+
+def reference(path, block_size, order=None, eos=None, targets=True):
+    """The blocks computed with numpy: the documents in ``order``, end to end, cut."""
+    ds = recordmill.open(path)
+    tokens = [ds[i]["tokens"] for i in range(len(ds))]
+    order = range(len(ds)) if order is None else order
+    pieces = [np.append(tokens[i], [eos] * (eos is not None)) for i in order]
+    stream = np.concatenate(pieces).astype(tokens[0].dtype)
+    width = block_size + targets
+    count = (len(stream) - width) // block_size + 1
+    return np.stack([stream[j * block_size : j * block_size + width] for j in range(count)])
+
+
+def as_rows(blocks) -> list[tuple[int, ...]]:
+    return [tuple(np.asarray(b).tolist()) for batch in blocks for b in np.atleast_2d(batch)]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+@pytest.mark.parametrize(("block_size", "eos", "targets"), [(7, None, True), (512, 9, True),
+                                                           (64, None, False)])  # fmt: skip
+def test_blocks_are_the_documents_end_to_end(docs, fmt, block_size, eos, targets):
+    ds = recordmill.open(docs[fmt])
+    got = list(ds.token_blocks(block_size, eos=eos, targets=targets))
+    assert np.array_equal(np.stack(got), reference(docs[fmt], block_size, None, eos, targets))
+    assert got[0].dtype == np.uint16 and got[0].shape == (block_size + targets,)
+    order = ds.shuffled(seed=3, epoch=2)
+    assert sorted(order.tolist()) == list(range(len(ds)))
+    shuffled = np.concatenate(list(ds.token_blocks(block_size, shuffle=True, seed=3, epoch=2,
+                                                   eos=eos, targets=targets, batch_size=5)))  # fmt: skip
+    assert np.array_equal(shuffled, reference(docs[fmt], block_size, order, eos, targets))
+
+
+def test_a_tokenized_corpus_packs_as_numpy_concatenates_it(text_corpus, tmp_path):
+    files, tok_path, tokenizer = text_corpus
+    recordmill.write("text", tmp_path / "out", progress=False,
+                     options={"input": [str(f) for f in files], "tokenizer": str(tok_path),
+                              "eos": "<|endoftext|>", "task_bytes": 50_000})  # fmt: skip
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    stream = np.concatenate([tokenizer.encode(f.read_text()).ids + [eos] for f in files])
+    blocks = np.stack(list(recordmill.open(tmp_path / "out").token_blocks(128)))
+    assert len(blocks) == (len(stream) - 129) // 128 + 1
+    for j in (0, 1, len(blocks) // 2, len(blocks) - 1):
+        assert blocks[j].tolist() == stream[j * 128 : j * 128 + 129].tolist()
+
+
+def loader_blocks(path, workers, rank=None, world=None, seed=0, **kwargs):
+    blocks = rt.TokenBlocks(path, 32, seed=seed, rank=rank, world_size=world)
+    return rt.DataLoader(blocks, batch_size=4, num_workers=workers, **kwargs)
+
+
+def expected_epoch(path, epoch, seed=0):
+    order = recordmill.open(path).shuffled(seed, epoch)
+    return as_rows(reference(path, 32, order))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_loader_deals_every_block_once_to_workers_and_ranks(docs, workers):
+    path = docs["parquet"]
+    expected = expected_epoch(path, 0)
+    assert as_rows(loader_blocks(path, workers)) == expected  # in order, whatever the workers
+    ranks = [as_rows(loader_blocks(path, workers, rank=r, world=2)) for r in range(2)]
+    assert sorted(ranks[0] + ranks[1]) == sorted(expected)
+    assert abs(len(ranks[0]) - len(ranks[1])) <= 4
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 0), (0, 3), (2, 1)])
+def test_resume_mid_epoch_with_other_workers(docs, before, after):
+    path = docs["arrow"]
+    loader = loader_blocks(path, before)
+    loader.set_epoch(1)
+    seen = []
+    for k, batch in enumerate(loader):
+        seen += as_rows(batch)
+        if k == 4:
+            state = loader.state_dict()
+            break
+    resumed = loader_blocks(path, after)
+    resumed.load_state_dict(state)
+    rest = as_rows(resumed)
+    assert seen + rest == expected_epoch(path, 1)
+    assert resumed.position.epoch == 2  # the epoch ran out: the next one starts
+
+
+def test_resume_on_another_number_of_ranks(docs):
+    path = docs["parquet"]
+    seen, states = [], []
+    for rank in range(2):
+        loader = loader_blocks(path, 0, rank=rank, world=2)
+        for k, batch in enumerate(loader):
+            seen += as_rows(batch)
+            if k == 2:
+                states.append(loader.state_dict())
+                break
+    assert states[0]["position"] == states[1]["position"] == 2 * 3 * 4
+    resumed = loader_blocks(path, 2, rank=0, world=1)
+    resumed.load_state_dict(states[0])
+    assert sorted(seen + as_rows(resumed)) == sorted(expected_epoch(path, 0))
+
+
+def test_persistent_workers_follow_the_epochs(docs):
+    path = docs["arrow"]
+    loader = loader_blocks(path, 2, persistent_workers=True)
+    epochs = [as_rows(loader) for _ in range(2)]
+    assert epochs == [expected_epoch(path, 0), expected_epoch(path, 1)]
+    assert epochs[0] != epochs[1]
+
+
+def test_through_the_disk_cache_from_object_storage(s3, docs, tmp_path):
+    plugin = make_plugin(tmp_path / "plugin", PLUGIN)
+    uri = s3("tokens/ds")
+    recordmill.write(plugin, uri, partitions=2, row_group_size=16, progress=False)
+    cache = tmp_path / "cache"
+    local = np.stack(list(recordmill.open(docs["parquet"]).token_blocks(50)))
+    remote = recordmill.open(uri, cache_dir=cache)
+    assert np.array_equal(np.stack(list(remote.token_blocks(50))), local)
+    assert remote.cache.fetched_parts == len(remote.cache.parts)
+    blocks = rt.TokenBlocks(uri, 50, shuffle=False, cache_dir=cache)
+    assert as_rows(rt.DataLoader(blocks, batch_size=8, num_workers=2)) == as_rows(local)
+
+
+def test_refusals(docs, tmp_path):
+    path = docs["arrow"]
+    with pytest.raises(ValueError, match=r"no column 'ids'; expected a column of token ids"):
+        recordmill.open(path).token_blocks(8, column="ids")
+    with pytest.raises(ValueError, match=r"column 'doc' is int64; expected token ids"):
+        recordmill.open(path).token_blocks(8, column="doc")
+    with pytest.raises(ValueError, match=r"holds [\d,]+ tokens; expected at least a block"):
+        recordmill.open(path).token_blocks(10**9)
+    with pytest.raises(ValueError, match=r"block_size must be a whole number from 1, got 0"):
+        recordmill.open(path).token_blocks(0)
+    with pytest.raises(ValueError, match=r"eos must be a token id that uint16 holds, got 70000"):
+        recordmill.open(path).token_blocks(8, eos=70_000)
+    with pytest.raises(
+        ValueError, match=r"row \d+: the length column 'doc' says \d+ tokens, but 'tokens' holds"
+    ):
+        list(recordmill.open(path).token_blocks(8, lengths="doc"))
+    with pytest.raises(ValueError, match=r"lengths='nope': expected an integer column"):
+        recordmill.open(path).token_blocks(8, lengths="nope")
+    state = loader_blocks(path, 0).state_dict()
+    other = rt.DataLoader(rt.TokenBlocks(path, 16), batch_size=4)
+    with pytest.raises(ValueError, match=r"saved state has block_size=32, this one 16"):
+        other.load_state_dict(state)
+    rows = rt.DataLoader(rt.IterableDataset(path), batch_size=4).state_dict()
+    with pytest.raises(ValueError, match=r"the saved state is not a TokenBlocks state"):
+        other.load_state_dict(rows)
+
+
+def test_token_columns_come_back_as_numpy_arrays(docs):
+    ds = recordmill.open(docs["parquet"])
+    assert isinstance(ds[0]["tokens"], np.ndarray) and ds[0]["tokens"].dtype == np.uint16
+    batch = next(ds.iter_batches(8))
+    assert all(isinstance(t, np.ndarray) and t.dtype == np.uint16 for t in batch["tokens"])
