@@ -83,7 +83,7 @@ def test_a_tokenized_corpus_packs_as_numpy_concatenates_it(text_corpus, tmp_path
                      options={"input": [str(f) for f in files], "tokenizer": str(tok_path),
                               "eos": "<|endoftext|>", "task_bytes": 50_000})  # fmt: skip
     eos = tokenizer.token_to_id("<|endoftext|>")
-    stream = np.concatenate([tokenizer.encode(f.read_text()).ids + [eos] for f in files])
+    stream = np.concatenate([[*tokenizer.encode(f.read_text()).ids, eos] for f in files])
     blocks = np.stack(list(recordmill.open(tmp_path / "out").token_blocks(128)))
     assert len(blocks) == (len(stream) - 129) // 128 + 1
     for j in (0, 1, len(blocks) // 2, len(blocks) - 1):
