@@ -47,14 +47,7 @@ class TokenStream:
         self.tokens = dataset.select([column])
         self.length_column = _length_column(dataset.schema, lengths)
         self.lengths = _lengths(dataset, column, self.length_column)
-        self.total = int(self.lengths.sum()) + (0 if eos is None else len(self.lengths))
         self.width = block_size + (1 if targets else 0)
-        self.blocks = max(0, (self.total - self.width) // block_size + 1)
-        if not self.blocks:
-            raise ValueError(
-                f"the column {column!r} holds {self.total:,} tokens; expected at least a block "
-                f"of {self.width:,} (block_size {block_size}{' + 1 target' if targets else ''})"
-            )
 
     def epoch(self, order: np.ndarray) -> Epoch:
         """The stream of the documents in ``order`` (row numbers)."""
@@ -63,7 +56,7 @@ class TokenStream:
     def state(self) -> dict[str, Any]:
         """What a loader's state names, so that it is resumed only on the same stream."""
         return {"block_size": self.block_size, "column": self.column, "eos": self.eos,
-                "targets": self.targets, "tokens": self.total}  # fmt: skip
+                "targets": self.targets}  # fmt: skip
 
 
 class Epoch:
@@ -74,6 +67,14 @@ class Epoch:
         self.order = np.asarray(order, dtype=np.int64)
         sizes = stream.lengths[self.order] + (0 if stream.eos is None else 1)
         self.ends = np.cumsum(sizes, dtype=np.int64)
+        self.total = int(self.ends[-1]) if len(self.ends) else 0
+        self.blocks = max(0, (self.total - stream.width) // stream.block_size + 1)
+        if not self.blocks:
+            target = " + 1 target" if stream.targets else ""
+            raise ValueError(
+                f"the column {stream.column!r} holds {self.total:,} tokens; expected at least "
+                f"a block of {stream.width:,} (block_size {stream.block_size}{target})"
+            )
 
     def read(self, blocks: np.ndarray) -> np.ndarray:
         """Blocks ``blocks`` (numbers below ``stream.blocks``), as a (len, width) array of the
@@ -113,7 +114,9 @@ class Epoch:
         the end-of-document id where one is added), and where each starts among them."""
         s = self.stream
         rows = self.order[positions]
-        column = s.tokens.take(rows).column(0).combine_chunks()
+        column = s.tokens.take(rows).column(0)
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
         counts = pc.list_value_length(column).to_numpy(zero_copy_only=False)
         expected = s.lengths[rows]
         if not np.array_equal(counts, expected):
@@ -132,17 +135,14 @@ class Epoch:
         return values, starts
 
 
-def iter_blocks(
-    stream: TokenStream, order: np.ndarray, batch_size: int | None, start: int = 0
-) -> Iterator[np.ndarray]:
+def iter_blocks(epoch: Epoch, batch_size: int | None, start: int = 0) -> Iterator[np.ndarray]:
     """Every block of an epoch from block ``start``, a block (or ``batch_size`` of them) at a
-    time, read a few thousand documents' worth at once."""
-    epoch = stream.epoch(order)
-    step = max(1, (1 << 22) // stream.width)  # about 4 M tokens a read
+    time, read a few million tokens' worth at once."""
+    step = max(1, (1 << 22) // epoch.stream.width)
     if batch_size:
         step = max(batch_size, step - step % batch_size)
-    for lo in range(start, stream.blocks, step):
-        blocks = epoch.read(np.arange(lo, min(lo + step, stream.blocks)))
+    for lo in range(start, epoch.blocks, step):
+        blocks = epoch.read(np.arange(lo, min(lo + step, epoch.blocks)))
         if batch_size:
             yield from (blocks[i : i + batch_size] for i in range(0, len(blocks), batch_size))
         else:
@@ -190,7 +190,10 @@ def _length_column(schema: pa.Schema, lengths: str | None) -> str | None:
 
 
 def _lengths(dataset: Any, column: str, length_column: str | None) -> np.ndarray:
-    """Each document's token count: the length column, or counted from the token column."""
+    """Each document's token count: the length column, or counted from the token column (of
+    each source of a mixture, numbered as its rows are)."""
+    if hasattr(dataset, "datasets"):  # a Mixture
+        return np.concatenate([_lengths(ds, column, length_column) for ds in dataset.datasets])
     if length_column is not None:
         values = dataset.select([length_column]).to_arrow().column(0)
         return values.to_numpy().astype(np.int64)
@@ -217,4 +220,4 @@ def token_blocks(
     puts that id after each document. See :mod:`recordmill.read.tokens`."""
     stream = TokenStream(dataset, block_size, column, eos, targets, lengths)
     order = dataset.shuffled(seed, epoch) if shuffle else np.arange(len(dataset))
-    return iter_blocks(stream, order, batch_size)
+    return iter_blocks(stream.epoch(order), batch_size)

@@ -50,7 +50,7 @@ class TokenBlocks(IterableDataset):
     ):
         self._settings = (block_size, column, eos, targets, lengths)
         self._tokens: TokenStream | None = None
-        self._epoch_stream: tuple[int, Epoch] | None = None
+        self._epoch_stream: tuple[Any, Epoch] | None = None
         super().__init__(
             path,
             columns=None,
@@ -94,7 +94,7 @@ class TokenBlocks(IterableDataset):
         super().load_state_dict(state)
 
     def _length(self) -> int:
-        return self.stream_of().blocks
+        return self._epoch().blocks  # a mixture's epochs may differ
 
     def _shuffled(self) -> np.ndarray:
         # The documents are shuffled (see _epoch); blocks go out in the stream's order, so that
@@ -102,12 +102,15 @@ class TokenBlocks(IterableDataset):
         return np.arange(self._length())
 
     def _epoch(self) -> Epoch:
-        """This epoch's stream: its documents in a seeded order, or in the stored one."""
-        if self._epoch_stream is None or self._epoch_stream[0] != self.epoch:
+        """This epoch's stream: its documents in a seeded order, or in the stored one (a
+        mixture's order, which a resume with other weights changes)."""
+        mixture = self.source.mixture
+        key = (self.epoch, None if mixture is None else mixture.epoch_steps(self.epoch))
+        if self._epoch_stream is None or self._epoch_stream[0] != key:
             ds = self.source.dataset()
             order = ds.shuffled(self.seed, self.epoch, self._blocks()) if self.shuffle else None
             order = np.arange(len(ds)) if order is None else order
-            self._epoch_stream = (self.epoch, self.stream_of().epoch(order))
+            self._epoch_stream = (key, self.stream_of().epoch(order))
         return self._epoch_stream[1]
 
     def __iter__(self) -> Iterator[Any]:

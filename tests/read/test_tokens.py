@@ -197,3 +197,25 @@ def test_token_columns_come_back_as_numpy_arrays(docs):
     assert isinstance(ds[0]["tokens"], np.ndarray) and ds[0]["tokens"].dtype == np.uint16
     batch = next(ds.iter_batches(8))
     assert all(isinstance(t, np.ndarray) and t.dtype == np.uint16 for t in batch["tokens"])
+
+
+def test_a_mixture_of_token_datasets(docs, tmp_path):
+    other = make_plugin(tmp_path / "plugin", PLUGIN.replace("range(70)", "range(30)"))
+    recordmill.write(other, tmp_path / "small", row_group_size=16, progress=False)
+    mixture = recordmill.mix([docs["arrow"], tmp_path / "small"], weights=[0.7, 0.3], seed=5)
+    sources = [recordmill.open(p) for p in (docs["arrow"], tmp_path / "small")]
+    tokens = [ds[i]["tokens"] for ds in sources for i in range(len(ds))]
+    stream = np.concatenate([tokens[i] for i in mixture.order(0)])
+    expected = [
+        tuple(stream[j * 32 : j * 32 + 33].tolist()) for j in range((len(stream) - 33) // 32 + 1)
+    ]
+    loader = rt.DataLoader(rt.TokenBlocks(mixture, 32), batch_size=4, num_workers=2)
+    seen = []
+    for k, batch in enumerate(loader):
+        seen += as_rows(batch)
+        if k == 3:
+            state = loader.state_dict()
+            break
+    resumed = rt.DataLoader(rt.TokenBlocks(mixture, 32), batch_size=4, num_workers=1)
+    resumed.load_state_dict(state)
+    assert seen + as_rows(resumed) == expected
