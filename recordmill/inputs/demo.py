@@ -30,6 +30,7 @@ def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
     _mnist(root / "mnist", rng)
     _tables(root, rng)
     _tfrecords(root / "tfrecord", rng)
+    _text(root / "text", np.random.default_rng(5))
     # The packed formats of the other tools, each from its own seed (the inputs above unchanged).
     mindrecord_writer.make_demo(root / "mindrecord", np.random.default_rng(1))
     recordio.make_demo(root / "recordio", np.random.default_rng(2))
@@ -85,6 +86,19 @@ def _tables(root: Path, rng: np.random.Generator) -> None:
     (root / "table.schema.yaml").write_text(
         "id: int64\ntext: string\nscore: float32\nlabel: int32\n"
     )
+
+
+WORDS = "the a data record reads writes fast column file row model token train each one".split()
+
+
+def _text(folder: Path, rng: np.random.Generator) -> None:
+    """A corpus of 60 short documents, one a JSON line (the text plugin's demo)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = [
+        {"id": i, "text": " ".join(rng.choice(WORDS, int(rng.integers(5, 60)))) + "."}
+        for i in range(60)
+    ]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
 
 
 def _tfrecords(folder: Path, rng: np.random.Generator) -> None:

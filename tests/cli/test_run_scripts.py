@@ -18,6 +18,7 @@ SCRIPTS = {
     "filelist": 18,
     "mnist": 300,
     "csv": 200,
+    "text": 60,
     "tfrecord": 100,
     "mindrecord": 40,
     "recordio": 40,
@@ -90,6 +91,13 @@ def _source_check(name, demo, out):
         assert all(
             abs(r["score"] - float(s["score"])) < 1e-6 for r, s in zip(rows, source, strict=True)
         )
+    elif name == "text":
+        import json
+
+        lines = (demo / "text" / "corpus.jsonl").read_text().splitlines()
+        source = [json.loads(line) for line in lines]
+        assert [(r["id"], r["text"]) for r in rows] == [(s["id"], s["text"]) for s in source]
+        assert [r["length"] for r in rows] == [len(s["text"]) for s in source]
     elif name == "tfrecord":
         from tfrecord.reader import tfrecord_loader  # the independent reader
 
