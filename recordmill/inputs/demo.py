@@ -88,7 +88,23 @@ def _tables(root: Path, rng: np.random.Generator) -> None:
     )
 
 
-WORDS = "the a data record reads writes fast column file row model token train each one".split()
+WORDS = [
+    "the",
+    "a",
+    "data",
+    "record",
+    "reads",
+    "writes",
+    "fast",
+    "column",
+    "file",
+    "row",
+    "model",
+    "token",
+    "train",
+    "each",
+    "one",
+]
 
 
 def _text(folder: Path, rng: np.random.Generator) -> None:
