@@ -146,9 +146,10 @@ def dict_data(task_id, options):
     encoder = _encoder(options)
     out = pa.schema(schema(options))
     keep = tuple(options.keep)
+    batch = []
+    # One batch across the task's files (small files are many documents of one task): each
+    # bad document names its own file and line, and the batches are built to the schema.
     for piece in _tasks(options)[task_id]:
-        yield kit.Source(piece.path)
-        batch = []
         for doc in inputs.documents(piece, options, keep):
             if doc.text is None:
                 if doc.reason:
@@ -158,8 +159,8 @@ def dict_data(task_id, options):
             if len(batch) == BATCH_DOCUMENTS:
                 yield _batch(batch, encoder, out, options)
                 batch = []
-        if batch:
-            yield _batch(batch, encoder, out, options)
+    if batch:
+        yield _batch(batch, encoder, out, options)
 
 
 def _batch(docs, encoder, out: pa.Schema, options) -> pa.RecordBatch:
