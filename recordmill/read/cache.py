@@ -12,11 +12,11 @@ folder is shared, safely:
 - A part is filled under an exclusive ``flock`` of its own lock file, so two processes never
   fetch it at once; the file is written under a temporary name and renamed into place whole, so
   a process killed while filling leaves nothing that another trusts (and the kernel drops its
-  lock). A process checks each cached file once, against the CRC-32C in its name, before it
-  returns a row of it; a damaged one is fetched again.
+  lock). A cached file is checked against the CRC-32C in its name before a row of it is
+  returned, once a machine (:mod:`recordmill.read.checked`); a damaged one is fetched again.
 - Bounded: after each fill, parts are removed, least recently used first (each process touches
-  a part's time when it opens it), until the folder holds at most ``limit`` bytes, the new part
-  aside. Shuffled epochs are ordered so that what is needed next is what was used last
+  the part's marker in ``locks/`` when it opens it), until the folder holds at most ``limit``
+  bytes, the new part aside. Shuffled epochs are ordered so that what is needed next is what was used last
   (:mod:`recordmill.read.order`).
 """
 
@@ -39,6 +39,7 @@ from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import ConfigError, RecordmillWarning
 from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder
+from recordmill.read.checked import Checked, file_key, log_checked
 from recordmill.read.files import Files
 
 __all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "plan_parts"]
@@ -101,7 +102,12 @@ class DiskCache:
     """The cached parts of one dataset version in ``folder``, at most ``limit`` bytes."""
 
     def __init__(
-        self, files: Files, segments: Segments, folder: str | os.PathLike[str], limit: int | None
+        self,
+        files: Files,
+        segments: Segments,
+        folder: str | os.PathLike[str],
+        limit: int | None,
+        checked: Checked | None = None,
     ):
         self.files = files
         self.segments = segments
@@ -125,6 +131,7 @@ class DiskCache:
         self._pid = os.getpid()
         self._said: set[str] = set()  # warnings said once
         self._checked: set[str] = set()  # cached files whose bytes matched, in this process
+        self.checked = checked  # and on this machine, by any process (read/checked.py)
 
     @property
     def capacity(self) -> int:
@@ -235,6 +242,9 @@ class DiskCache:
             path = self.root / "parts" / f"{part.name}.{crc:08x}.arrow"
             os.replace(partial, path)
             self._checked.add(path.name)  # its bytes were just summed from the disk: checked
+            key = None if self.checked is None else file_key(path, path.name)
+            if key is not None:  # for every process of the machine
+                self.checked.mark(key, 0)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)
@@ -247,12 +257,10 @@ class DiskCache:
             source = pa.memory_map(str(path))
             expected = int(path.name.split(".")[1], 16)
             if self.files.checksums and path.name not in self._checked:
-                if crc32c(source.read_buffer()) != expected:
-                    raise pa.ArrowInvalid("checksum")
-                self._checked.add(path.name)
+                self._check(path, source, expected)
             reader = pa.ipc.open_file(source)
             batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-            os.utime(path)  # recently used: the last to be evicted
+            self.folder.touch(path.name)  # recently used: the last to be evicted
             return batches
         except FileNotFoundError:
             return None
@@ -260,6 +268,19 @@ class DiskCache:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # damaged: fetched again
             return None
+
+    def _check(self, path: Path, source: pa.MemoryMappedFile, expected: int) -> None:
+        """A cached file's bytes against the CRC-32C in its name, unless this machine checked
+        this very file (read/checked.py) already."""
+        key = None if self.checked is None else file_key(path, path.name)
+        if key is None or not self.checked.seen(key, 0):
+            data = source.read_buffer()
+            if crc32c(data) != expected:
+                raise pa.ArrowInvalid("checksum")
+            log_checked(data.size)
+            if key is not None:
+                self.checked.mark(key, 0)
+        self._checked.add(path.name)
 
     def _warn(self, error: OSError) -> None:
         if "full" not in self._said:

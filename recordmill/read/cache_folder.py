@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,22 @@ from recordmill.errors import ConfigError
 CACHE_DIR_ENV = "RECORDMILL_CACHE_DIR"
 PRIVATE_FILE = 0o600
 PRIVATE_FOLDER = 0o700
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def default_cache_dir() -> Path:
+    """The user's cache folder for recordmill: ``RECORDMILL_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/recordmill``, else the platform's (``~/Library/Caches/recordmill`` on
+    macOS, ``~/.cache/recordmill`` elsewhere)."""
+    given = os.environ.get(CACHE_DIR_ENV)
+    if given:
+        return Path(given).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg).expanduser().absolute() / "recordmill"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "recordmill"
+    return Path.home() / ".cache" / "recordmill"
 
 
 class UnsafeCache(ConfigError):
@@ -53,7 +69,7 @@ class Folder:
                         filling += entry.stat(follow_symlinks=False).st_size
                     elif entry.name.endswith(".arrow") and entry.path != str(keep):
                         info = entry.stat(follow_symlinks=False)
-                        found.append((info.st_mtime_ns, info.st_size, entry.path))
+                        found.append((self._used(entry.name, info), info.st_size, entry.path))
             total = filling + sum(size for _, size, _ in found)
             # Another thread's eviction may have taken ``keep`` between its write and this
             # lock: its batches are still in memory, so it counts for nothing here.
@@ -64,7 +80,29 @@ class Folder:
                     break
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._marker(os.path.basename(path)))
                 total -= size
+
+    def touch(self, name: str) -> None:
+        """Part ``name`` was just used (its marker's time, not its own: the part's times are
+        part of what read/checked.py knows it by)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(self._marker(name), os.O_WRONLY | os.O_CREAT | NOFOLLOW, PRIVATE_FILE)
+            try:
+                os.utime(fd)
+            finally:
+                os.close(fd)
+
+    def _used(self, name: str, info: os.stat_result) -> int:
+        """When a part was last used: its marker's time, else its own (when it was filled)."""
+        try:
+            return max(info.st_mtime_ns, os.stat(self._marker(name)).st_mtime_ns)
+        except FileNotFoundError:
+            return info.st_mtime_ns
+
+    def _marker(self, name: str) -> Path:
+        return self.root / "locks" / f"{name}.used"
 
     def find(self, name: str) -> Path | None:
         """The cached file of the part ``name``, if there is one."""
@@ -81,14 +119,14 @@ class Folder:
         """A new, empty, private file in ``parts/``, never one that exists (or a link planted
         there); in this user's private folder, no one else can put another in its place."""
         path = self.root / "parts" / name
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, PRIVATE_FILE))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, PRIVATE_FILE))
         return path
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
         """An exclusive lock shared by every process of this user on the machine; the kernel
         drops it when its holder dies."""
-        flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW
+        flags = os.O_RDWR | os.O_CREAT | NOFOLLOW
         fd = os.open(self.root / "locks" / f"{name}.lock", flags, PRIVATE_FILE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -99,13 +137,13 @@ class Folder:
     def _make(self) -> None:
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            _check_shared(self.cache_dir)
+            check_shared(self.cache_dir)
             for folder in (self.root.parent, self.root, self.root / "parts", self.root / "locks"):
                 with contextlib.suppress(FileExistsError):
                     folder.mkdir(mode=PRIVATE_FOLDER)
-                _check_private(folder)
+                check_private(folder)
             probe = self.root / "locks" / f".probe.{os.getpid()}"
-            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, PRIVATE_FILE))
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | NOFOLLOW, PRIVATE_FILE))
             probe.unlink()
         except UnsafeCache:
             raise
@@ -116,7 +154,7 @@ class Folder:
             ) from None
 
 
-def _check_shared(folder: Path) -> None:
+def check_shared(folder: Path) -> None:
     """``cache_dir`` itself: this user's or root's, and others may write it only with the sticky
     bit (as /tmp has): else someone could rename this user's folder in it away."""
     info = os.stat(folder)
@@ -132,7 +170,7 @@ def _check_shared(folder: Path) -> None:
     )
 
 
-def _check_private(folder: Path) -> None:
+def check_private(folder: Path) -> None:
     """A folder of this user's cache: a real folder, this user's, writable by no one else."""
     info = os.lstat(folder)
     problem = None

@@ -29,6 +29,7 @@ from recordmill.dataset.storage import Store
 from recordmill.errors import ColumnError
 from recordmill.read import order, passes, tokens
 from recordmill.read.cache import CACHE_DIR_ENV, DiskCache, plan_parts
+from recordmill.read.checked import Checked
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer
 from recordmill.read.groups import Groups, ReadStats
@@ -83,12 +84,11 @@ def open(
     files = open_files(store, checksums, version=version)
     cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
     disk = None if cache_dir is None else (os.fspath(cache_dir), cache_limit)
-    groups = Groups(files, cache_bytes, read_ahead_bytes, disk)
+    checked = Checked.at(cache_dir) if checksums else None  # what the machine checked already
+    groups = Groups(files, cache_bytes, read_ahead_bytes, disk, checked)
     # How to open it again in another process (a Dataset pickled into a DataLoader worker).
     groups.opened = {
-        "path": os.fspath(path),
-        "filesystem": filesystem,
-        "checksums": checksums,
+        **{"path": os.fspath(path), "filesystem": filesystem, "checksums": checksums},
         **{"cache_bytes": cache_bytes, "read_ahead_bytes": read_ahead_bytes},
         **{"cache_dir": disk[0] if disk else None, "cache_limit": cache_limit},
         **{"version": int(files.manifest.get("version", 1)), "on_error": on_error},

@@ -18,6 +18,7 @@ import pyarrow as pa
 from recordmill.errors import RecordmillWarning
 from recordmill.read.cache import DiskCache
 from recordmill.read.cache_folder import UnsafeCache
+from recordmill.read.checked import Checked, file_key, log_checked
 from recordmill.read.files import Files
 from recordmill.read.segments import Segments
 
@@ -27,10 +28,12 @@ READ_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 @dataclass
 class ReadStats:
-    """How much decoding the reads needed: ``groups_read`` counts Parquet row-group decodes."""
+    """How much decoding the reads needed: ``groups_read`` counts Parquet row-group decodes;
+    ``bytes_checked`` the bytes this process summed against their checksums."""
 
     groups_read: int = 0
     rows_read: int = 0
+    bytes_checked: int = 0
 
 
 class Groups:
@@ -42,8 +45,11 @@ class Groups:
         cache_limit: int,
         read_ahead_bytes: int,
         disk: tuple[str, int | None] | None = None,
+        checked: Checked | None = None,
     ):
         self.files = files
+        # What this machine checked already, shared by its processes (None: this process's own).
+        self.checked = checked
         self.segments = Segments(files)
         # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.
         self.mapped = files.arrow and files.store.local
@@ -52,7 +58,7 @@ class Groups:
         self.disk: DiskCache | None = None
         if disk is not None and not self.mapped and self.segments.available:
             try:
-                self.disk = DiskCache(files, self.segments, *disk)
+                self.disk = DiskCache(files, self.segments, *disk, checked=checked)
             except UnsafeCache as e:  # another user's: read on from the dataset itself
                 warnings.warn(f"{e}; reading from {files.store}", RecordmillWarning, stacklevel=4)
         self.cache_limit = cache_limit
@@ -71,6 +77,7 @@ class Groups:
         self._cache: OrderedDict[tuple[int, tuple[str, ...]], pa.RecordBatch] = OrderedDict()
         self._cache_bytes = 0
         self._verified: set[int] = set()  # mapped groups whose bytes matched their checksum
+        self._keys: dict[int, str | None] = {}  # each partition file's key in ``checked``
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -133,9 +140,27 @@ class Groups:
         if g in self._verified or not self.files.checksums:
             return
         group = self.files.groups[g]
+        key = self._key(group.partition)
+        if key is not None and self.checked is not None and self.checked.seen(key, group.index):
+            self._verified.add(g)  # another process of this machine checked these very bytes
+            return
         data = self.segments.fetch(group.partition, group.index, group.index + 1)
         self.segments.check(group.partition, group.index, group.index + 1, data)
+        self.stats.bytes_checked += len(data)
+        log_checked(len(data))
         self._verified.add(g)
+        if key is not None and self.checked is not None:
+            self.checked.mark(key, group.index)
+
+    def _key(self, partition: int) -> str | None:
+        """The partition file's key in the machine's record (as the file is now)."""
+        if partition not in self._keys:
+            entry = self.files.manifest["partitions"][partition]
+            path = self.files.store.path(entry["file"])
+            self._keys[partition] = (
+                None if self.checked is None else file_key(path, entry["checksum"])
+            )
+        return self._keys[partition]
 
     def _read(self, g: int, schema: pa.Schema) -> pa.RecordBatch:
         if self.segments.available and not self.files.store.local:

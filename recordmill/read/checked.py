@@ -1,0 +1,122 @@
+"""What this machine has already checked: a record, shared by every process of one user, of the
+row groups of local Arrow IPC files (and the disk cache's parts) whose bytes matched their
+checksums, so that each is checked once a machine, not once a process: a DataLoader's workers,
+the workers it starts again each epoch, the ranks of a node and the jobs after them.
+
+A file's record is keyed by its identity as the filesystem gives it (device, inode, size, and the
+times of its last change, ``mtime`` and ``ctime``) and by the checksum the manifest gives it, so
+a file written to, replaced, renamed over or even touched since (any of which sets ``ctime``,
+which no one can set back) is checked again; a file changed in the last two seconds is not
+recorded at all. It is one byte a row group, set when the group's
+bytes matched, in the user's private cache folder (``cache_folder.py``'s checks: no other user
+can plant a record, and a link planted in its place is never followed). Where the folder cannot
+be used, each process checks for itself, as before.
+
+``RECORDMILL_CHECK_LOG``: a file each check appends its bytes to (``pid bytes``), for benchmarks
+and tests that count the bytes checked across processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import time
+from pathlib import Path
+
+from recordmill.read.cache_folder import (
+    NOFOLLOW,
+    PRIVATE_FILE,
+    PRIVATE_FOLDER,
+    UnsafeCache,
+    check_private,
+    check_shared,
+    default_cache_dir,
+)
+
+CHECK_LOG_ENV = "RECORDMILL_CHECK_LOG"
+SET = b"\x01"
+# A file changed less than this long ago is not recorded: filesystems stamp changes with a
+# coarse clock (a few milliseconds), so a change in the same tick as the one recorded could
+# keep its times; one made after this long always gets later ones.
+SETTLED_NS = 2_000_000_000
+
+
+class Checked:
+    """The record of what was checked, in ``cache_dir/user-UID/checked/``."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    @classmethod
+    def at(cls, cache_dir: str | os.PathLike[str] | None = None) -> Checked | None:
+        """The record in ``cache_dir`` (default: the user's cache folder); None where it cannot
+        be used safely (then every process checks for itself)."""
+        root = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
+        folder = root / f"user-{os.geteuid()}" / "checked"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            check_shared(root)
+            for f in (folder.parent, folder):
+                with contextlib.suppress(FileExistsError):
+                    f.mkdir(mode=PRIVATE_FOLDER)
+                check_private(f)
+        except (OSError, UnsafeCache):
+            return None
+        return cls(folder)
+
+    def seen(self, key: str, index: int) -> bool:
+        """Whether item ``index`` (a row group) of the file ``key`` was checked on this machine."""
+        fd = self._open(key)
+        if fd is None:
+            return False
+        try:
+            return os.pread(fd, 1, index) == SET
+        finally:
+            os.close(fd)
+
+    def mark(self, key: str, index: int) -> None:
+        """Item ``index`` of ``key``'s bytes matched their checksum."""
+        fd = self._open(key)
+        if fd is not None:
+            try:
+                os.pwrite(fd, SET, index)
+            finally:
+                os.close(fd)
+
+    def _open(self, key: str) -> int | None:
+        try:
+            fd = os.open(self.folder / key, os.O_RDWR | os.O_CREAT | NOFOLLOW, PRIVATE_FILE)
+        except OSError:
+            return None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            os.close(fd)  # not a record of ours: trust nothing in it
+            return None
+        return fd
+
+
+def file_key(path: str | os.PathLike[str], checksum: str) -> str | None:
+    """The record's key for a file as it is now: None if it cannot be looked at, or changed
+    too recently to be told apart from a change to come (``SETTLED_NS``)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < SETTLED_NS:
+        return None
+    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    text = f"{':'.join(map(str, identity))}:{checksum}:{os.path.abspath(path)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def log_checked(size: int) -> None:
+    """Append a check's bytes to ``RECORDMILL_CHECK_LOG``, where it is set."""
+    path = os.environ.get(CHECK_LOG_ENV)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        try:
+            os.write(fd, f"{os.getpid()} {size}\n".encode())
+        finally:
+            os.close(fd)
