@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import mmap
 import os
 import shutil
@@ -38,11 +39,11 @@ import pyarrow as pa
 from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import ConfigError, RecordmillWarning
-from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder
+from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder, default_cache_dir
 from recordmill.read.checked import Checked, file_key, log_checked
 from recordmill.read.files import Files
 
-__all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "plan_parts"]
+__all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "cache_location", "plan_parts"]
 from recordmill.read.segments import Segments
 
 # A part holds about 1/64 of the dataset's bytes, within these bounds (and at least one group):
@@ -107,6 +108,7 @@ class DiskCache:
         segments: Segments,
         folder: str | os.PathLike[str],
         limit: int | None,
+        implicit: bool = False,
         checked: Checked | None = None,
     ):
         self.files = files
@@ -132,6 +134,9 @@ class DiskCache:
         self._said: set[str] = set()  # warnings said once
         self._checked: set[str] = set()  # cached files whose bytes matched, in this process
         self.checked = checked  # and on this machine, by any process (read/checked.py)
+        # Made by default (no cache_dir given): shuffles and random reads use it, passes in
+        # order read the files themselves.
+        self.implicit = implicit
 
     @property
     def capacity(self) -> int:
@@ -291,6 +296,36 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=4,
             )
+
+
+def cache_location(
+    cache_dir: str | os.PathLike[str] | bool | None, files: Files
+) -> tuple[str, bool] | None:
+    """The disk cache's folder, and whether it was made by default: the ``cache_dir`` given,
+    else ``RECORDMILL_CACHE_DIR``, else for Parquet or object storage (whose shuffles are slow
+    without one) the user's cache folder; None for none (``cache_dir=False``, or a local Arrow
+    IPC dataset, read where it is)."""
+    if cache_dir is False:
+        return None
+    if cache_dir is None or cache_dir is True:
+        cache_dir = os.environ.get(CACHE_DIR_ENV) or None
+    if cache_dir is not None:
+        return os.fspath(cache_dir), False
+    if files.arrow and files.store.local:
+        return None
+    folder = str(default_cache_dir())
+    if (folder, str(files.store)) not in _SAID:
+        _SAID.add((folder, str(files.store)))
+        logging.getLogger("recordmill").info(
+            "shuffled and random reads of %s go through the disk cache in %s "
+            "(cache_dir=False: none; cache_dir=FOLDER: another)",
+            files.store,
+            folder,
+        )
+    return folder, True
+
+
+_SAID: set[tuple[str, str]] = set()  # the default caches said in the log, once a process
 
 
 def _version_key(files: Files) -> str:

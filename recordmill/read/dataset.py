@@ -28,7 +28,7 @@ from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
 from recordmill.errors import ColumnError
 from recordmill.read import order, passes, tokens
-from recordmill.read.cache import CACHE_DIR_ENV, DiskCache, plan_parts
+from recordmill.read.cache import DiskCache, cache_location, plan_parts
 from recordmill.read.checked import Checked
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer
@@ -50,7 +50,7 @@ def open(
     cache_bytes: int = CACHE_BYTES,
     read_ahead_bytes: int = READ_AHEAD_BYTES,
     checksums: bool = True,
-    cache_dir: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
     cache_limit: int | None = None,
     version: int | None = None,
     on_error: str = "raise",
@@ -68,12 +68,13 @@ def open(
     ``checksums=False`` skips the checks of the bytes read against the manifest's checksums
     (Parquet's page checksums are checked always).
 
-    ``cache_dir`` (default: the ``RECORDMILL_CACHE_DIR`` environment variable) keeps what a
-    dataset on object storage, or in Parquet, is read from on local disk as memory-mapped Arrow
-    IPC, fetched and checked once and shared by every process on the machine, at most
-    ``cache_limit`` bytes (default: half the free space of its disk); shuffles then take the
-    rows in an order that fetches each part about once per epoch (see
-    :meth:`Dataset.shuffled`). Local Arrow IPC is read where it is.
+    ``cache_dir`` keeps what a dataset on object storage, or in Parquet, is read from on local
+    disk as memory-mapped Arrow IPC, fetched and checked once and shared by every process on
+    the machine, at most ``cache_limit`` bytes (default: half the free space of its disk);
+    shuffles then take the rows in an order that fetches each part about once per epoch (see
+    :meth:`Dataset.shuffled`). By default (``RECORDMILL_CACHE_DIR``, else the user's cache
+    folder, said once in the log) shuffles and random reads go through it and passes in order
+    read the files; ``cache_dir=False``: no cache. Local Arrow IPC is read where it is.
 
     ``on_error="skip"``: a row whose ``decode`` function raises is left out of ``rows()``,
     ``iter_rows()`` and ``iter_batches()`` (whose batches may then be short) and listed in
@@ -82,15 +83,15 @@ def open(
     _check_arguments(version, on_error)
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     files = open_files(store, checksums, version=version)
-    cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_DIR_ENV) or None
-    disk = None if cache_dir is None else (os.fspath(cache_dir), cache_limit)
-    checked = Checked.at(cache_dir) if checksums else None  # what the machine checked already
+    where = cache_location(cache_dir, files)
+    disk = None if where is None else (where[0], cache_limit, where[1])
+    checked = Checked.at(where and where[0]) if checksums else None  # checked on this machine
     groups = Groups(files, cache_bytes, read_ahead_bytes, disk, checked)
     # How to open it again in another process (a Dataset pickled into a DataLoader worker).
     groups.opened = {
         **{"path": os.fspath(path), "filesystem": filesystem, "checksums": checksums},
         **{"cache_bytes": cache_bytes, "read_ahead_bytes": read_ahead_bytes},
-        **{"cache_dir": disk[0] if disk else None, "cache_limit": cache_limit},
+        **{"cache_dir": _given(cache_dir, where), "cache_limit": cache_limit},
         **{"version": int(files.manifest.get("version", 1)), "on_error": on_error},
     }
     groups.rejects = [] if on_error == "skip" else None
@@ -101,6 +102,13 @@ def open(
             f"decode= names no column {unknown[0]!r}; columns: {', '.join(schema.names)}"
         )
     return Dataset(groups, schema, 0, files.manifest["total_rows"], dict(decode or {}))
+
+
+def _given(cache_dir: Any, where: tuple[str, bool] | None) -> str | bool | None:
+    """``cache_dir`` as another process must be given it to read through the same cache."""
+    if cache_dir is False or where is None:
+        return False if cache_dir is False else None
+    return None if where[1] else where[0]
 
 
 def _check_arguments(version: int | None, on_error: str) -> None:

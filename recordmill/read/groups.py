@@ -44,7 +44,7 @@ class Groups:
         files: Files,
         cache_limit: int,
         read_ahead_bytes: int,
-        disk: tuple[str, int | None] | None = None,
+        disk: tuple[str, int | None, bool] | None = None,
         checked: Checked | None = None,
     ):
         self.files = files
@@ -95,15 +95,22 @@ class Groups:
         return self._pool
 
     def group(
-        self, g: int, schema: pa.Schema, *, keep: bool = True, check: bool = False
+        self,
+        g: int,
+        schema: pa.Schema,
+        *,
+        keep: bool = True,
+        check: bool = False,
+        cached: bool = True,
     ) -> pa.RecordBatch:
         """Row group ``g`` with ``schema``'s columns. Arrow on a local disk: a memory-mapped
         batch, nothing decoded, its bytes checked against the manifest once per process (a
         dataset written before group checksums were recorded: its columns, when ``check``).
         Otherwise from the cache, or read (and cached when ``keep``); bytes fetched are checked
-        each time they are fetched, and Parquet checks its pages' checksums as it decodes."""
+        each time they are fetched, and Parquet checks its pages' checksums as it decodes.
+        ``cached=False``: not through the disk cache (a pass in order, past a default one)."""
         key = (g, tuple(schema.names))
-        if self.disk is not None:  # mapped from the disk cache: nothing to keep in memory
+        if self.disk is not None and cached:  # mapped from the disk cache: nothing to keep
             return self.disk.group(g, schema.names)
         if self.mapped:
             batch = self._batches.get(key)

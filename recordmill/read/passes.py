@@ -26,11 +26,14 @@ def in_order(
     depth = max(1, min(len(wanted), groups.read_ahead_bytes // group_bytes))
     if groups.mapped:  # nothing to decode; the checksums are checked ahead, in threads
         depth = min(depth, 4 * READ_THREADS)
-    if groups.disk is not None:  # parts fetched ahead: no more than the cache leaves room for
+    through = groups.disk is not None and not groups.disk.implicit
+    if through:  # parts fetched ahead: no more than the cache leaves room for
         depth = min(depth, max(1, groups.disk.capacity // 2) * _groups_per_part(groups))
 
     def read(g: int) -> pa.RecordBatch:
-        return groups.group(g, schema, keep=False, check=True)
+        # A cache made by default (not given as cache_dir) is for shuffles: a pass in order
+        # reads each group once, as fast from the files themselves.
+        return groups.group(g, schema, keep=False, check=True, cached=through)
 
     ahead = [groups.pool.submit(read, g) for g, _, _ in wanted[:depth]]
     try:

@@ -116,14 +116,14 @@ def test_shuffle_is_a_seeded_permutation(dataset):
 
 
 def test_shuffle_decodes_each_row_group_once_when_it_fits_the_cache(dataset):
-    ds = recordmill.open(str(dataset))
+    ds = recordmill.open(str(dataset), cache_dir=False)  # no disk cache: decoded in memory
     if ds.manifest["format"] == "arrow":
         pytest.skip("Arrow partitions are memory-mapped, nothing is decoded")
     for _ in ds.iter_batches(batch_size=2, shuffle=True, seed=1):  # windows of 128 rows
         pass
     groups = sum(-(-p["rows"] // 16) for p in ds.manifest["partitions"])
     assert ds.stats.groups_read == groups
-    small = recordmill.open(str(dataset), cache_bytes=1)
+    small = recordmill.open(str(dataset), cache_bytes=1, cache_dir=False)
     for _ in small.iter_batches(batch_size=2, shuffle=True, seed=1):
         pass
     assert small.stats.groups_read > groups  # a cache too small to hold them: reads again
@@ -268,7 +268,8 @@ def test_big_columns_of_small_values_are_gathered_where_they_lie(dataset, monkey
 def _read_all(location: str, shuffle: bool) -> pa.Table | Exception:
     """Every row, or the error that stopped the read."""
     try:
-        ds = recordmill.open(location)
+        # The files themselves each time: a disk cache would serve what it checked before a flip.
+        ds = recordmill.open(location, cache_dir=False)
         batches = list(ds.iter_batches(64, shuffle=shuffle, seed=1, format="arrow"))
         return pa.Table.from_batches(batches).sort_by("id")
     except (recordmill.RecordmillError, OSError, pa.ArrowException) as e:
@@ -388,3 +389,29 @@ def test_float32_values_come_back_as_float32_and_print_as_stored(tmp_path):
         text=True,
     )
     assert shown.stdout.strip() == "[0] price=17.99, weight=17.99"
+
+
+def test_parquet_shuffles_go_through_the_users_cache_by_default(
+    dataset, tmp_path, monkeypatch, caplog
+):
+    import logging
+
+    import recordmill.read.cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(recordmill.read.cache, "_SAID", set())
+    with caplog.at_level(logging.INFO, logger="recordmill"):
+        ds = recordmill.open(str(dataset))
+        again = recordmill.open(str(dataset))
+    said = [r.getMessage() for r in caplog.records if "disk cache" in r.getMessage()]
+    if ds.manifest["format"] == "arrow":  # local Arrow IPC is mapped where it is
+        assert ds.cache is None and not said
+        return
+    assert len(said) == 1 and "cache_dir=False: none" in said[0]  # said once
+    assert ds.cache is not None and ds.cache.implicit
+    assert str(ds.cache.root).startswith(str(tmp_path / "xdg" / "recordmill" / "user-"))
+    assert [r["id"] for r in ds] == list(range(TOTAL)) and ds.cache.fetched_parts == 0  # direct
+    ids = [i for b in ds.iter_batches(16, shuffle=True, seed=2) for i in b["id"].tolist()]
+    assert sorted(ids) == list(range(TOTAL)) and ds.cache.fetched_parts == len(ds.cache.parts)
+    assert again.rows(np.arange(TOTAL))[5]["id"] == 5 and again.cache.fetched_parts == 0
+    assert recordmill.open(str(dataset), cache_dir=False).cache is None
