@@ -16,8 +16,8 @@ folder is shared, safely:
   returned, once a machine (:mod:`recordmill.read.checked`); a damaged one is fetched again.
 - Bounded: after each fill, parts are removed, least recently used first (each process touches
   the part's marker in ``locks/`` when it opens it), until the folder holds at most ``limit``
-  bytes, the new part aside. Shuffled epochs are ordered so that what is needed next is what was used last
-  (:mod:`recordmill.read.order`).
+  bytes, the new part aside. Shuffled epochs are ordered so that what is needed next is what
+  was used last (:mod:`recordmill.read.order`).
 """
 
 from __future__ import annotations
