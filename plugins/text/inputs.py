@@ -269,7 +269,8 @@ def _parquet_documents(piece: Piece, text_field: str, keep: tuple[str, ...]) -> 
     kind = f.schema_arrow.field(text_field).type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise ConfigError(
-            f"{piece.path}: column {text_field!r} is {kind}; expected a string column (--text-field)"
+            f"{piece.path}: column {text_field!r} is {kind}; expected a string column "
+            "(--text-field)"
         )
     row = sum(f.metadata.row_group(g).num_rows for g in range(piece.start))
     for g in range(piece.start, piece.stop):

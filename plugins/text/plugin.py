@@ -56,7 +56,7 @@ def add_options(parser):
     add("--text-field", default="text", help="JSONL/Parquet: the text's field (default: text)")
     add("--keep", nargs="+", default=[], help="JSONL/Parquet fields kept as columns")
     add("--tokenizer", type=_tokenizer_option,
-        help="a Hugging Face tokenizer.json, or module:function (default: store the text)")  # fmt: skip
+        help="a Hugging Face tokenizer.json, or module:function (default: the text)")  # fmt: skip
     add("--eos", help="appended to every document: a token of the tokenizer, or an id")
     add("--vocab-size", type=int, help="with a function tokenizer: its vocabulary's size")
     add("--keep-text", action="store_true", help="keep the text beside the tokens")

@@ -121,9 +121,10 @@ class Epoch:
         expected = s.lengths[rows]
         if not np.array_equal(counts, expected):
             i = int(np.flatnonzero(counts != expected)[0])
+            said, held = int(expected[i]), int(counts[i])
             raise ValueError(
-                f"row {int(rows[i])}: the length column {s.length_column!r} says {int(expected[i])} tokens, but "
-                f"{s.column!r} holds {int(counts[i])}; give lengths=None to count them from "
+                f"row {int(rows[i])}: the length column {s.length_column!r} says {said} tokens, "
+                f"but {s.column!r} holds {held}; give lengths=None to count them from "
                 f"{s.column!r}"
             )
         values = _values(column, s.dtype)
