@@ -219,3 +219,19 @@ def test_a_mixture_of_token_datasets(docs, tmp_path):
     resumed = rt.DataLoader(rt.TokenBlocks(mixture, 32), batch_size=4, num_workers=1)
     resumed.load_state_dict(state)
     assert seen + as_rows(resumed) == expected
+
+
+def test_a_token_column_with_null_ids_is_refused(tmp_path):
+    plugin = make_plugin(tmp_path / "plugin", """
+        import pyarrow as pa
+
+        def task_number():
+            return 1
+
+        def dict_data(task_id):
+            tokens = pa.array([[1, 2, None, 4], [5, 6]], pa.list_(pa.uint16()))
+            yield pa.RecordBatch.from_arrays([tokens], names=["tokens"])
+    """)  # fmt: skip
+    recordmill.write(plugin, tmp_path / "out", progress=False)
+    with pytest.raises(ValueError, match=r"the token column holds null tokens; expected token ids"):
+        list(recordmill.open(tmp_path / "out").token_blocks(2))

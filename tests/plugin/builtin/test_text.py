@@ -178,10 +178,37 @@ def test_the_command_line_with_a_relative_tokenizer_and_a_glob(text_corpus, tmp_
         ({"input": ["/no/such/*.txt"]}, r"--input /no/such/\*\.txt matches no file"),
         ({"keep": ["tokens"]}, r"--keep tokens: a column the text plugin writes itself"),
         ({"task_bytes": 0}, r"--task-bytes must be 1 or more, got 0"),
+        ({"input": ["/no/such/file"]}, r"--input /no/such/file is neither a file, a folder nor"),
+        ({"tokenizer": "no_such_module_x:f"}, r"cannot import no_such_module_x"),
+        ({"input": ["EMPTY"]}, r"--input .*empty holds no file matching a known suffix"),
+        ({"input": ["EMPTY"], "pattern": "*.py"}, r"holds no file matching --pattern '\*\.py'"),
+        ({"tokenizer": "NOT_JSON"}, r"not a Hugging Face tokenizer\.json .*; expected the file"),
+        ({"tokenizer": "TOK:short"}, r"returned 0 sequences for 1 texts; expected one a text"),
+        ({"tokenizer": "TOK:wide", "vocab_size": 10}, r"gave the id 120; expected ids from 0 to 9"),
+        ({"input": ["GZ_PARQUET"]}, r"a compressed Parquet file; expected a \.parquet file"),
+        ({"input": ["PARQUET"]}, r"has no column 'text'; expected the --text-field and --keep"),
+        ({"input": ["PARQUET"], "text_field": "n"}, r"column 'n' is int64; expected a string"),
+        ({"keep": ["lang"], "input": ["BLANK"]}, r"--keep: no record to tell its fields' types"),
     ],
 )
 def test_refusals(text_corpus, tmp_path, options, message):
     (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "not.json").write_text("{}")
+    (tmp_path / "tok.py").write_text("def short(texts):\n    return []\n"
+                                     "def wide(texts):\n    return [[120] for t in texts]\n")  # fmt: skip
+    pq.write_table(pa.table({"n": [1]}), tmp_path / "t.parquet")
+    (tmp_path / "t.parquet.gz").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_text("\n\n")
+    named = {"EMPTY": str(tmp_path / "empty"), "NOT_JSON": str(tmp_path / "not.json"),
+             "TOK": str(tmp_path / "tok.py"), "PARQUET": str(tmp_path / "t.parquet"),
+             "GZ_PARQUET": str(tmp_path / "t.parquet.gz"), "BLANK": str(tmp_path / "blank.jsonl")}  # fmt: skip
+    for key in ("input", "tokenizer"):
+        if isinstance(options.get(key), list):
+            options[key] = [named.get(v, v) for v in options[key]]
+        elif isinstance(options.get(key), str):
+            head, _, tail = options[key].partition(":")
+            options[key] = named.get(head, head) + (":" + tail if tail else "")
     given = {"input": [str(tmp_path / "a.jsonl")], "tokenizer": str(text_corpus[1]), **options}
     with pytest.raises(RecordmillError, match=message):
         write(tmp_path / "out", **{k: v for k, v in given.items() if v is not None})
