@@ -262,7 +262,7 @@ def _write_rows(
     step("tasks-done")
     if run.base is not None and run.declared is None:
         inferred = check_same_schema({r.schema_task: r.schema for r in results if r.rows})
-        append.check_schema(inferred, run.base, "inferred")
+        append.check_schema(inferred, run.base, "inferred", schema_flag="schema" in run.options)
     phases = {"tasks": tasks_seconds}
     found = None
     if run.settings.dedup_key:

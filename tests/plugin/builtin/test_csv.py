@@ -243,6 +243,27 @@ def test_whole_numbers_written_as_floats_convert_exactly_into_integer_fields(tmp
     assert table["label"].to_pylist() == [2, -3] and table["n"].to_pylist() == [big, 1000]
 
 
+def test_an_append_refused_for_an_inferred_type_names_the_schema_flag(tmp_path):
+    """2.0 after a pandas round trip is inferred float64; an int64 dataset refuses it, and the
+    refusal says the --schema line that takes it."""
+    (tmp_path / "a.csv").write_text("label,x\n1,0.5\n")
+    (tmp_path / "b.csv").write_text("label,x\n2.0,1.5\n")
+    out = ("--output", tmp_path / "o", "--quiet")
+    assert run_writer("--script", "csv", "--input", tmp_path / "a.csv", *out).returncode == 0
+    line = one_line_error(
+        run_writer("--script", "csv", "--input", tmp_path / "b.csv", *out, "--append")
+    )
+    assert line == (
+        "recordmill: error: cannot --append: field 'label' is int64 in the dataset, float64 in "
+        "this plugin's declared schema (--schema gives it the dataset's type: 'label: int64')"
+    )
+    (tmp_path / "s.yaml").write_text("label: int64\n")
+    flags = ("--input", tmp_path / "b.csv", "--schema", tmp_path / "s.yaml", "--append")
+    result = run_writer("--script", "csv", *flags, *out)
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "o")["label"].to_pylist() == [1, 2]
+
+
 def test_csv_messages_say_the_file_line_and_what_to_do(tmp_path):
     (tmp_path / "t.csv").write_text("id,code\n1,7\n99999999999999999999,8\n2.5,9\n")
     (tmp_path / "s.yaml").write_text("id: int64\ncode: int64\n")
