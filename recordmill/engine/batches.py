@@ -87,7 +87,8 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     except Exception as e:
         raise _plugin_failed(task_id, e) from e
     converter = None  # made for the first rows: an empty task (there may be millions) needs none
-    source: tuple[str, int] | None = None  # the input of the rows (kit.Source), and its first row
+    # The input of the rows (kit.Source), and the task's row number of the input's row 0.
+    source: tuple[str, int] | None = None
     limit = FIRST_BATCH_ROWS
     position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
     while True:
@@ -101,7 +102,7 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
             return
         for part in _parts(chunk, result, job):
             if isinstance(part, Source):  # the rows after it are of this input
-                source = (part.name, position)
+                source = (part.name, position - part.first)
                 continue
             if converter is None:
                 converter = _first_converter(job, part, position, result)

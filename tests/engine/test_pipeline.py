@@ -660,6 +660,17 @@ def test_a_bad_row_names_the_input_the_plugin_said_it_comes_from(tmp_path):
     assert reject["source"] == "wav/1/b.wav row 1 (task 1 row 4)"
 
 
+def test_a_source_that_starts_inside_its_input_numbers_rows_as_the_input_does(tmp_path):
+    """A task that reads records 1,000 to 1,002 of a file says so: its rows are named by their
+    numbers in the file."""
+    plugin = make_plugin(
+        tmp_path / "p",
+        SOURCED.replace('Source(f"wav/{task_id}/{name}")', "Source(name, first=1000)"),
+    )
+    with pytest.raises(RowError, match=r"^b.wav, row 1001 \(task 1, row 4\), field 'samples'"):
+        recordmill.write(plugin, tmp_path / "o", progress=False, workers=0)
+
+
 def test_rows_after_a_skipped_one_keep_their_numbers(tmp_path):
     plugin = make_plugin(
         tmp_path / "p",
