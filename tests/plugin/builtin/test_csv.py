@@ -185,6 +185,13 @@ def test_a_number_column_with_a_few_words_is_said_not_typed_string(tmp_path):
     )
     assert f"{tmp_path / 't.csv'}:26: column 'x' holds numbers in 39 of the 40 cells" in line
     assert "'abc' here" in line and "--schema" in line and "'x: float64'" in line
+    assert "more)" not in line  # one word: no "(and in 0 more)"
+    two = [*lines[:30], "def,1", *lines[31:]]
+    (tmp_path / "t2.csv").write_text("\n".join(two) + "\n")
+    line = one_line_error(
+        run_writer("--script", "csv", "--input", tmp_path / "t2.csv", "--output", tmp_path / "o")
+    )
+    assert "'abc' here (and in 1 more); rather" in line
     # Said by --schema, the column is what it says, and the word is bad input.
     (tmp_path / "s.yaml").write_text("x: float64\n")
     result = run_writer(
@@ -289,6 +296,23 @@ def test_csv_messages_say_the_file_line_and_what_to_do(tmp_path):
     )
     assert "column_0" not in line or line.count("column_0") == 1
     assert "extra" in line and len(line) < 900
+
+
+def test_a_file_whose_header_differs_from_the_first_file_s_says_the_difference_only(tmp_path):
+    wide = [f"column_{i}" for i in range(60)]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text(",".join(wide) + "\n" + ",".join(["1"] * 60) + "\n")
+    other = [*wide[:59], "col_59"]
+    (tmp_path / "in" / "b.csv").write_text(",".join(other) + "\n" + ",".join(["2"] * 60) + "\n")
+    line = one_line_error(
+        run_writer(
+            *("--script", "csv", "--input", tmp_path / "in", "--output", tmp_path / "o"), "--quiet"
+        )
+    )
+    assert line.endswith(
+        f"{tmp_path / 'in' / 'b.csv'}: the header does not match the schema "
+        "(not in the schema: col_59; not in the file: column_59)"
+    ), line
 
 
 def test_zero_padded_codes_stay_strings(tmp_path):
