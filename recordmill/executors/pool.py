@@ -31,7 +31,8 @@ from recordmill.errors import RecordmillError, TaskError
 # whether the list is a pandas object), which cost a small run's two workers 15% of the run's
 # CPU time.
 OWN_PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
-PRELOAD = OWN_PRELOAD + (["pandas"] if importlib.util.find_spec("pandas") is not None else [])
+DEFAULT_IMPORTS = ["pandas"] if importlib.util.find_spec("pandas") is not None else []
+PRELOAD = OWN_PRELOAD + DEFAULT_IMPORTS
 # Workers found dead between jobs that one run replaces before it gives up (a machine killing
 # every new process would otherwise be tried forever).
 IDLE_DEATHS = 16
@@ -80,8 +81,8 @@ def start_fork_server(imports: list[str] | None = None) -> None:
     """Start the fork server now (Linux), so that it imports while this process goes on; with
     ``imports``, those modules beside recordmill's own instead of the default's pandas. (A fork
     server already running, from an earlier write in this process, is kept as it is.)"""
-    if imports is not None:
-        PRELOAD[:] = OWN_PRELOAD + [m for m in imports if m not in OWN_PRELOAD]
+    wanted = DEFAULT_IMPORTS if imports is None else imports
+    PRELOAD[:] = OWN_PRELOAD + [m for m in wanted if m not in OWN_PRELOAD]
     if sys.platform.startswith("linux"):
         _context()
         multiprocessing.forkserver.ensure_running()
