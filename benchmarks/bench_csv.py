@@ -11,7 +11,14 @@ cache warm; rounds are interleaved and the table shows medians:
 - pandas: ``pd.read_csv(path).to_parquet(out)``;
 - pyarrow: ``pq.write_table(pyarrow.csv.read_csv(path), out)``;
 - recordmill: ``writer.py --script csv --input path --output out --partitions 1`` with
-  ``--workers 1``, and with ``--workers 2 --rows-per-task 28450`` (four tasks).
+  ``--workers 0`` (in the one process, as the one-liners), ``--workers 1``, and with
+  ``--workers 2 --rows-per-task 28450`` (four tasks); and ``--workers 2 --partitions 2`` (two
+  files, one written by each worker).
+
+Every command runs once untimed first, and without ``PYTHONDONTWRITEBYTECODE``: recordmill's
+modules, as pandas' and pyarrow's, are timed from their compiled ``.pyc`` files, as an installed
+package has them (a checkout run with ``PYTHONDONTWRITEBYTECODE=1`` compiles some 80 modules
+each time, about 0.1 s).
 
 Every output is read back and compared with the CSV's sums (rows, the label's sum, one float
 column's sum); a command that wrote other data stops the benchmark.
@@ -20,6 +27,7 @@ column's sum); a command that wrote other data stops the benchmark.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -72,6 +80,9 @@ def commands(csv: Path, out: Path, before: str | None) -> dict[str, list[str]]:
             "import pyarrow.csv as c, pyarrow.parquet as pq; "
             f"pq.write_table(c.read_csv({str(csv)!r}), {str(out / 'pa.parquet')!r})",
         ],
+        "recordmill --workers 0 (in this process)": [
+            *(*writer, "--output", str(out / "rm0"), *common, "--workers", "0"),
+        ],
         "recordmill --workers 1": [
             *writer,
             "--output",
@@ -84,6 +95,10 @@ def commands(csv: Path, out: Path, before: str | None) -> dict[str, list[str]]:
             *writer,
             *("--output", str(out / "rm2"), *common, "--workers", "2"),
             *("--rows-per-task", str(ROWS // 4)),
+        ],
+        "recordmill --workers 2 --partitions 2 (4 tasks, 2 files)": [
+            *(*writer, "--output", str(out / "rm2p"), "--quiet", "--overwrite"),
+            *("--workers", "2", "--partitions", "2", "--rows-per-task", str(ROWS // 4)),
         ],
         **earlier,
     }
@@ -112,12 +127,14 @@ def main() -> None:
     out = DATA / "csv-out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     times: dict[str, list[float]] = {}
-    for _ in range(args.runs):
+    for run in range(args.runs + 1):  # the first, untimed: page cache and .pyc files
         for name, command in commands(csv, out, args.before).items():
             started = time.perf_counter()
-            subprocess.run(command, check=True)
-            times.setdefault(name, []).append(time.perf_counter() - started)
+            subprocess.run(command, check=True, env=env)
+            if run:
+                times.setdefault(name, []).append(time.perf_counter() - started)
         check(out, expected)
     pandas = statistics.median(times["pandas: pd.read_csv(...).to_parquet(...)"])
     print(f"{csv.stat().st_size / 1e6:.0f} MB, {ROWS:,} rows x {FLOATS + 1} columns")

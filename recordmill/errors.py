@@ -113,7 +113,8 @@ class RowError(RecordmillError):
         self.field = field
         self.expected = expected
         self.got = got
-        self.source = source  # the input the plugin said the rows come from, and its first row
+        # The input the plugin said the rows come from, and the task's row of the input's row 0.
+        self.source = source
         super().__init__(self._message())
 
     def _message(self) -> str:

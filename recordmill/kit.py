@@ -6,7 +6,8 @@ built-in plugins import nothing else of recordmill (``tests/test_imports.py`` ch
   started in another folder) finds it.
 - ``Reject`` and ``bad_input``: an input left out on purpose, listed among the dataset's rejects
   (``bad_input`` follows ``--on-bad-input``: a ``Reject`` under ``skip``, else an error).
-- ``Source``: yielded by ``dict_data`` before the rows of one input (``yield Source(path)``), so
+- ``Source``: yielded by ``dict_data`` before the rows of one input (``yield Source(path)``, or
+  ``Source(path, first=1000)`` for a task that starts at the input's row 1,000), so
   that a row that does not fit the schema, or its reject, names that input and the row's number in
   it (``wav/a.wav, row 3 (task 19, row 40)``), not only the task's.
 - The errors a plugin raises, each said in one line: ``InputError`` (bad input), ``ConfigError``
@@ -66,9 +67,12 @@ __path__: list[str] = []
 
 @dataclass(frozen=True)
 class Source:
-    """The input the rows yielded after it come from (a file path, a URL, a record's key)."""
+    """The input the rows yielded after it come from (a file path, a URL, a record's key);
+    ``first``: the number, in that input, of the first row yielded after it (a task that starts
+    at record 1,000 of a file says so, and its rows are named by their numbers in the file)."""
 
     name: str
+    first: int = 0
 
 
 def Path(text: str) -> str:

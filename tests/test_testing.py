@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 import recordmill.inputs.demo
+from recordmill.plugin.manager import load_plugin
+from recordmill.plugin.options import plugin_options
 from recordmill.testing import PluginCheckFailed, check_plugin
 from tests.conftest import REPO, make_plugin
 
@@ -40,6 +42,18 @@ def test_every_built_in_plugin_passes_on_the_demo_data(name, demo):
         pytest.importorskip("lmdb", reason="the torchrecord plugin needs recordmill[torchrecord]")
     options = {k: str(v) for k, v in BUILTINS[name](demo).items()}
     assert check_plugin(name, **options).num_rows > 0
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_every_built_in_plugin_makes_its_path_options_absolute(name, demo, monkeypatch):
+    """Given relative to the folder the command runs in, as a user types them: each comes out
+    absolute, so workers started in another folder (a Dask cluster's) find it."""
+    plugin = load_plugin(name)
+    monkeypatch.chdir(demo.parent)
+    given = {k: str(v.relative_to(demo.parent)) for k, v in BUILTINS[name](demo).items()}
+    parsed = plugin_options(plugin, given)
+    for key, relative in given.items():
+        assert parsed[key] == str(demo.parent / relative), (name, key, parsed[key])
 
 
 FAULTS = {

@@ -55,6 +55,12 @@ FAST_BYTES = 512 << 20
 _LEADING_ZERO = re.compile(r"^[+-]?0\d")
 
 
+def worker_imports():
+    # The tasks are pyarrow's tables (fast.py): the workers need pyarrow's CSV reader, not the
+    # pandas that rows of Python values would need.
+    return ["pyarrow.csv"]
+
+
 def add_options(parser):
     parser.add_argument(
         "--input", required=True, type=kit.Path, help="a .csv/.tsv/.jsonl file or a folder of them"

@@ -173,6 +173,7 @@ def dict_data(task_id, options):
     else:
         names = _files(folder, options.extensions)
     extra = {"text": text} if options.label_file else {}
+    yield kit.Source(folder)  # rows named by their file's place in the class folder's list
     for name in names:
         yield images.row(
             os.path.join(folder, name),

@@ -86,6 +86,8 @@ def schema(options):
 def dict_data(task_id, options):
     pixels, labels = _data(options)
     bounds = _bounds(options, len(pixels))
+    # Rows named by their image's number in the idx file.
+    yield kit.Source(_find(options, "images-idx3-ubyte"), first=bounds[task_id])
     for i in range(bounds[task_id], bounds[task_id + 1]):
         if options.image_format == "png":
             buffer = io.BytesIO()

@@ -127,6 +127,7 @@ def dict_data(task_id, options):
     path = features.input_files(options.input, options.pattern)[task_id]
     spec = _feature_schema(options.input, options.pattern, options.schema)
     image = _image_column(options, spec)
+    yield kit.Source(path)  # a row that does not fit the schema is named by its record
     try:
         for index, offset, data in records(path):
             where = f"{path}: record {index} at byte {offset}"

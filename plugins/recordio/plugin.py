@@ -212,6 +212,12 @@ def dict_data(task_id, options):
     task = _plan(options)[task_id]
     width = None if options.no_image_header else label_width(options)
     offsets = None if task.offsets is None else list(task.offsets)
+    # Rows named by their record in the file, or, where its number is not known (no .idx), from
+    # the byte the task starts at.
+    if task.first_number is not None:
+        yield kit.Source(task.path, first=task.first_number)
+    else:
+        yield kit.Source(f"{task.path} (from byte {task.start:,})")
     for record in records(task.path, task.start, task.end, offsets, task.first_number):
         number = record.number
         source = f"{task.path}:{record.offset if number is None else number}"

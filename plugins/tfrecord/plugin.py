@@ -81,6 +81,7 @@ def schema(options):
 def dict_data(task_id, options):
     path = features.input_files(options.input, options.pattern)[task_id]
     spec = schema(options)
+    yield kit.Source(path)  # a row that does not fit the schema is named by its record
     try:
         for index, offset, data, problem in records(path, options.compression_type):
             if problem:

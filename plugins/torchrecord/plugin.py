@@ -197,6 +197,7 @@ def dict_data(task_id, options):
     try:
         with Database(path) as db:
             keys = _keys(db)[first:end]
+            yield kit.Source(path, first=first)  # rows named by their record in the database
             for number, (key, value) in enumerate(db.values(keys), start=first):
                 text = key.decode(errors="replace")
                 where = f"{path}: key {text!r} (record {number})"

@@ -1,6 +1,7 @@
 """Rejected input: what a plugin yields instead of a row for input it skips on purpose.
 
-A plugin never drops input silently: it yields ``Reject(source, reason)``, and recordmill lists
+A plugin never drops input silently: it yields ``Reject(source, reason)``, which fails the run
+under ``--on-bad-input fail`` (the default) and under ``skip`` is listed: recordmill lists
 every reject in the output, counts them in the manifest, and says how many in the summary line.
 Every input thus ends up either as a row or as a reject. The list is ``_rejects.parquet`` (or
 ``.arrow``) in the dataset folder: like the manifest, a file of the dataset's schema with no rows,

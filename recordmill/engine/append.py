@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from recordmill.dataset import layout, versions
 from recordmill.dataset import manifest as manifest_file
-from recordmill.dataset.schema import expected_text, first_difference
+from recordmill.dataset.schema import expected_text, first_difference, type_shape_layout
 from recordmill.dataset.storage import Store
 from recordmill.engine.commit import step
 from recordmill.errors import ConfigError, OutputError, SchemaError
@@ -99,14 +99,17 @@ def prepare(run: Run, final: Store) -> Run:
             "dataset holds; write it again with --overwrite"
         )
     if run.declared is not None:
-        check_schema(run.declared, base, "declared")
+        check_schema(run.declared, base, "declared", schema_flag="schema" in run.options)
     resolved = dataclasses.replace(settings, format=fmt, compression=compression)
     return dataclasses.replace(run, settings=resolved, base=base)
 
 
-def check_schema(schema: pa.Schema, base: dict[str, Any], how: str) -> None:
+def check_schema(
+    schema: pa.Schema, base: dict[str, Any], how: str, *, schema_flag: bool = False
+) -> None:
     """Refuse rows whose schema (``how``: declared or inferred) is not the dataset's, naming the
-    first field that differs."""
+    first field that differs; ``schema_flag``: the plugin takes a ``--schema`` option, which
+    the refusal names as the way to give the field the dataset's type."""
     dataset = manifest_file.arrow_schema(base)
     if schema.equals(dataset, check_metadata=True):
         return
@@ -118,12 +121,14 @@ def check_schema(schema: pa.Schema, base: dict[str, Any], how: str) -> None:
             raise SchemaError(
                 f"cannot --append: field {field.name!r} is in the dataset, not in {mine}"
             )
-        hint = (
-            f" (inferred from the rows: declare it {_text(field)} in the plugin's schema, as the "
-            f"csv plugin's --schema '{field.name}: {_text(field)}' does)"
-            if how == "inferred"
-            else ""
-        )
+        hint = ""
+        if schema_flag:
+            hint = f" (--schema gives it the dataset's type: '{field.name}: {_yaml(field)}')"
+        elif how == "inferred":
+            hint = (
+                f" (inferred from the rows: declare it {_text(field)} in the plugin's schema, "
+                f"as the csv plugin's --schema '{field.name}: {_text(field)}' does)"
+            )
         raise SchemaError(
             f"cannot --append: field {field.name!r} is {_text(field)} in the dataset, "
             f"{_text(found)} in {mine}{hint}"
@@ -135,6 +140,15 @@ def check_schema(schema: pa.Schema, base: dict[str, Any], how: str) -> None:
         f"cannot --append: {mine} has the dataset's fields in another order "
         f"({', '.join(schema.names)}; the dataset: {', '.join(dataset.names)})"
     )
+
+
+def _yaml(field: pa.Field) -> str:
+    """The field as a line of a ``--schema`` YAML file says it."""
+    type_name, shape, _ = type_shape_layout(field)
+    if shape is None and not field.nullable:
+        return type_name
+    keys = [f"type: {type_name}"] + ([f"shape: {list(shape)}"] if shape is not None else [])
+    return "{" + ", ".join(keys + (["nullable: true"] if field.nullable else [])) + "}"
 
 
 def _text(field: pa.Field) -> str:

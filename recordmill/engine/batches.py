@@ -87,7 +87,8 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
     except Exception as e:
         raise _plugin_failed(task_id, e) from e
     converter = None  # made for the first rows: an empty task (there may be millions) needs none
-    source: tuple[str, int] | None = None  # the input of the rows (kit.Source), and its first row
+    # The input of the rows (kit.Source), and the task's row number of the input's row 0.
+    source: tuple[str, int] | None = None
     limit = FIRST_BATCH_ROWS
     position = 0  # rows the plugin yielded so far: the row numbers errors and rejects give
     while True:
@@ -99,9 +100,9 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
             raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
         if not chunk:
             return
-        for part in _parts(chunk, result):
+        for part in _parts(chunk, result, job):
             if isinstance(part, Source):  # the rows after it are of this input
-                source = (part.name, position)
+                source = (part.name, position - part.first)
                 continue
             if converter is None:
                 converter = _first_converter(job, part, position, result)
@@ -126,13 +127,17 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
 _ARROW = (pa.RecordBatch, pa.Table)
 
 
-def _parts(chunk: list[Any], result: TaskResult) -> Iterator[Any]:
+def _parts(chunk: list[Any], result: TaskResult, job: TaskJob) -> Iterator[Any]:
     """A chunk of what ``dict_data`` yielded without its Rejects (set aside in ``result``): runs
     of row dicts (lists), the Arrow batches or tables a plugin yields whole, and the
     ``kit.Source`` markers that say which input the rows after them come from."""
     kinds = set(map(type, chunk))
     if Reject in kinds:
-        result.rejects += [r for r in chunk if type(r) is Reject]
+        rejects = [r for r in chunk if type(r) is Reject]
+        if job.settings.on_bad_input != "skip":
+            # A Reject is bad input, as the docs say of bad input: it fails the run unless skip.
+            raise _rejected(job.task_id, rejects[0])
+        result.rejects += rejects
         chunk = [r for r in chunk if type(r) is not Reject]
     if not kinds & {*_ARROW, Source}:
         if chunk:
@@ -258,6 +263,11 @@ def _convert(
             del chunk[index]
             del numbers[index]
     return None
+
+
+def _rejected(task_id: int, reject: Reject) -> TaskError:
+    """A Reject the plugin yielded under ``--on-bad-input fail``: the run fails, naming it."""
+    return TaskError(task_id, f"the plugin rejected {reject.source}: {reject.reason} {SKIP_HINT}")
 
 
 def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:

@@ -109,8 +109,13 @@ def default_group_size(
     settings: WriteSettings,
     counts: Sequence[int],
 ) -> int:
-    """The row group size for rows not made yet: from the size of the first rows of the first
-    task with any (made here, in the main process, and thrown away)."""
+    """The row group size for rows not made yet: from the schema where each row has the same
+    size (numbers and bools only), else from the size of the first rows of the first task with
+    any (made here, in the main process, and thrown away)."""
+    total = sum(counts)
+    width = _fixed_width(schema)
+    if width is not None:  # no row to make: a CSV task of numbers is read once, not twice
+        return default_row_group_size(total, total * max(1, width))
     task_id = next(t for t, n in enumerate(counts) if n)
     job = TaskJob(plugin, options, task_id, schema, staging, settings)
     batches = task_batches(job, TaskResult(task_id, rows=0, schema=schema))
@@ -122,8 +127,16 @@ def default_group_size(
         raise TaskError(
             task_id, f"task_rows() announced {counts[task_id]} rows, dict_data() yielded 0"
         )
-    total = sum(counts)
     return default_row_group_size(total, total * max(1, first.nbytes // max(1, first.num_rows)))
+
+
+def _fixed_width(schema: pa.Schema) -> int | None:
+    """The bytes of a row in Arrow when every field is a number or a bool (a bool is a bit; as
+    ``nbytes`` of a batch without nulls counts them), else None."""
+    fixed = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
+    if not all(any(kind(field.type) for kind in fixed) for field in schema):
+        return None
+    return sum(field.type.bit_width for field in schema) // 8  # floored, as measured
 
 
 def write_direct_partition(

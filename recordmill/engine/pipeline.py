@@ -156,9 +156,12 @@ def run_write(
         raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
     if settings is None:
         check_keywords(values, _option_names(plugin, values))
-    run = plan(plugin, options, settings or WriteSettings(**values))
-    if run.settings.executor == "process" and run.settings.workers != 0:
-        check_main_guard()
+    settings = settings or WriteSettings(**values)
+    if settings.executor == "process" and settings.workers != 0:
+        check_main_guard()  # before a fork server imports this script's __main__
+    plugin = plugin if isinstance(plugin, DatasetPlugin) else load_plugin(plugin)
+    executors.find(settings.executor).prepare(settings.workers, plugin.worker_imports())
+    run = plan(plugin, options, settings)
     # Checked before the output is touched: a mistake there must not cost an interrupted run.
     executor_options = executors.options_of(run.settings.executor, run.settings.executor_options)
     with OutputDir(run.settings, output) as out:
@@ -262,7 +265,7 @@ def _write_rows(
     step("tasks-done")
     if run.base is not None and run.declared is None:
         inferred = check_same_schema({r.schema_task: r.schema for r in results if r.rows})
-        append.check_schema(inferred, run.base, "inferred")
+        append.check_schema(inferred, run.base, "inferred", schema_flag="schema" in run.options)
     phases = {"tasks": tasks_seconds}
     found = None
     if run.settings.dedup_key:

@@ -51,6 +51,12 @@ class Executor:
         write --executor NAME --help``, work in ``--config`` files, and reach ``__init__`` as
         ``options``; from Python, ``write(..., executor_options={dest: value})``."""
 
+    @classmethod
+    def prepare(cls, workers: int, imports: list[str] | None) -> None:
+        """Called before the run is planned, with the number of workers asked for (0: the
+        default) and the modules the plugin's workers need (None: the executor's default): an
+        executor may start what takes time to start while the main process plans the run."""
+
     def check(self, plugin: DatasetPlugin, staging: Store) -> None:
         """Fail early, with a clear message, when the workers cannot load ``plugin`` or see the
         ``staging`` folder (on other machines, for example)."""

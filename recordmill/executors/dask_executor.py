@@ -4,11 +4,12 @@ workers write straight to the output's staging folder."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from recordmill.dataset.storage import Store
-from recordmill.errors import ConfigError, RecordmillError
+from recordmill.errors import ConfigError, RecordmillError, TaskError
 from recordmill.executors.base import Executor, Limits, check_worker, job_name
 from recordmill.executors.pool import WorkerLost
 from recordmill.plugin.manager import DatasetPlugin
@@ -66,6 +67,19 @@ class DaskExecutor(Executor):
                 "path); installed plugins must be installed on every worker"
             )
 
+    def _where(self, future: Any) -> str:
+        """`` (on Dask worker ADDRESS, in FOLDER)`` for the worker a failed job ran on, or ""."""
+        try:
+            key = future.key
+            erred = self.client.run_on_scheduler(
+                lambda dask_scheduler: sorted(dask_scheduler.tasks[key].erred_on or ())
+            )
+            folders = self.client.run(os.getcwd, workers=erred[:1])
+            address, folder = next(iter(folders.items()))
+        except Exception:  # only a detail of the message: never in the way of the error itself
+            return ""
+        return f" (on Dask worker {address}, in {folder})"
+
     def execute(
         self, fn: Callable[..., Any], jobs: list[Any], unit: str, report: Callable[[Any], None]
     ) -> Iterator[tuple[int, Any]]:
@@ -85,6 +99,11 @@ class DaskExecutor(Executor):
                     result = future.result()
                 except KilledWorker as e:
                     raise WorkerLost(job_name(jobs[i], unit, i), None, self.retries + 1) from e
+                except TaskError as e:
+                    # Which worker, and its folder: a relative path is found from there.
+                    raise TaskError(
+                        e.task_id, f"{e.cause}{self._where(future)}", e.traceback_text
+                    ) from None
                 report(result.progress())
                 yield i, result
         finally:

@@ -8,7 +8,7 @@ from typing import Any
 
 from recordmill.errors import TaskError
 from recordmill.executors.base import Executor, Limits, job_name
-from recordmill.executors.pool import TaskTimeout, WorkerLost, WorkerPool
+from recordmill.executors.pool import TaskTimeout, WorkerLost, WorkerPool, start_fork_server
 
 __all__ = ["InlineExecutor", "ProcessExecutor"]
 
@@ -43,6 +43,13 @@ class ProcessExecutor(Executor):
     def __init__(self, workers: int, settings: Limits, options: Mapping[str, Any]):
         super().__init__(workers, settings, options)
         self.pool = WorkerPool(workers)
+
+    @classmethod
+    def prepare(cls, workers: int, imports: list[str] | None) -> None:
+        # The fork server imports pyarrow and recordmill (0.3 s and more) while the run is
+        # planned, not after; --workers 0 runs in this process and needs none.
+        if workers != 0:
+            start_fork_server(imports)
 
     def __exit__(self, *exc: Any) -> None:
         self.pool.__exit__(*exc)

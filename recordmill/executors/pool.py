@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import importlib.util
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import sys
@@ -25,12 +26,13 @@ from typing import Any
 from recordmill.errors import RecordmillError, TaskError
 
 # Modules the fork server imports once, so every worker starts with pyarrow already loaded.
-# pandas too, where it is installed: pyarrow imports it at a worker's first pa.array() of a list
-# (to ask whether the list is a pandas object), which cost a small run's two workers 15% of the
-# run's CPU time.
-PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
-if importlib.util.find_spec("pandas") is not None:
-    PRELOAD.append("pandas")
+# pandas too, where it is installed, unless the plugin says what its workers need instead
+# (start_fork_server): pyarrow imports it at a worker's first pa.array() of a list (to ask
+# whether the list is a pandas object), which cost a small run's two workers 15% of the run's
+# CPU time.
+OWN_PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
+DEFAULT_IMPORTS = ["pandas"] if importlib.util.find_spec("pandas") is not None else []
+PRELOAD = OWN_PRELOAD + DEFAULT_IMPORTS
 # Workers found dead between jobs that one run replaces before it gives up (a machine killing
 # every new process would otherwise be tried forever).
 IDLE_DEATHS = 16
@@ -73,6 +75,17 @@ def _signal_name(exitcode: int | None) -> str:
         return f": killed by {signal.Signals(-exitcode).name}"
     except ValueError:
         return ""
+
+
+def start_fork_server(imports: list[str] | None = None) -> None:
+    """Start the fork server now (Linux), so that it imports while this process goes on; with
+    ``imports``, those modules beside recordmill's own instead of the default's pandas. (A fork
+    server already running, from an earlier write in this process, is kept as it is.)"""
+    wanted = DEFAULT_IMPORTS if imports is None else imports
+    PRELOAD[:] = OWN_PRELOAD + [m for m in wanted if m not in OWN_PRELOAD]
+    if sys.platform.startswith("linux"):
+        _context()
+        multiprocessing.forkserver.ensure_running()
 
 
 def _context() -> multiprocessing.context.BaseContext:

@@ -394,6 +394,21 @@ class DatasetPlugin:
     def dict_data(self, task_id: int, options: Any) -> Any:
         return self.pm.hook.dict_data(task_id=task_id, options=options)
 
+    def worker_imports(self) -> list[str] | None:
+        """The modules the plugin's workers need (its ``worker_imports()``), or None."""
+        try:
+            names = self.pm.hook.worker_imports()
+        except Exception as e:
+            raise self._raised("worker_imports()", e) from e
+        if names is None:
+            return None
+        if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+            raise PluginError(
+                f"plugin {self.name}: worker_imports() must return a list of module names or "
+                f"None, got {names!r}"
+            )
+        return list(names)
+
     def task_rows(self, task_id: int, options: Any) -> int | None:
         """The rows task ``task_id`` announces, or None (also when it has no ``task_rows``)."""
         try:

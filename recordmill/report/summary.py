@@ -27,10 +27,14 @@ BALANCED_BYTES = 0.25  # and its bytes within 25 %: images differ in size
 
 
 def number(value: Any) -> str:
-    """Whole numbers with thousands separators, others to four significant digits."""
+    """Integers and whole floats that float64 holds exactly with thousands separators, other
+    numbers to four significant digits (float64's largest is 1.798e+308, not 309 digits that
+    push the page's charts out of sight)."""
     if value is None:
         return "-"
-    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer()):
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)) and value.is_integer() and abs(value) < 2**53:
         return f"{int(value):,}"
     return f"{value:.4g}"
 

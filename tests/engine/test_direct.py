@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import recordmill
@@ -224,3 +225,64 @@ def test_tasks_much_larger_than_partitions_take_the_staged_path():
     assert not pays([5, 0, 12, 3, 9], 4)  # 44 made for 29: task 2 is in three partitions
     assert not pays([100], 4)  # one task in 4 partitions: 250 rows made for 100
     assert pays([100] * 40, 4)
+
+
+COUNTED = """
+    import os
+
+    def add_options(parser):
+        parser.add_argument("--log", required=True)
+        parser.add_argument("--text", action="store_true")
+
+    def task_number():
+        return 2
+
+    def task_rows(task_id):
+        return 3000
+
+    def schema(options):
+        kind = "string" if options.text else "float64"
+        return {"id": {"type": "int64"}, "x": {"type": kind}, "ok": {"type": "bool"}}
+
+    def dict_data(task_id, options):
+        with open(os.path.join(options.log, f"{task_id}-{os.getpid()}-{os.urandom(4).hex()}"), "w"):
+            pass
+        for i in range(3000):
+            x = f"{i}" if options.text else i / 2
+            yield {"id": task_id * 3000 + i, "x": x, "ok": i % 2 == 0}
+"""
+
+
+@pytest.mark.parametrize("text", [False, True])
+def test_rows_of_numbers_are_made_once_their_row_group_size_told_by_the_schema(text, tmp_path):
+    """The row group size needs a row's bytes: a schema of numbers and bools says them, where
+    rows of strings must be made in the main process to be measured (and made again)."""
+    plugin = make_plugin(tmp_path / "p", COUNTED)
+    log = tmp_path / "log"
+    log.mkdir()
+    options = {"log": str(log), "text": text}
+    summary = recordmill.write(plugin, tmp_path / "o", options=options, progress=False)
+    assert summary.rows == 6000
+    made = sorted(name.split("-")[0] for name in os.listdir(log))
+    assert made == (["0", "0", "1"] if text else ["0", "1"])
+    table = pq.read_table(tmp_path / "o" / "part-00000-of-00001.parquet")
+    assert table.column("id").to_pylist() == list(range(6000))
+
+
+def test_the_schema_s_row_width_is_what_a_batch_of_its_rows_measures():
+    """The same row group size as measured from made rows: a batch without nulls of numbers
+    and bools weighs the schema's width a row (a bool is a bit)."""
+    import pyarrow as pa
+
+    from recordmill.engine.direct import _fixed_width
+
+    columns = {
+        "i8": pa.array([i % 100 for i in range(800)], pa.int8()),
+        "u64": pa.array(range(800), pa.uint64()),
+        "f16": pa.array(np.arange(800, dtype=np.float16)),
+        "f64": pa.array(np.arange(800, dtype=np.float64)),
+        **{f"b{k}": pa.array([i % 3 == 0 for i in range(800)]) for k in range(3)},
+    }
+    batch = pa.RecordBatch.from_pydict(columns)
+    assert _fixed_width(batch.schema) == batch.nbytes // batch.num_rows == 1 + 8 + 2 + 8  # + 3 bits
+    assert _fixed_width(pa.schema([("s", pa.string()), ("x", pa.int64())])) is None

@@ -11,7 +11,7 @@ import recordmill
 from recordmill.errors import OutputError, PluginError, RowError, SchemaError, TaskError
 from recordmill.read.dataset import to_numpy
 from recordmill.read.verify import verify
-from tests.conftest import make_plugin, read_dataset
+from tests.conftest import make_plugin, read_dataset, run_writer
 
 
 def expected_rows(sizes: list[int]) -> list[tuple[int, int]]:
@@ -479,8 +479,6 @@ def test_python_callers_are_told_the_keyword_not_the_flag(counting_plugin, tmp_p
 
 
 def test_the_summary_line_counts_in_words_and_says_empty_partitions(counting_plugin, tmp_path):
-    from tests.conftest import run_writer
-
     one = run_writer(
         *("--script", counting_plugin, "--output", tmp_path / "one", "--sizes", "1", "--quiet")
     )
@@ -508,9 +506,41 @@ def test_the_summary_line_counts_in_words_and_says_empty_partitions(counting_plu
             yield {"x": 1}
         """,
     )
-    result = run_writer(*("--script", rejected, "--output", tmp_path / "r", "--quiet"))
+    flags = ("--script", rejected, "--output", tmp_path / "r", "--quiet")
+    result = run_writer(*flags, "--on-bad-input", "skip")
     assert result.returncode == 0, result.stderr
     assert "; 1 input rejected, listed by: recordmill rejects" in result.stdout
+
+
+def test_a_reject_the_plugin_yields_fails_the_run_unless_skip(tmp_path):
+    """--on-bad-input fail (the default) is about every bad input, a plugin's Reject too."""
+    rejected = make_plugin(
+        tmp_path / "rejecting",
+        """
+        import recordmill
+
+        def task_number():
+            return 2
+
+        def dict_data(task_id):
+            yield {"x": 1}
+            if task_id == 1:
+                yield recordmill.Reject("input 7", "unreadable")
+        """,
+    )
+    result = run_writer("--script", rejected, "--output", tmp_path / "r", "--quiet")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "recordmill: error: task 1 failed: the plugin rejected input 7: unreadable "
+        "(--on-bad-input skip records it and goes on)\n"
+    )
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(TaskError, match="the plugin rejected input 7"):
+        recordmill.write(rejected, tmp_path / "inline", workers=0, progress=False)
+    summary = recordmill.write(rejected, tmp_path / "s", on_bad_input="skip", progress=False)
+    assert summary.rows == 2 and recordmill.read_rejects(tmp_path / "s") == [
+        {"task_id": 1, "source": "input 7", "reason": "unreadable"}
+    ]
 
 
 def test_the_repr_of_a_summary_is_short(counting_plugin, tmp_path):
@@ -628,6 +658,17 @@ def test_a_bad_row_names_the_input_the_plugin_said_it_comes_from(tmp_path):
     recordmill.write(plugin, tmp_path / "s", progress=False, workers=0, on_bad_input="skip")
     (reject,) = recordmill.read_rejects(tmp_path / "s")
     assert reject["source"] == "wav/1/b.wav row 1 (task 1 row 4)"
+
+
+def test_a_source_that_starts_inside_its_input_numbers_rows_as_the_input_does(tmp_path):
+    """A task that reads records 1,000 to 1,002 of a file says so: its rows are named by their
+    numbers in the file."""
+    plugin = make_plugin(
+        tmp_path / "p",
+        SOURCED.replace('Source(f"wav/{task_id}/{name}")', "Source(name, first=1000)"),
+    )
+    with pytest.raises(RowError, match=r"^b.wav, row 1001 \(task 1, row 4\), field 'samples'"):
+        recordmill.write(plugin, tmp_path / "o", progress=False, workers=0)
 
 
 def test_rows_after_a_skipped_one_keep_their_numbers(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -245,3 +246,38 @@ def test_a_relative_input_path_is_found_by_workers_started_in_another_folder(clu
     assert recordmill.open(str(tmp_path / "out")).to_arrow()["label"].to_pylist() == [0, 1, 2]
     options = recordmill.read_manifest(tmp_path / "out")["plugin"]["options"]
     assert options["input"] == str(tmp_path / "tab" / "wine.csv")
+
+
+def test_a_task_that_fails_on_a_worker_names_the_worker_and_its_folder(cluster, tmp_path):
+    """A plugin that takes a path as a plain string (not recordmill.kit.Path) reads it relative
+    to the worker's folder: the error says which worker, and where it runs."""
+    address, _ = cluster
+    plugin = make_plugin(
+        tmp_path / "plain",
+        """
+        def add_options(parser):
+            parser.add_argument("--input", required=True)  # no type=recordmill.kit.Path
+
+        def task_number():
+            return 1
+
+        def dict_data(task_id, options):
+            with open(options.input) as f:
+                yield {"text": f.read()}
+        """,
+    )
+    (tmp_path / "tab").mkdir()
+    (tmp_path / "tab" / "x.txt").write_text("hello")
+    result = run_writer(
+        *("--script", plugin, "--input", "tab/x.txt", "--output", "out", "--quiet"),
+        *("--executor", "dask", "--dask-address", address),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(
+        "recordmill: error: task 0 failed: dict_data() raised FileNotFoundError"
+    )
+    assert re.search(
+        rf"\(on Dask worker tcp://127\.0\.0\.1:\d+, in {re.escape(os.getcwd())}\)$", first
+    )

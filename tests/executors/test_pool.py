@@ -11,6 +11,7 @@ import time
 import pytest
 
 from recordmill.executors.pool import WorkerLost, WorkerPool
+from tests.conftest import make_plugin, read_dataset, run_writer
 
 
 def sleepy(seconds: float, report) -> int:
@@ -132,3 +133,52 @@ def test_killing_the_fork_server_prints_no_traceback(tmp_path):
     else:
         lines = stderr.strip().splitlines()
         assert run.returncode == 1 and len(lines) == 1 and lines[0].startswith("recordmill: error:")
+
+
+IMPORTS = """
+    import sys
+
+    def task_number():
+        return 1
+
+    def schema():
+        return {"pandas": {"type": "bool"}, "csv": {"type": "bool"}}
+
+    def dict_data(task_id):
+        # What the worker had imported before its plugin made a row (the row's conversion
+        # imports pandas, as pyarrow asks whether a list is a pandas object).
+        yield {"pandas": "pandas" in sys.modules, "csv": "pyarrow.csv" in sys.modules}
+"""
+
+
+@pytest.mark.parametrize(
+    ("hook", "loaded"),
+    [
+        ("", {"pandas": True, "csv": False}),  # the default: pandas, for rows of Python values
+        (
+            "    def worker_imports():\n        return ['pyarrow.csv']\n",
+            {"pandas": False, "csv": True},
+        ),
+    ],
+)
+def test_the_fork_server_imports_what_the_plugin_s_workers_need(hook, loaded, tmp_path):
+    pytest.importorskip("pandas")
+    plugin = make_plugin(tmp_path / "p", IMPORTS + hook)
+    result = run_writer(
+        *("--script", plugin, "--output", tmp_path / "o", "--workers", "1", "--quiet")
+    )
+    assert result.returncode == 0, result.stderr
+    rows = read_dataset(tmp_path / "o").to_pylist()
+    assert rows == [loaded]
+
+
+def test_a_worker_imports_hook_that_returns_no_list_is_one_line(tmp_path):
+    plugin = make_plugin(
+        tmp_path / "p", IMPORTS + "    def worker_imports():\n        return 'pandas'\n"
+    )
+    result = run_writer("--script", plugin, "--output", tmp_path / "o", "--quiet")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "recordmill: error: plugin p: worker_imports() must return a list of module names or "
+        "None, got 'pandas'\n"
+    )

@@ -3,6 +3,7 @@ user would look at: not blank, nothing fetched from the network, the thumbnails 
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 
@@ -12,6 +13,7 @@ import pytest
 import recordmill
 from recordmill.dataset.storage import Store
 from recordmill.report import scan
+from tests.conftest import read_dataset
 from tests.report.conftest import (
     BROKEN,
     CLASSES,
@@ -187,6 +189,63 @@ def test_a_dataset_on_object_storage(image_dataset, s3, tmp_path, monkeypatch):
     page = s3("shown/pages/pets.html")
     assert recordmill.show(uri, page, rows=2).path == page
     assert Store.at(page).fs.open_input_stream(Store.at(page).root).read().startswith(b"<!DOCTYPE")
+
+
+NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+NUMERIC += ("float16", "float32", "float64")
+
+EVERY_LIMIT = """
+    import numpy as np
+
+    TYPES = {types}
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {t: {"type": t, "nullable": True} for t in TYPES}
+
+    def dict_data(task_id):
+        # Each type's own limits, 0, and a None; the floats also inf, -inf and NaN.
+        for n in range(15):
+            row = {}
+            for t in TYPES:
+                info = np.iinfo(t) if t[0] in "iu" else np.finfo(t)
+                odd = [np.inf, -np.inf, np.nan][n % 3] if t[0] == "f" else None
+                values = [info.min, info.max, 0, None, odd]
+                row[t] = values[(n + task_id) % len(values)]
+            yield row
+"""
+
+
+def test_a_page_is_made_for_every_numeric_type_at_its_limits(browser, tmp_path):
+    """64-bit PCM audio reaches int64's limits, np.log of zeros gives -inf: every numeric type
+    at both its limits, with None (and for floats inf, -inf and NaN) among the values, gets its
+    summary and its chart on a page Chromium renders."""
+    plugin = make_plugin(tmp_path / "x", EVERY_LIMIT.replace("{types}", repr(NUMERIC)))
+    recordmill.write(plugin, tmp_path / "ds", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not even a warning of an overflow in a chart
+        report = recordmill.show(tmp_path / "ds", tmp_path / "x.html")
+    text = report.html
+    assert_offline(text)
+    assert_not_blank(screenshot(browser, tmp_path / "x.html", tmp_path / "x.png"))
+    rows = read_dataset(tmp_path / "ds")
+    for name in NUMERIC:
+        values = [v for v in rows[name].to_pylist() if v is not None]
+        finite = [v for v in values if math.isfinite(v)]
+        info = np.iinfo(name) if name[0] in "iu" else np.finfo(name)
+        assert min(finite) == info.min and max(finite) == info.max, name
+        said = f"nulls {rows[name].null_count}"
+        if name[0] == "f":
+            nans = sum(math.isnan(v) for v in values)
+            infs, neg = values.count(math.inf), values.count(-math.inf)
+            assert nans and infs and neg, name  # the test's data has each
+            said += f", NaN {nans}, inf {infs}, -inf {neg}"
+        assert said in text, (name, said)
+        assert f"alt='histogram of {name}'" in text, name
+    # float64's largest in four digits: its 309 digits pushed the charts out of sight
+    assert "min -1.798e+308, max 1.798e+308" in text
 
 
 EXTREMES = """

@@ -185,6 +185,13 @@ def test_a_number_column_with_a_few_words_is_said_not_typed_string(tmp_path):
     )
     assert f"{tmp_path / 't.csv'}:26: column 'x' holds numbers in 39 of the 40 cells" in line
     assert "'abc' here" in line and "--schema" in line and "'x: float64'" in line
+    assert "more)" not in line  # one word: no "(and in 0 more)"
+    two = [*lines[:30], "def,1", *lines[31:]]
+    (tmp_path / "t2.csv").write_text("\n".join(two) + "\n")
+    line = one_line_error(
+        run_writer("--script", "csv", "--input", tmp_path / "t2.csv", "--output", tmp_path / "o")
+    )
+    assert "'abc' here (and in 1 more); rather" in line
     # Said by --schema, the column is what it says, and the word is bad input.
     (tmp_path / "s.yaml").write_text("x: float64\n")
     result = run_writer(
@@ -243,6 +250,27 @@ def test_whole_numbers_written_as_floats_convert_exactly_into_integer_fields(tmp
     assert table["label"].to_pylist() == [2, -3] and table["n"].to_pylist() == [big, 1000]
 
 
+def test_an_append_refused_for_an_inferred_type_names_the_schema_flag(tmp_path):
+    """2.0 after a pandas round trip is inferred float64; an int64 dataset refuses it, and the
+    refusal says the --schema line that takes it."""
+    (tmp_path / "a.csv").write_text("label,x\n1,0.5\n")
+    (tmp_path / "b.csv").write_text("label,x\n2.0,1.5\n")
+    out = ("--output", tmp_path / "o", "--quiet")
+    assert run_writer("--script", "csv", "--input", tmp_path / "a.csv", *out).returncode == 0
+    line = one_line_error(
+        run_writer("--script", "csv", "--input", tmp_path / "b.csv", *out, "--append")
+    )
+    assert line == (
+        "recordmill: error: cannot --append: field 'label' is int64 in the dataset, float64 in "
+        "this plugin's declared schema (--schema gives it the dataset's type: 'label: int64')"
+    )
+    (tmp_path / "s.yaml").write_text("label: int64\n")
+    flags = ("--input", tmp_path / "b.csv", "--schema", tmp_path / "s.yaml", "--append")
+    result = run_writer("--script", "csv", *flags, *out)
+    assert result.returncode == 0, result.stderr
+    assert read_dataset(tmp_path / "o")["label"].to_pylist() == [1, 2]
+
+
 def test_csv_messages_say_the_file_line_and_what_to_do(tmp_path):
     (tmp_path / "t.csv").write_text("id,code\n1,7\n99999999999999999999,8\n2.5,9\n")
     (tmp_path / "s.yaml").write_text("id: int64\ncode: int64\n")
@@ -268,6 +296,23 @@ def test_csv_messages_say_the_file_line_and_what_to_do(tmp_path):
     )
     assert "column_0" not in line or line.count("column_0") == 1
     assert "extra" in line and len(line) < 900
+
+
+def test_a_file_whose_header_differs_from_the_first_file_s_says_the_difference_only(tmp_path):
+    wide = [f"column_{i}" for i in range(60)]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text(",".join(wide) + "\n" + ",".join(["1"] * 60) + "\n")
+    other = [*wide[:59], "col_59"]
+    (tmp_path / "in" / "b.csv").write_text(",".join(other) + "\n" + ",".join(["2"] * 60) + "\n")
+    line = one_line_error(
+        run_writer(
+            *("--script", "csv", "--input", tmp_path / "in", "--output", tmp_path / "o"), "--quiet"
+        )
+    )
+    assert line.endswith(
+        f"{tmp_path / 'in' / 'b.csv'}: the header does not match the schema "
+        "(not in the schema: col_59; not in the file: column_59)"
+    ), line
 
 
 def test_zero_padded_codes_stay_strings(tmp_path):
