@@ -45,6 +45,13 @@ def _tokenizer_option(text: str) -> str:
     return kit.Path(text) if os.path.exists(text) or text.endswith(".json") else text
 
 
+def worker_imports():
+    # Batches are built from Python strings (pyarrow imports pandas for that, where it is
+    # installed) and token ids come from the tokenizers package: both loaded once, in the fork
+    # server (a module that is not installed is passed over).
+    return ["pandas", "tokenizers"]
+
+
 def add_options(parser):
     add = parser.add_argument
     add("--input", required=True, nargs="+", help="files, folders or globs (more than one)")
