@@ -246,10 +246,9 @@ class DiskCache:
                 crc = crc32c(m)
             path = self.root / "parts" / f"{part.name}.{crc:08x}.arrow"
             os.replace(partial, path)
-            self._checked.add(path.name)  # its bytes were just summed from the disk: checked
-            key = None if self.checked is None else file_key(path, path.name)
-            if key is not None:  # for every process of the machine
-                self.checked.mark(key, 0)
+            # Its bytes were just summed from the disk: checked (for this process only: other
+            # processes check it once it settled, read/checked.py).
+            self._checked.add(path.name)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)
@@ -277,14 +276,18 @@ class DiskCache:
     def _check(self, path: Path, source: pa.MemoryMappedFile, expected: int) -> None:
         """A cached file's bytes against the CRC-32C in its name, unless this machine checked
         this very file (read/checked.py) already."""
-        key = None if self.checked is None else file_key(path, path.name)
-        if key is None or not self.checked.seen(key, 0):
+
+        def check() -> None:
             data = source.read_buffer()
             if crc32c(data) != expected:
                 raise pa.ArrowInvalid("checksum")
             log_checked(data.size)
-            if key is not None:
-                self.checked.mark(key, 0)
+
+        key = None if self.checked is None else file_key(path, path.name)
+        if key is None or self.checked is None:
+            check()
+        else:
+            self.checked.once(key, 0, check)
         self._checked.add(path.name)
 
     def _warn(self, error: OSError) -> None:

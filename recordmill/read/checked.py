@@ -19,10 +19,12 @@ and tests that count the bytes checked across processes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from recordmill.read.cache_folder import (
@@ -66,24 +68,24 @@ class Checked:
             return None
         return cls(folder)
 
-    def seen(self, key: str, index: int) -> bool:
-        """Whether item ``index`` (a row group) of the file ``key`` was checked on this machine."""
+    def once(self, key: str, index: int, check: Callable[[], None]) -> bool:
+        """Run ``check`` (which raises when the bytes do not match) unless item ``index`` (a row
+        group) of the file ``key`` was checked on this machine; record it when it passes. A
+        lock on the item's byte makes the processes that want it at once wait for the one
+        checking it, instead of each checking it too. Returns whether it checked."""
         fd = self._open(key)
         if fd is None:
-            return False
+            check()
+            return True
         try:
-            return os.pread(fd, 1, index) == SET
+            fcntl.lockf(fd, fcntl.LOCK_EX, 1, index)
+            if os.pread(fd, 1, index) == SET:
+                return False
+            check()
+            os.pwrite(fd, SET, index)
+            return True
         finally:
-            os.close(fd)
-
-    def mark(self, key: str, index: int) -> None:
-        """Item ``index`` of ``key``'s bytes matched their checksum."""
-        fd = self._open(key)
-        if fd is not None:
-            try:
-                os.pwrite(fd, SET, index)
-            finally:
-                os.close(fd)
+            os.close(fd)  # and the lock with it
 
     def _open(self, key: str) -> int | None:
         try:

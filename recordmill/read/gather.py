@@ -9,6 +9,8 @@ then they are put in the requested order.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 
@@ -51,7 +53,11 @@ class Gatherer:
         if self._whole is None:
             self._whole = Columns([groups.group(g, schema) for g in range(count)], schema)
         if check and not self._whole.checked:
-            list(groups.pool.map(lambda g: groups.group(g, schema, check=True), range(count)))
+            # From a group of this process's own: the DataLoader's workers that start together
+            # check different groups first, each recording them for the others (read/checked.py).
+            first = os.getpid() % max(1, count)
+            order = [*range(first, count), *range(first)]
+            list(groups.pool.map(lambda g: groups.group(g, schema, check=True), order))
             self._whole.checked = True
         return self._whole
 

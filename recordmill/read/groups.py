@@ -148,16 +148,18 @@ class Groups:
             return
         group = self.files.groups[g]
         key = self._key(group.partition)
-        if key is not None and self.checked is not None and self.checked.seen(key, group.index):
-            self._verified.add(g)  # another process of this machine checked these very bytes
-            return
-        data = self.segments.fetch(group.partition, group.index, group.index + 1)
-        self.segments.check(group.partition, group.index, group.index + 1, data)
-        self.stats.bytes_checked += len(data)
-        log_checked(len(data))
+
+        def check() -> None:
+            data = self.segments.fetch(group.partition, group.index, group.index + 1)
+            self.segments.check(group.partition, group.index, group.index + 1, data)
+            self.stats.bytes_checked += len(data)
+            log_checked(len(data))
+
+        if key is None or self.checked is None:
+            check()
+        else:  # or another process of this machine checked these very bytes
+            self.checked.once(key, group.index, check)
         self._verified.add(g)
-        if key is not None and self.checked is not None:
-            self.checked.mark(key, group.index)
 
     def _key(self, partition: int) -> str | None:
         """The partition file's key in the machine's record (as the file is now)."""

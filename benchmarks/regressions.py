@@ -1,0 +1,130 @@
+"""The measures of the read and write goals against a saved baseline: a change that makes any of
+them worse by more than 10% is printed as a regression (and the exit status is 1).
+
+    python benchmarks/regressions.py            # measure, compare with benchmarks/baseline.json
+    python benchmarks/regressions.py --save     # measure and save them as the new baseline
+
+Counts that do not depend on the machine (bytes checked per epoch, bytes a token) are compared
+as they are; times (medians of ``--runs`` rounds, each in a new process) are compared as ratios to
+a floor measured in the same run where there is one, so that a slower machine is not a
+regression. A baseline is only as good as the machine it was saved on: save it on the one you
+compare on.
+
+- ``checked bytes / dataset, 4 workers``: a map-style DataLoader epoch over local Arrow IPC, new
+  workers each epoch, two epochs and a second job (``bench_checks.py``'s count);
+- ``arrow checked / unchecked, shuffled`` and ``random ds[i]``: the cost of the checks;
+- ``parquet / arrow, shuffled`` and ``random``: Parquet opened with no argument;
+- ``template write, 4 tasks (s)``: ``python writer.py --script template`` wall time;
+- ``text bytes / 2 bytes a token``: the text plugin's dataset of a tokenized corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_checks  # noqa: E402
+
+BASELINE = HERE / "baseline.json"
+WORSE = 1.10  # a measure this much above its baseline is a regression (each is "less is better")
+
+
+def checks(root: Path, runs: int) -> dict[str, float]:
+    data = bench_checks.write(root, 3000)
+    per_epoch = dict(bench_checks.bytes_checked(root, data["arrow"]))
+    env = {"XDG_CACHE_HOME": str(root / "xdg")}
+    bench_checks.run(data["arrow"], "sequential", env)  # the machine's record made
+    bench_checks.run(data["parquet"], "default-shuffled", env)  # the default cache filled
+    out = {"checked bytes / dataset, 4 workers": per_epoch["4 workers, record"]}
+    for case in ("shuffled", "random"):
+        times = {k: [] for k in ("checked", "unchecked", "parquet")}
+        for _ in range(runs):
+            times["checked"].append(bench_checks.run(data["arrow"], case, env)[0])
+            times["unchecked"].append(bench_checks.run(data["arrow"], case, env, False)[0])
+            times["parquet"].append(bench_checks.run(data["parquet"], f"default-{case}", env)[0])
+        c, u, p = (statistics.median(times[k]) for k in ("checked", "unchecked", "parquet"))
+        out[f"arrow checked / unchecked, {case}"] = c / u
+        out[f"parquet / arrow, {case}"] = p / c
+    return out
+
+
+def template_write(root: Path, runs: int) -> dict[str, float]:
+    seconds = []
+    for k in range(runs):
+        out = root / f"template-{k}"
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, str(HERE.parent / "writer.py"), "--script",
+             str(HERE.parent / "templates" / "template"), "--output", str(out), "--quiet"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        seconds.append(time.perf_counter() - start)
+    return {"template write, 4 tasks (s)": statistics.median(seconds)}
+
+
+def text(root: Path) -> dict[str, float]:
+    import bench_text
+
+    files = bench_text.corpus(2)
+    bench_text.train_tokenizer(files, root / "tokenizer.json")
+    (root / "plain").mkdir()
+    _, tokens = bench_text.plain_loop(files, root / "tokenizer.json", root / "plain")
+    bench_text.recordmill_write(files, root / "tokenizer.json", root / "rm1", 1)
+    written = sum(f.stat().st_size for f in (root / "rm1").glob("*.parquet"))
+    return {"text bytes / 2 bytes a token": written / (2 * tokens)}
+
+
+def compare(now: dict[str, float], saved: dict[str, float]) -> int:
+    print("| measure | baseline | now | now / baseline | |\n| --- | ---: | ---: | ---: | --- |")
+    worse = 0
+    for name, value in now.items():
+        before = saved.get(name)
+        if before is None:
+            print(f"| {name} | | {value:.3f} | | new |")
+            continue
+        ratio = value / before if before else (float("inf") if value else 1.0)
+        bad = ratio > WORSE
+        worse += bad
+        print(
+            f"| {name} | {before:.3f} | {value:.3f} | {ratio:.2f} | {'REGRESSION' if bad else ''} |"
+        )
+    return worse
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--save", action="store_true")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, default=BASELINE)
+    a = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-regressions-"))
+    try:
+        now = {**checks(root, a.runs), **template_write(root, a.runs), **text(root)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if a.save:
+        machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "saved": time.ctime()}
+        a.baseline.write_text(json.dumps({"machine": machine, "measures": now}, indent=1) + "\n")
+        print(f"saved {len(now)} measures to {a.baseline}")
+        return 0
+    if not a.baseline.exists():
+        print(f"no baseline at {a.baseline}: run with --save first")
+        return 1
+    worse = compare(now, json.loads(a.baseline.read_text())["measures"])
+    print(f"\n{worse} regression(s) of more than {WORSE - 1:.0%}")
+    return 1 if worse else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
