@@ -130,9 +130,7 @@ def test_strings() -> set[str]:
             continue
         tree = ast.parse(path.read_text(), str(path))
         skip = _docstrings(tree)
-        inner = {
-            id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values
-        }
+        inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
         for node in ast.walk(tree):
             text = _test_text(node)
             if text is None or id(node) in skip | inner or "\n" in text.strip():
@@ -212,9 +210,7 @@ EXEMPT = {
 
 def _exempt(message: tuple[str, ...], sites: list[Site]) -> bool:
     text = "\n".join(message)
-    return any(
-        site.path == path and piece in text for (path, piece) in EXEMPT for site in sites
-    )
+    return any(site.path == path and piece in text for (path, piece) in EXEMPT for site in sites)
 
 
 def _untested() -> list[str]:

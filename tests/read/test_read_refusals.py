@@ -1,0 +1,232 @@
+"""The refusals of read/ that no other test reaches, each through the API a training script
+calls (``recordmill.open``, ``recordmill.mix``, the torch loaders' ``load_state_dict``), on
+two small real datasets; each boundary tested on both sides. Each test names the message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import recordmill
+from recordmill.errors import ColumnError
+from tests.conftest import make_plugin
+
+PLUGIN = """
+    FIELDS = {fields!r}
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {{name: "int64" for name in FIELDS}}
+
+    def dict_data(task_id):
+        for i in range(5):
+            yield {{name: task_id * 5 + i for name in FIELDS}}
+"""
+
+
+def write(root, name, fields=("id", "label")):
+    out = root / name
+    plugin = make_plugin(root / f"p{name}", PLUGIN.format(fields=list(fields)))
+    recordmill.write(plugin, out, workers=0, progress=False)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    root = tmp_path_factory.mktemp("read")
+    return {
+        "a": write(root, "a"),
+        "b": write(root, "b"),
+        "nolabel": write(root, "nolabel", ("id",)),
+        "more": write(root, "more", ("id", "label", "extra")),
+    }
+
+
+def test_a_column_the_dataset_has_not_is_refused(paths):
+    ds = recordmill.open(paths["a"])
+    with pytest.raises(ColumnError, match=r"^no column 'nope'; columns: id, label$"):
+        ds.select(["nope"])
+    with pytest.raises(TypeError) as caught:
+        ds["label"]
+    assert "ds.select(['label']) or ds.to_arrow()['label']" in str(caught.value)
+
+
+def test_a_rank_outside_the_world_is_refused(paths):
+    ds = recordmill.open(paths["a"])
+    assert len(ds.shard(1, 2)) == 5  # the last rank
+    m = recordmill.mix([paths["a"]])
+    assert len(list(m.iter_batches(5, rank=1, world_size=2))) == 1
+    for rank in (2, -1):
+        with pytest.raises(ValueError, match=rf"^rank must be in 0\.\.1, got {rank}$"):
+            ds.shard(rank, 2)
+        with pytest.raises(ValueError, match=rf"^rank must be in 0\.\.1, got {rank}$"):
+            next(m.iter_batches(5, rank=rank, world_size=2))
+
+
+def test_a_row_outside_the_dataset_is_refused_on_both_sides(paths):
+    ds = recordmill.open(paths["a"])
+    assert ds[9]["id"] == 9 and ds[-10]["id"] == 0
+    for row in (10, -11):
+        with pytest.raises(
+            IndexError, match=f"^row {row} is out of range for a dataset of 10 rows"
+        ):
+            ds[row]
+    assert ds.take([9, -10])["id"].to_pylist() == [9, 0]
+    for rows in ([0, 10], [-11]):
+        with pytest.raises(IndexError, match=r"^indices out of range for a dataset of 10 rows$"):
+            ds.take(rows)
+
+
+def test_a_mixture_of_nothing_or_of_no_rows_is_refused(paths):
+    with pytest.raises(ValueError, match=r"^mix\(\) needs at least one source$"):
+        recordmill.mix([])
+    assert len(recordmill.mix([paths["a"]], rows=1)) == 1
+    for rows in (0, 1.5):
+        with pytest.raises(ValueError) as caught:
+            recordmill.mix([paths["a"]], rows=rows)
+        assert (
+            str(caught.value) == f"rows must be a whole number from 1 (rows per epoch), got {rows}"
+        )
+
+
+def test_a_mixture_row_outside_it_is_refused(paths):
+    m = recordmill.mix([paths["a"], paths["b"]])
+    source, local = m.locate([19])
+    assert (source.tolist(), local.tolist()) == ([1], [9])
+    with pytest.raises(IndexError, match=r"^row numbers of a mixture are 0 to 19$"):
+        m.locate([20])
+
+
+def test_sources_of_other_columns_are_refused(paths):
+    with pytest.raises(ColumnError) as caught:
+        recordmill.mix([paths["a"], paths["nolabel"]])
+    assert str(caught.value) == (
+        "source 'nolabel' has no column 'label', which 'a' has; give columns= the ones every "
+        "source has"
+    )
+    with pytest.raises(ColumnError) as caught:
+        recordmill.mix([paths["a"], paths["more"]])
+    assert str(caught.value) == (
+        "source 'more' has a column 'extra' that 'a' has not; give columns= the ones every "
+        "source has"
+    )
+    assert recordmill.mix([paths["a"], paths["more"]], columns=["id"]).schema.names == ["id"]
+
+
+def test_weights_that_name_no_source_or_start_late_are_refused(paths):
+    sources = {"a": paths["a"], "b": paths["b"]}
+    with pytest.raises(ValueError, match=r"^weights names no source 'c'; sources: \['a', 'b'\]$"):
+        recordmill.mix(sources, {"a": 1, "c": 1})
+    with pytest.raises(ValueError, match=r"^a weight schedule starts at row 0, got 5$"):
+        recordmill.mix(sources, [(5, [1, 1])])
+    assert len(recordmill.mix(sources, [(0, [1, 1]), (5, [1, 0])], until="first_exhausted"))
+
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
+import recordmill.torch as rtorch  # noqa: E402
+
+
+def loader(source, **options):
+    return rtorch.DataLoader(rtorch.IterableDataset(source, **options), batch_size=3)
+
+
+def started(source, **options):
+    first = loader(source, **options)
+    next(iter(first))
+    return first.state_dict()
+
+
+@pytest.mark.parametrize("key", ["seed", "shuffle"])
+def test_a_state_of_other_settings_is_refused_naming_the_setting(paths, key):
+    state = started(paths["a"], shuffle=True, seed=5)
+    other = {"seed": 6, "shuffle": False}[key]
+    with pytest.raises(ValueError) as caught:
+        loader(paths["a"], **{"shuffle": True, "seed": 5, key: other}).load_state_dict(state)
+    assert str(caught.value) == (
+        f"cannot resume: the saved state has {key}={state[key]!r}, this one {other!r}; resume "
+        "with the dataset and settings the state was saved with"
+    )
+
+
+def test_a_position_outside_the_epoch_is_refused_on_both_sides(paths):
+    state = started(paths["a"])
+    resumed = loader(paths["a"])
+    resumed.load_state_dict({**state, "position": 10})  # after the last batch: the next epoch
+    assert resumed.state_dict()["epoch"] == state["epoch"] + 1
+    for epoch, position in ((0, 11), (0, -1), (-1, 0)):
+        with pytest.raises(ValueError) as caught:
+            loader(paths["a"]).load_state_dict({**state, "epoch": epoch, "position": position})
+        assert str(caught.value) == (
+            f"cannot resume: the saved state has epoch {epoch} and position {position}; a "
+            "position is 0 to 10 (the rows of an epoch)"
+        )
+
+
+def test_a_state_with_a_negative_block_count_is_refused(paths):
+    state = started(paths["a"], shuffle=True)
+    loader(paths["a"], shuffle=True).load_state_dict({**state, "blocks": 0})
+    with pytest.raises(ValueError, match=r"^cannot resume: the saved state has blocks=-1$"):
+        loader(paths["a"], shuffle=True).load_state_dict({**state, "blocks": -1})
+
+
+def test_a_mixture_state_of_other_weights_or_sources_is_refused(paths, tmp_path):
+    m = recordmill.mix([paths["a"], paths["b"]], seed=1)
+    state = started(m)
+    damaged = {**state, "mixture": {**state["mixture"], "steps": [[3, [0.5, 0.5]]]}}
+    with pytest.raises(ValueError) as caught:
+        loader(m).load_state_dict(damaged)
+    assert str(caught.value) == "cannot resume: the saved state's weights are [[3, [0.5, 0.5]]]"
+    grown = write(tmp_path, "b", ("id", "label"))
+    recordmill.write(
+        make_plugin(tmp_path / "pb", PLUGIN.format(fields=["id", "label"])),
+        grown,
+        append=True,
+        workers=0,
+        progress=False,
+    )
+    with pytest.raises(ValueError) as caught:
+        loader(recordmill.mix([paths["a"], grown], seed=1)).load_state_dict(state)
+    assert str(caught.value).startswith(
+        "cannot resume: source 1 (b) has version 2, the saved state's source 1 (b) had 1; resume "
+        "with the sources (and versions) the state was saved with"
+    )
+
+
+def test_a_mixture_takes_no_decode_cache_or_version_of_its_own(paths, tmp_path):
+    m = recordmill.mix([paths["a"]])
+    for given in ({"version": 1}, {"cache_dir": tmp_path}, {"decode": {"id": int}}):
+        with pytest.raises(TypeError) as caught:
+            rtorch.IterableDataset(m, **given)
+        assert str(caught.value) == (
+            "a mixture's decode, cache and versions are its sources': give them to "
+            "recordmill.mix() or to the datasets it mixes"
+        )
+
+
+def test_a_sampler_of_another_dataset_or_kind_is_refused(paths):
+    data = rtorch.MapDataset(paths["a"])
+    other = torch.utils.data.DistributedSampler(rtorch.MapDataset(paths["b"]), 2, 0)
+    with pytest.raises(TypeError, match=r"^the DistributedSampler given is of another dataset"):
+        rtorch.DataLoader(data, batch_size=2, sampler=other)
+    mine = torch.utils.data.DistributedSampler(data, 2, 1, shuffle=False)
+    assert len(rtorch.DataLoader(data, batch_size=5, sampler=mine)) == 1
+    with pytest.raises(TypeError) as caught:
+        rtorch.DataLoader(data, batch_size=2, sampler=torch.utils.data.SequentialSampler(data))
+    assert str(caught.value) == (
+        "give a recordmill.torch.Sampler (or a torch DistributedSampler) as sampler, or none; got "
+        "SequentialSampler"
+    )
+
+
+def test_recordmill_torch_without_torch_says_what_to_install():
+    code = "import sys; sys.modules['torch'] = None; import recordmill.torch"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        'ImportError: recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip '
+        "install torch)"
+    )
