@@ -230,3 +230,53 @@ def test_recordmill_torch_without_torch_says_what_to_install():
         'ImportError: recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip '
         "install torch)"
     )
+
+
+FEW_FILES = """
+import os, resource, sys
+import recordmill
+
+path, last, other = sys.argv[1:]
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+ds = recordmill.open(path)  # 32 of its 40 partitions pinned: half the files it may open
+os.remove(os.path.join(path, last))
+for row in (39, 38):
+    try:
+        if row == 38:  # every file this process may open, open
+            hog = []
+            while True:
+                try:
+                    hog.append(open(os.devnull))
+                except OSError:
+                    break
+        ds[row]
+    except recordmill.OutputError as e:
+        print(e)
+"""
+
+
+FORTY = """
+    def task_number():
+        return 1
+
+    def dict_data(task_id):
+        for i in range(40):
+            yield {"id": i}
+"""
+
+
+def test_a_file_removed_or_too_many_files_while_reading_is_one_line(tmp_path):
+    out = tmp_path / "many"
+    recordmill.write(make_plugin(tmp_path / "p", FORTY), out, partitions=40, workers=0)
+    parts = [p["file"] for p in recordmill.read_manifest(out)["partitions"]]
+    assert [p["rows"] for p in recordmill.read_manifest(out)["partitions"]] == [1] * 40
+    script = tmp_path / "few.py"
+    script.write_text(FEW_FILES)
+    args = [sys.executable, str(script), str(out), parts[39], parts[38]]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert result.stdout.splitlines() == [
+        f"{out}/{parts[39]} is missing: the dataset was replaced (a run with --overwrite) or "
+        "damaged while it was read; open it again",
+        f"cannot open {out}/{parts[38]}: too many open files (the dataset has 40 partitions; the "
+        "process may open 64 files: ulimit -n)",
+    ], result.stderr
