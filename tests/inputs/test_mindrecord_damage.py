@@ -74,7 +74,7 @@ def test_damaged_raw_data_is_named(tmp_path, raw):
     assert data.count(A_ONE) == 1 and len(raw) == len(A_ONE)
     path.write_bytes(data.replace(A_ONE, raw))
     line = convert(path, tmp_path)
-    assert f"x.mindrecord: row 0 (raw data at byte " in line
+    assert "x.mindrecord: row 0 (raw data at byte " in line
     assert line.endswith(f"{RAW[raw]} (damaged)")
 
 
