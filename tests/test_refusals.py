@@ -122,8 +122,8 @@ def _test_text(node: ast.AST) -> str | None:
 
 
 def test_strings() -> set[str]:
-    """Every string in the tests but docstrings and plugins' sources, each as a regular
-    expression's plain text: unescaped, a ``GAP`` for each wildcard."""
+    """Every string in the tests but docstrings and plugins' sources, each as it is and as a
+    regular expression's plain text: unescaped, a ``GAP`` for each wildcard."""
     pieces = set()
     for path in (REPO / "tests").rglob("*.py"):
         if path.name == Path(__file__).name:
@@ -135,9 +135,10 @@ def test_strings() -> set[str]:
             text = _test_text(node)
             if text is None or id(node) in skip | inner or "\n" in text.strip():
                 continue  # a docstring, an f-string's part, a plugin's source: no assertion
-            text = re.sub(r"\\(.)", r"\1", _REGEX.sub(GAP, text)).strip(" ^$")
-            if len(text) >= 8:
-                pieces.add(text)
+            # As it is (an ``in`` test) and as a regular expression (a ``match=``).
+            for piece in (text, re.sub(r"\\(.)", r"\1", _REGEX.sub(GAP, text)).strip(" ^$")):
+                if len(piece) >= 8:
+                    pieces.add(piece)
     return pieces
 
 

@@ -196,7 +196,10 @@ def test_field_names_that_differ_only_in_case_are_refused(tmp_path):
         def dict_data(task_id):
             yield {"Label": 1, "label": 2}
     """
-    with pytest.raises(recordmill.SchemaError, match="field names 'Label' and 'label' differ only"):
+    with pytest.raises(
+        recordmill.SchemaError,
+        match="field names 'Label' and 'label' differ only in case, which SQL tools do not tell",
+    ):
         write(tmp_path, source)
     assert not (tmp_path / "out").exists()
 

@@ -67,7 +67,10 @@ def unchanged(dataset) -> bool:
     ("fields", "line"),
     [
         ("id", "cannot --append: field 'label' is in the dataset, not in this plugin's declared"),
-        ("id,label,tags", "cannot --append: field 'tags' of this plugin's declared schema is not"),
+        (
+            "id,label,tags",
+            "cannot --append: field 'tags' of this plugin's declared schema is not in the dataset",
+        ),
         (
             "label,id",
             "cannot --append: this plugin's declared schema has the dataset's fields in another "
