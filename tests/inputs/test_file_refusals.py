@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -113,3 +114,50 @@ def test_a_second_file_of_other_columns_is_named(tmp_path):
         f"{folder / 'b.csv'}: the header does not match the schema (not in the schema: z; not "
         "in the file: y)"
     )
+
+
+def test_mnist_files_that_are_missing_no_idx_or_of_other_counts_are_named(tmp_path):
+    from recordmill.inputs.idx import write_idx
+
+    assert refused("mnist", tmp_path, data_dir=tmp_path).endswith(
+        f"found neither train-images-idx3-ubyte nor train-images-idx3-ubyte.gz in --data-dir "
+        f"{tmp_path}"
+    )
+    write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((3, 2, 2), np.uint8))
+    write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(2, np.uint8))
+    assert refused("mnist", tmp_path, data_dir=tmp_path).endswith(
+        "holds (2,): expected N images and N labels"
+    )
+    (tmp_path / "t10k-images-idx3-ubyte").write_bytes(b"PK\3\4 a zip, not idx")
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", np.zeros(3, np.uint8))
+    line = refused("mnist", tmp_path, data_dir=tmp_path, split="t10k")
+    assert f"{tmp_path / 't10k-images-idx3-ubyte'} is not an idx file (header b'PK" in line
+
+
+def test_imagenet_folders_and_label_files_that_do_not_fit_are_named(tmp_path):
+    assert refused("imagenet", tmp_path, image_dir=tmp_path / "none").endswith(
+        f"--image-dir {tmp_path / 'none'} is not a folder"
+    )
+    (tmp_path / "img" / "n01").mkdir(parents=True)
+    png(tmp_path / "img" / "n01")
+    (tmp_path / "labels.txt").write_text("n01\n")
+    line = refused(
+        "imagenet", tmp_path, image_dir=tmp_path / "img", label_file=tmp_path / "labels.txt"
+    )
+    assert line.endswith(
+        f"{tmp_path / 'labels.txt'}:1: expected 'synset label [name]', got 'n01\\n'"
+    )
+    (tmp_path / "other.txt").write_text("n02 0 dog\n")
+    line = refused(
+        "imagenet", tmp_path, image_dir=tmp_path / "img", label_file=tmp_path / "other.txt"
+    )
+    assert line.endswith(f"class folder 'n01' is not in --label-file {tmp_path / 'other.txt'}")
+
+
+def test_a_task_count_below_zero_is_refused(tmp_path):
+    from recordmill.inputs import recordio
+
+    (tmp_path / "in").mkdir()
+    recordio.write_records(tmp_path / "in" / "a.rec", [b"x" * 30])
+    line = refused("recordio", tmp_path, input=tmp_path / "in", tasks=-1, no_image_header=True)
+    assert line.endswith("--tasks must be 0 (split by size) or more, got -1")

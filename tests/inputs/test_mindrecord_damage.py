@@ -206,3 +206,26 @@ def test_a_folder_without_mindrecord_files_or_a_shard_missing_is_named(tmp_path)
         f"{folder / 's.mindrecord0'}: its header lists shards s.mindrecord0, s.mindrecord1; "
         f"missing: {folder / 's.mindrecord1'}"
     )
+
+
+def test_shards_of_other_fields_or_fields_of_one_column_are_named(tmp_path):
+    folder = tmp_path / "in"
+    mw.write_dataset(folder / "a.mindrecord", {"a": {"type": "int64"}}, [{"a": 1}])
+    mw.write_dataset(folder / "b.mindrecord", {"b": {"type": "int64"}}, [{"b": 1}])
+    assert convert(folder, tmp_path).endswith(
+        f"--input {folder}: {folder / 'b.mindrecord'} has other fields than "
+        f"{folder / 'a.mindrecord'} (b vs a); give one dataset, or a folder holding one"
+    )
+    path = one_row(tmp_path, {"a": {"type": "int64"}, "b": {"type": "int64"}}, {"a": 1, "b": 2})
+    declare(path, {"a-b": {"type": "int64"}, "a.b": {"type": "int64"}})  # another writer's names
+    assert convert(path, tmp_path).endswith("fields 'a-b' and 'a.b' both become column 'a_b'")
+
+
+def test_pages_per_task_below_zero_is_refused(tmp_path):
+    path = one_row(tmp_path, {"a": {"type": "int64"}}, {"a": 1})
+    out = tmp_path / "out"
+    options = {"input": str(path), "pages_per_task": -1}
+    with pytest.raises(
+        recordmill.RecordmillError, match="^plugin mindrecord: --pages-per-task must be 0 or more"
+    ):
+        recordmill.write("mindrecord", out, options=options, workers=0)
