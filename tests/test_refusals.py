@@ -171,10 +171,10 @@ def _score(piece: str, message: tuple[str, ...], joined: list[str]) -> float:
     run = max((_common(piece, part) for part in message), key=len)
     if len(run) >= LONG and sum(run in text for text in joined) <= MAX_SHARED:
         best = len(run)
-    whole = [part for part in message if len(part) >= 6 and part in piece]
-    if len(whole) == len(message) and sum(map(len, whole)) >= 8:
+    if all(part in piece for part in message) and sum(map(len, message)) >= 8:
         # The message whole, a short one too; before a longer one that holds the same parts.
-        return max(best, sum(map(len, whole)) + 0.5)
+        return max(best, sum(map(len, message)) + 0.5)
+    whole = [part for part in message if len(part) >= 6 and part in piece]
     if sum(map(len, whole)) >= SHORT:
         sharing = sum(all(part in text for part in whole) for text in joined)
         if sharing <= MAX_SHARED:
