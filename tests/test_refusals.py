@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,13 +88,14 @@ def _sites_of(path: Path) -> list[Site]:
     return sorted(sites, key=lambda s: s.line)
 
 
-def raise_sites() -> list[Site]:
+@functools.cache
+def raise_sites() -> tuple[Site, ...]:
     sites = []
     for root in SOURCES:
         for path in sorted(root.rglob("*.py")):
             if not str(path.relative_to(REPO)).startswith(SKIP_FILES):
                 sites += _sites_of(path)
-    return sites
+    return tuple(sites)
 
 
 _REGEX = re.compile(r"\.[*+?]|\\[dswSDW][*+?]?|\[[^\]]*\][*+?]?|\||\{\d*,?\d*\}")
@@ -121,7 +123,8 @@ def _test_text(node: ast.AST) -> str | None:
     return None
 
 
-def test_strings() -> set[str]:
+@functools.cache
+def test_strings() -> frozenset[str]:
     """Every string in the tests but docstrings and plugins' sources, each as it is and as a
     regular expression's plain text: unescaped, a ``GAP`` for each wildcard."""
     pieces = set()
@@ -139,13 +142,13 @@ def test_strings() -> set[str]:
             for piece in (text, re.sub(r"\\(.)", r"\1", _REGEX.sub(GAP, text)).strip(" ^$")):
                 if len(piece) >= 8:
                     pieces.add(piece)
-    return pieces
+    return frozenset(pieces)
 
 
 test_strings.__test__ = False  # a helper, not a test
 
 
-def messages(sites: list[Site]) -> dict[tuple[str, ...], list[Site]]:
+def messages(sites: tuple[Site, ...]) -> dict[tuple[str, ...], list[Site]]:
     """The sites by their message's text: one message raised in two places is one message."""
     found: dict[tuple[str, ...], list[Site]] = {}
     for site in sites:
@@ -158,46 +161,69 @@ def _shingles(text: str, size: int) -> set[str]:
     return {text[i : i + size] for i in range(len(text) - size + 1)}
 
 
+@functools.cache
 def _common(piece: str, part: str) -> str:
     match = difflib.SequenceMatcher(None, piece, part, autojunk=False).find_longest_match()
     return piece[match.a : match.a + match.size]
 
 
-def _score(piece: str, message: tuple[str, ...], joined: list[str]) -> float:
-    """How much of ``message`` the test's string ``piece`` holds: its longest run in common with
-    a literal part, or the whole literal parts it holds, when that is enough and no more than
-    ``MAX_SHARED`` messages have it; else 0."""
-    best = 0
-    run = max((_common(piece, part) for part in message), key=len)
-    if len(run) >= LONG and sum(run in text for text in joined) <= MAX_SHARED:
-        best = len(run)
+def _sharing(parts: tuple[str, ...], joined: tuple[str, ...]) -> int:
+    """How many messages hold all of ``parts``."""
+    if parts not in _SHARING:
+        _SHARING[parts] = sum(all(p in text for p in parts) for text in joined)
+    return _SHARING[parts]
+
+
+_SHARING: dict[tuple[str, ...], int] = {}
+
+
+def _score(
+    piece: str, message: tuple[str, ...], joined: tuple[str, ...], runs: bool = True
+) -> tuple[bool, float]:
+    """Whether the test's string ``piece`` holds every literal part of ``message``, and how much
+    of it it holds: its longest run in common with a part, or the whole parts it holds, when
+    that is enough and no more than ``MAX_SHARED`` messages have it (else 0)."""
     if all(part in piece for part in message) and sum(map(len, message)) >= 8:
-        # The message whole, a short one too; before a longer one that holds the same parts.
-        return max(best, sum(map(len, message)) + 0.5)
+        return True, sum(map(len, message))
+    best = 0
+    # (``runs``: whether they share a run of LONG characters at all, which finding it needs)
+    found = [_common(piece, part) for part in message if runs and len(part) >= LONG]
+    run = max(found, key=len, default="")
+    if len(run) >= LONG and _sharing((run,), joined) <= MAX_SHARED:
+        best = len(run)
     whole = [part for part in message if len(part) >= 6 and part in piece]
-    if sum(map(len, whole)) >= SHORT:
-        sharing = sum(all(part in text for part in whole) for text in joined)
-        if sharing <= MAX_SHARED:
-            best = max(best, sum(map(len, whole)))
-    return best
+    if sum(map(len, whole)) >= SHORT and _sharing(tuple(whole), joined) <= MAX_SHARED:
+        best = max(best, sum(map(len, whole)))
+    return False, best
 
 
 def named(texts: list[tuple[str, ...]], pieces: set[str]) -> dict[tuple[str, ...], str]:
-    """Each message a test names, with the test's string that names it: a string names the
-    messages it holds the most of (see ``_score``)."""
-    index: dict[str, set[int]] = {}
+    """Each message a test names, with the test's string that names it: a string names every
+    message it holds whole, and the one it holds the most of when that is more (see ``_score``;
+    a string that holds part of two messages names neither but the one it holds more of)."""
+    index: dict[str, set[int]] = {}  # each part's runs of 6 characters, a shorter part whole
+    long: dict[str, set[int]] = {}  # and of LONG characters
     for n, message in enumerate(texts):
         for part in message:
-            for shingle in _shingles(part, 6):
+            for shingle in _shingles(part, 6) or {part}:
                 index.setdefault(shingle, set()).add(n)
-    joined = ["\n".join(message) for message in texts]
+            for shingle in _shingles(part, LONG):
+                long.setdefault(shingle, set()).add(n)
+    joined = tuple("\n".join(message) for message in texts)
+    _SHARING.clear()
     found: dict[tuple[str, ...], str] = {}
     for piece in pieces:
-        near = set().union(*(index.get(s, set()) for s in _shingles(piece, 6)))
-        scored = {n: _score(piece, texts[n], joined) for n in near}
-        top = max(scored.values(), default=0)
-        for n, score in scored.items():
-            if score and score == top:
+        runs = _shingles(piece, 4) | _shingles(piece, 5) | _shingles(piece, 6)
+        near = set().union(*(index.get(s, set()) for s in runs))
+        sharing = set().union(*(long.get(s, set()) for s in _shingles(piece, LONG)))
+        scored = {n: _score(piece, texts[n], joined, n in sharing) for n in near}
+        wholes = [n for n, (whole, _) in scored.items() if whole]
+        top = max((score for _, score in scored.values()), default=0)
+        for n in wholes:
+            found.setdefault(texts[n], piece)
+        best = [n for n, (whole, score) in scored.items() if score and score == top]
+        if not any(scored[n][0] for n in best):  # a part of one message, more than any whole
+            for n in best:
                 found.setdefault(texts[n], piece)
     return found
 

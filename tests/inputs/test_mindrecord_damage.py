@@ -226,6 +226,6 @@ def test_pages_per_task_below_zero_is_refused(tmp_path):
     out = tmp_path / "out"
     options = {"input": str(path), "pages_per_task": -1}
     with pytest.raises(
-        recordmill.RecordmillError, match="^plugin mindrecord: --pages-per-task must be 0 or more"
+        recordmill.RecordmillError, match=r"^plugin mindrecord: --pages-per-task must be 0 or more"
     ):
         recordmill.write("mindrecord", out, options=options, workers=0)

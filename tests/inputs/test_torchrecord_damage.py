@@ -102,7 +102,10 @@ DAMAGES = {
     ),
     "dims wire": (record(IMAGE, key(1, 5) + bytes(4)), "field 1 (dims) has wire type 5"),
     "floats": (record(IMAGE, field(3, bytes(3))), "field 3 (float_data) holds 3 bytes"),
-    "declared": (record(IMAGE, key(5, 0) + varint(1)), "field 5 has wire type 0, not its declared"),
+    "declared": (
+        record(IMAGE, key(5, 0) + varint(1)),
+        "field 5 has wire type 0, not its declared one",
+    ),
     "protos": (key(1, 0) + varint(1), "field 1 (protos) has wire type 0, not a message"),
 }
 
