@@ -47,6 +47,18 @@ def _strings(node: ast.AST) -> list[str]:
     return found
 
 
+def _own_text(node: ast.AST) -> list[str]:
+    """The literal parts of a message written where it is raised: a string, an f-string's text,
+    strings joined with ``+``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [v.value for v in node.values if isinstance(v, ast.Constant)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _own_text(node.left) + _own_text(node.right)
+    return []
+
+
 def _assigned(function: ast.AST, name: str) -> list[str]:
     found = []
     for sub in ast.walk(function):
@@ -78,11 +90,16 @@ def _sites_of(path: Path) -> list[Site]:
                 continue  # a re-raise, or an error built elsewhere
             error = ast.unparse(call.func)
             texts = []
+            texts, looked_up = [], []
             for arg in [*call.args, *(k.value for k in call.keywords)]:
-                texts += _strings(arg)
+                texts += _own_text(arg)  # the message's own words
+                looked_up += [t for t in _strings(arg) if t not in texts]
                 for name in ast.walk(arg):
                     if isinstance(name, ast.Name):
-                        texts += _assigned(scope, name.id)
+                        looked_up += _assigned(scope, name.id)
+            # Of the strings a message takes from elsewhere, a lone word is a key or a name it
+            # looks up ("__name__", "rows"), not its text.
+            texts += [t for t in looked_up if not t.strip().isidentifier()]
             texts = [t.strip() for t in texts if len(t.strip()) >= 4]
             sites.append(Site(rel, node.lineno, error, tuple(texts)))
     return sorted(sites, key=lambda s: s.line)

@@ -66,7 +66,11 @@ def test_a_newer_format_is_refused(dataset):
     from tests.conftest import edit_manifest
 
     edit_manifest(dataset, lambda m: m.update(format_version=3))
-    with pytest.raises(recordmill.OutputError, match=r"format version 3.*upgrade recordmill"):
+    with pytest.raises(
+        recordmill.OutputError,
+        match=r"is in format version 3; this recordmill .* reads format version 2: upgrade "
+        "recordmill to read it$",
+    ):
         recordmill.open(str(dataset))
 
 

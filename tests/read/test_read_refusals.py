@@ -14,23 +14,25 @@ from recordmill.errors import ColumnError
 from tests.conftest import make_plugin
 
 PLUGIN = """
-    FIELDS = {fields!r}
+    FIELDS = {fields!r}  # name -> type
 
     def task_number():
         return 2
 
     def schema():
-        return {{name: "int64" for name in FIELDS}}
+        return FIELDS
 
     def dict_data(task_id):
         for i in range(5):
-            yield {{name: task_id * 5 + i for name in FIELDS}}
+            n = task_id * 5 + i
+            yield {{name: str(n) if kind == "string" else n for name, kind in FIELDS.items()}}
 """
 
 
-def write(root, name, fields=("id", "label")):
+def write(root, name, fields=("id", "label"), label="int64"):
     out = root / name
-    plugin = make_plugin(root / f"p{name}", PLUGIN.format(fields=list(fields)))
+    types = {field: label if field == "label" else "int64" for field in fields}
+    plugin = make_plugin(root / f"p{name}", PLUGIN.format(fields=types))
     recordmill.write(plugin, out, workers=0, progress=False)
     return str(out)
 
@@ -43,6 +45,7 @@ def paths(tmp_path_factory):
         "b": write(root, "b"),
         "nolabel": write(root, "nolabel", ("id",)),
         "more": write(root, "more", ("id", "label", "extra")),
+        "strings": write(root, "strings", ("id", "label"), label="string"),
     }
 
 
@@ -115,6 +118,12 @@ def test_sources_of_other_columns_are_refused(paths):
         "source has"
     )
     assert recordmill.mix([paths["a"], paths["more"]], columns=["id"]).schema.names == ["id"]
+    with pytest.raises(ColumnError) as caught:
+        recordmill.mix([paths["a"], paths["strings"]])
+    assert str(caught.value) == (
+        "column 'label' is string in source 'strings' and int64 in 'a'; a mixture's sources hold "
+        "the same columns"
+    )
 
 
 def test_weights_that_name_no_source_or_start_late_are_refused(paths):
@@ -182,7 +191,7 @@ def test_a_mixture_state_of_other_weights_or_sources_is_refused(paths, tmp_path)
     assert str(caught.value) == "cannot resume: the saved state's weights are [[3, [0.5, 0.5]]]"
     grown = write(tmp_path, "b", ("id", "label"))
     recordmill.write(
-        make_plugin(tmp_path / "pb", PLUGIN.format(fields=["id", "label"])),
+        make_plugin(tmp_path / "pb", PLUGIN.format(fields={"id": "int64", "label": "int64"})),
         grown,
         append=True,
         workers=0,
