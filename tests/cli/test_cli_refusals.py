@@ -40,9 +40,9 @@ def one_line(capsys, *argv) -> str:
 def test_a_public_name_that_does_not_exist_is_an_attribute_error():
     import recordmill.kit
 
-    with pytest.raises(AttributeError, match="^module 'recordmill' has no attribute 'opne'"):
+    with pytest.raises(AttributeError, match=r"^module 'recordmill' has no attribute 'opne'"):
         recordmill.opne  # noqa: B018
-    with pytest.raises(AttributeError, match="^module 'recordmill.kit' has no attribute 'nope'"):
+    with pytest.raises(AttributeError, match=r"^module 'recordmill.kit' has no attribute 'nope'"):
         recordmill.kit.nope  # noqa: B018
 
 
@@ -93,7 +93,7 @@ def test_the_page_refuses_rows_below_zero_and_labels_it_cannot_chart(dataset, tm
         line
         == "recordmill: error: argument --rows: must be 0 or more, got -1 (see: recordmill show --help)"
     )
-    with pytest.raises(ConfigError, match="^rows must be 0 or more, got -2$"):
+    with pytest.raises(ConfigError, match=r"^rows must be 0 or more, got -2$"):
         recordmill.show(dataset, page, rows=-2)
     with pytest.raises(ConfigError) as caught:
         recordmill.show(dataset, page, label="nope")
