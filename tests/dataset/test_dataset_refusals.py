@@ -292,3 +292,42 @@ def test_a_schema_file_that_is_not_one_is_refused(tmp_path, text, line):
     with pytest.raises(recordmill.RecordmillError) as caught:
         recordmill.write("csv", tmp_path / "out", options=options, workers=0, progress=False)
     assert f"schema file {tmp_path / 's.yaml'}" in str(caught.value) and line in str(caught.value)
+
+
+@pytest.mark.parametrize(("kind", "shape"), [("float32", [-1, 2]), ("string", [2])])
+def test_a_tensor_layout_of_a_varying_shape_or_of_text_is_refused(tmp_path, kind, shape):
+    source = f"""
+        def task_number():
+            return 1
+
+        def schema():
+            return {{"x": {{"type": "{kind}", "shape": {shape}, "layout": "tensor"}}}}
+
+        def dict_data(task_id):
+            yield {{"x": None}}
+    """
+    with pytest.raises(recordmill.SchemaError) as caught:
+        write(tmp_path, source)
+    assert str(caught.value).endswith(
+        "schema field 'x': the tensor layout needs a fixed shape of numbers or bools"
+    )
+
+
+def test_a_rejects_file_that_is_gone_is_named(tmp_path):
+    source = """
+        import recordmill
+
+        def task_number():
+            return 1
+
+        def dict_data(task_id):
+            yield recordmill.Reject("input 0", "unreadable")
+            yield {"x": 1}
+    """
+    summary = write(tmp_path, source, on_bad_input="skip")
+    name = summary.manifest["rejects"]["file"]
+    assert [r["source"] for r in recordmill.read_rejects(tmp_path / "out")] == ["input 0"]
+    (tmp_path / "out" / name).unlink()
+    with pytest.raises(recordmill.OutputError) as caught:
+        recordmill.read_rejects(tmp_path / "out")
+    assert str(caught.value).startswith(f"{tmp_path / 'out'}/{name} cannot be read: ")

@@ -127,6 +127,13 @@ def test_a_plugin_that_yields_more_rows_than_it_announced_is_refused(plugin, tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_a_plugin_that_yields_no_row_of_those_it_announced_is_refused(plugin, tmp_path):
+    with pytest.raises(TaskError) as caught:
+        write(plugin, tmp_path / "out", announce=True, extra=-4)
+    assert "task 0 failed: task_rows() announced 4 rows, dict_data() yielded 0" in str(caught.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_dedup_key_of_lists_is_refused(plugin, tmp_path):
     with pytest.raises(ConfigError) as caught:
         write(plugin, tmp_path / "out", fields="id,tags", dedup_key="tags")

@@ -159,3 +159,30 @@ def test_an_input_that_is_nothing_or_holds_no_file_is_named(tmp_path):
     assert refused("tfrecord", tmp_path / "in", tmp_path).endswith(
         f"--input {tmp_path / 'in'} holds no file matching --pattern '*.tfrecord*'"
     )
+
+
+def test_an_image_field_that_is_no_image_feature_is_refused(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    record = ofrecord.encode_ofrecord(
+        {"x": ("int64", [1]), "img": ("bytes", [b"\x89PNG"]), "data": ("bytes", [b"d"])}
+    )
+    ofrecord_file(folder / "part-0", record)
+    out = tmp_path / "out"
+
+    def refused_with(field) -> str:
+        options = {"input": str(folder), "image_field": field}
+        with pytest.raises(recordmill.ConfigError) as caught:
+            recordmill.write("ofrecord", out, options=options, workers=0, progress=False)
+        assert not out.exists()
+        return str(caught.value)
+
+    assert refused_with("nope").endswith(
+        "--image-field nope: no such feature (['data', 'img', 'x'])"
+    )
+    assert refused_with("x").endswith(
+        "--image-field x: the feature must hold one bytes value per record, it is {'type': 'int64'}"
+    )
+    assert refused_with("img").endswith(
+        "--image-field img: the image fields ['data'] clash with features of the same name"
+    )

@@ -38,7 +38,7 @@ CASES = [
     ({"flag": "yes"}, "flag must be true or false, got 'yes'"),
     ({"count": [1, 2]}, "count takes one value, got the list [1, 2]"),
     ({"names": [{"a": 1}]}, "names: expected a value, got {'a': 1}"),
-    ({"count": 1, "cuont": 2}, "unknown setting 'cuont' (did you mean count?) (known: count, "),
+    ({"count": 1, "cuont": 2}, ": unknown setting 'cuont' (did you mean count?) (known: count, "),
     ({"max_rows": 1, "max-rows": 2}, "'max_rows' and 'max-rows' are the same setting; keep one"),
 ]
 
