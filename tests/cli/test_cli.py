@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 import recordmill
+from recordmill.cli import main
 from tests.conftest import (
     COUNTING_PLUGIN,
     REPO,
@@ -337,16 +338,31 @@ def _bad_invocations(tmp_path, plugin):
     ]
 
 
-def test_each_bad_invocation_is_one_clear_line(tmp_path):
+def in_process(capsys, *argv) -> subprocess.CompletedProcess:
+    """``recordmill ARGV`` run by ``main()`` in this process, as a finished process: the same
+    parsing and the same one line, without a process start for each of dozens of cases (the
+    first case of each test below runs as a real process)."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:  # argparse's own exit
+        code = e.code
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, captured.out, captured.err)
+
+
+def test_each_bad_invocation_is_one_clear_line(tmp_path, capsys):
     plugin = REPO / "templates" / "template"
-    for what, argv, config, phrase in _bad_invocations(tmp_path, plugin):
+    for n, (what, argv, config, phrase) in enumerate(_bad_invocations(tmp_path, plugin)):
         args = [str(a) for a in argv]
         if config is not None:
             (tmp_path / "run.yaml").write_text(config)
             args += ["--config", str(tmp_path / "run.yaml")]
         elif "--script" not in args:
             args = ["--script", str(plugin), *args]
-        result = run_writer(*args, "--quiet")
+        if n == 0:
+            result = run_writer(*args, "--quiet")
+        else:
+            result = in_process(capsys, "write", *args, "--quiet")
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1, what
         assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (what, lines)
@@ -376,7 +392,7 @@ def test_the_last_progress_line_counts_every_row(tmp_path):
     assert tasks_bar and "40,000 rows" in tasks_bar[-1], tasks_bar[-1:]
 
 
-def test_each_subcommand_misused_is_one_clear_line(tmp_path):
+def test_each_subcommand_misused_is_one_clear_line(tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "empty").mkdir()
     cases = [
@@ -406,11 +422,14 @@ def test_each_subcommand_misused_is_one_clear_line(tmp_path):
             )
         ],
     ]
-    for argv in cases:
+    for n, argv in enumerate(cases):
         argv = [str(tmp_path / a) if a in ("nosuch", "afile") else str(a) for a in argv]
-        result = subprocess.run(
-            [sys.executable, "-m", "recordmill", *argv], capture_output=True, text=True
-        )
+        if n == 0:
+            result = subprocess.run(
+                [sys.executable, "-m", "recordmill", *argv], capture_output=True, text=True
+            )
+        else:
+            result = in_process(capsys, *argv)
         lines = result.stderr.strip().splitlines()
         assert result.returncode != 0, argv
         assert "Traceback" not in result.stderr, (argv, result.stderr)
