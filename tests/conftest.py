@@ -99,6 +99,26 @@ def run_writer(*args: str, cwd: Path | None = None, env: dict | None = None, tim
     )
 
 
+def write_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``recordmill write ARGS`` by ``main()`` in this process, as :func:`run_writer` gives it
+    (exit code, stdout, stderr): the same parsing, run and one-line errors, without starting an
+    interpreter. For tests of what a write says and makes; what only a process shows (signals,
+    a worker's own output, ``writer.py`` itself) is :func:`run_writer`'s."""
+    import contextlib
+    import io
+
+    from recordmill.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
+            try:
+                code = main(["write", *map(str, args)])
+            except SystemExit as e:  # argparse's own exit
+                code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 def read_dataset(path: Path) -> pa.Table:
     """Every partition of a written dataset, in order, with pyarrow."""
     files = sorted(path.glob("part-*"))
