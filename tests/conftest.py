@@ -110,12 +110,12 @@ def write_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
     from recordmill.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        with contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext():
-            try:
-                code = main(["write", *map(str, args)])
-            except SystemExit as e:  # argparse's own exit
-                code = e.code if isinstance(e.code, int) else 1
+    here = contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), here:
+        try:
+            code = main(["write", *map(str, args)])
+        except SystemExit as e:  # argparse's own exit
+            code = e.code if isinstance(e.code, int) else 1
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
