@@ -99,11 +99,11 @@ def run_writer(*args: str, cwd: Path | None = None, env: dict | None = None, tim
     )
 
 
-def write_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``recordmill write ARGS`` by ``main()`` in this process, as :func:`run_writer` gives it
-    (exit code, stdout, stderr): the same parsing, run and one-line errors, without starting an
-    interpreter. For tests of what a write says and makes; what only a process shows (signals,
-    a worker's own output, ``writer.py`` itself) is :func:`run_writer`'s."""
+def recordmill_here(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``recordmill ARGV`` by ``main()`` in this process, as a finished process gives it (exit
+    code, stdout, stderr): the same parsing, run and one-line errors, without starting an
+    interpreter for each of many cases. What only a process shows (signals, a worker's own
+    output, ``writer.py`` itself, a missing package) needs a real one (:func:`run_writer`)."""
     import contextlib
     import io
 
@@ -113,10 +113,15 @@ def write_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
     here = contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), here:
         try:
-            code = main(["write", *map(str, args)])
+            code = main([str(a) for a in argv])
         except SystemExit as e:  # argparse's own exit
             code = e.code if isinstance(e.code, int) else 1
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def write_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``recordmill write ARGS`` in this process, as :func:`run_writer` gives it."""
+    return recordmill_here("write", *args, cwd=cwd)
 
 
 def read_dataset(path: Path) -> pa.Table:

@@ -12,14 +12,15 @@ import textwrap
 import pytest
 
 import recordmill
-from recordmill.cli import main
 from tests.conftest import (
     COUNTING_PLUGIN,
     REPO,
     make_plugin,
     read_dataset,
+    recordmill_here,
     run_writer,
     wait_for_staged_tasks,
+    write_here,
 )
 
 
@@ -338,19 +339,7 @@ def _bad_invocations(tmp_path, plugin):
     ]
 
 
-def in_process(capsys, *argv) -> subprocess.CompletedProcess:
-    """``recordmill ARGV`` run by ``main()`` in this process, as a finished process: the same
-    parsing and the same one line, without a process start for each of dozens of cases (the
-    first case of each test below runs as a real process)."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as e:  # argparse's own exit
-        code = e.code
-    captured = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, code, captured.out, captured.err)
-
-
-def test_each_bad_invocation_is_one_clear_line(tmp_path, capsys):
+def test_each_bad_invocation_is_one_clear_line(tmp_path):
     plugin = REPO / "templates" / "template"
     for n, (what, argv, config, phrase) in enumerate(_bad_invocations(tmp_path, plugin)):
         args = [str(a) for a in argv]
@@ -359,10 +348,8 @@ def test_each_bad_invocation_is_one_clear_line(tmp_path, capsys):
             args += ["--config", str(tmp_path / "run.yaml")]
         elif "--script" not in args:
             args = ["--script", str(plugin), *args]
-        if n == 0:
-            result = run_writer(*args, "--quiet")
-        else:
-            result = in_process(capsys, "write", *args, "--quiet")
+        run = run_writer if n == 0 else write_here  # the first in a process, the rest here
+        result = run(*args, "--quiet")
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1, what
         assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (what, lines)
@@ -392,7 +379,7 @@ def test_the_last_progress_line_counts_every_row(tmp_path):
     assert tasks_bar and "40,000 rows" in tasks_bar[-1], tasks_bar[-1:]
 
 
-def test_each_subcommand_misused_is_one_clear_line(tmp_path, capsys):
+def test_each_subcommand_misused_is_one_clear_line(tmp_path):
     (tmp_path / "afile").write_text("x")
     (tmp_path / "empty").mkdir()
     cases = [
@@ -429,7 +416,7 @@ def test_each_subcommand_misused_is_one_clear_line(tmp_path, capsys):
                 [sys.executable, "-m", "recordmill", *argv], capture_output=True, text=True
             )
         else:
-            result = in_process(capsys, *argv)
+            result = recordmill_here(*argv)
         lines = result.stderr.strip().splitlines()
         assert result.returncode != 0, argv
         assert "Traceback" not in result.stderr, (argv, result.stderr)
