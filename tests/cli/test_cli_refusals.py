@@ -114,3 +114,20 @@ def test_the_page_refuses_rows_below_zero_and_labels_it_cannot_chart(dataset, tm
 def test_a_location_no_filesystem_takes_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^cannot use the location nosuch://x/y: "):
         recordmill.open("nosuch://x/y")
+
+
+def test_the_page_of_a_dataset_with_a_damaged_partition_is_one_line(dataset, tmp_path):
+    pytest.importorskip("matplotlib", reason="recordmill show needs the show extra (matplotlib)")
+    import shutil
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset, copy)
+    name = recordmill.read_manifest(copy)["partitions"][0]["file"]
+    data = bytearray((copy / name).read_bytes())
+    data[4:40] = bytes(36)  # the first page's header: no reader takes it
+    (copy / name).write_bytes(bytes(data))
+    with pytest.raises(OutputError) as caught:
+        recordmill.show(copy, tmp_path / "page.html")
+    assert str(caught.value).startswith(f"{copy}/{name} cannot be read: ")
+    assert str(caught.value).endswith(" (recordmill verify tells more)")
+    assert not (tmp_path / "page.html").exists()

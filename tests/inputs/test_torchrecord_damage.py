@@ -140,3 +140,18 @@ def test_an_input_without_records_or_databases_is_named(tmp_path):
     assert refused(tmp_path, str(tmp_path / "file")).endswith(
         f"--input {tmp_path / 'file'} is not a folder"
     )
+
+
+def test_a_database_whose_pages_are_damaged_is_named(tmp_path):
+    path = database(tmp_path, [GOOD] * 300)  # pages of keys under a branch page
+    data = tmp_path / "db" / "data.mdb"
+    env = lmdb.open(path, readonly=True, lock=False)
+    size = env.stat()["psize"]
+    env.close()
+    damaged = bytearray(data.read_bytes())
+    damaged[2 * size : 2 * size + 16] = b"\xff" * 16  # page 2's header
+    data.write_bytes(bytes(damaged))
+    assert refused(tmp_path, path).endswith(
+        f"{path}: cannot list its keys: LMDB says mdb_cursor_get: MDB_CORRUPTED: Located page was "
+        "wrong type"
+    )
