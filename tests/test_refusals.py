@@ -32,6 +32,8 @@ class Site:
     line: int
     error: str
     texts: tuple[str, ...]  # the literal parts of the message
+    own: int = 0  # how many of them (the first) are written where it is raised
+    specific: int = 0  # ... with those of the names it takes them from (a helper's: after)
 
     def __str__(self) -> str:
         longest = max(self.texts, key=len, default="")
@@ -47,15 +49,28 @@ def _strings(node: ast.AST) -> list[str]:
     return found
 
 
+def _words(found: list[str], known: list[str], own: bool = False) -> list[str]:
+    """The strings of ``found`` that can be a message's words: four characters or more, not in
+    ``known``, and unless written where the message is (``own``) not a lone word (a key or a
+    name looked up, "__name__", "rows")."""
+    words: list[str] = []
+    for text in (t.strip() for t in found):
+        if len(text) >= 4 and text not in known + words and (own or not text.isidentifier()):
+            words.append(text)
+    return words
+
+
 def _own_text(node: ast.AST) -> list[str]:
     """The literal parts of a message written where it is raised: a string, an f-string's text,
-    strings joined with ``+``."""
+    strings joined with ``+``, the words given to a helper that frames them."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
     if isinstance(node, ast.JoinedStr):
         return [v.value for v in node.values if isinstance(v, ast.Constant)]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _own_text(node.left) + _own_text(node.right)
+    if isinstance(node, ast.Call):  # the words given to a helper that frames them
+        return [t for arg in node.args for t in _own_text(arg)]
     return []
 
 
@@ -79,6 +94,7 @@ def _sites_of(path: Path) -> list[Site]:
     scopes = [tree] + [
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
     ]
+    helpers = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     seen = set()
     for scope in scopes[::-1]:  # innermost function first: a raise belongs to it
         for node in ast.walk(scope):
@@ -89,19 +105,28 @@ def _sites_of(path: Path) -> list[Site]:
             if not isinstance(call, ast.Call):
                 continue  # a re-raise, or an error built elsewhere
             error = ast.unparse(call.func)
-            texts = []
-            texts, looked_up = [], []
+            texts, looked_up, framed = [], [], []
             for arg in [*call.args, *(k.value for k in call.keywords)]:
                 texts += _own_text(arg)  # the message's own words
                 looked_up += [t for t in _strings(arg) if t not in texts]
                 for name in ast.walk(arg):
                     if isinstance(name, ast.Name):
                         looked_up += _assigned(scope, name.id)
-            # Of the strings a message takes from elsewhere, a lone word is a key or a name it
-            # looks up ("__name__", "rows"), not its text.
-            texts += [t for t in looked_up if not t.strip().isidentifier()]
-            texts = [t.strip() for t in texts if len(t.strip()) >= 4]
-            sites.append(Site(rel, node.lineno, error, tuple(texts)))
+                    # A message a helper of the module (or a method) frames: what it returns.
+                    if isinstance(name, ast.Call) and isinstance(
+                        name.func, ast.Name | ast.Attribute
+                    ):
+                        called = getattr(name.func, "id", None) or name.func.attr
+                        helper = helpers.get(called) if called.startswith("_") else None
+                        inside = ast.walk(helper) if helper is not None else ()
+                        returns = [n for n in inside if isinstance(n, ast.Return)]
+                        framed += [t for r in returns if r.value for t in _strings(r.value)]
+            texts = _words(texts, [], own=True)
+            looked_up = _words(looked_up, texts)
+            framed = _words(framed, texts + looked_up)
+            parts = (*texts, *looked_up, *framed)
+            site = Site(rel, node.lineno, error, parts, len(texts), len(texts) + len(looked_up))
+            sites.append(site)
     return sorted(sites, key=lambda s: s.line)
 
 
@@ -171,7 +196,11 @@ def messages(sites: tuple[Site, ...]) -> dict[tuple[str, ...], list[Site]]:
     for site in sites:
         if site.texts:
             found.setdefault(site.texts, []).append(site)
+            OWN[site.texts] = (site.own, site.specific)
     return found
+
+
+OWN: dict[tuple[str, ...], tuple[int, int]] = {}  # a message's Site.own and Site.specific
 
 
 def _shingles(text: str, size: int) -> set[str]:
@@ -197,11 +226,18 @@ _SHARING: dict[tuple[str, ...], int] = {}
 def _score(
     piece: str, message: tuple[str, ...], joined: tuple[str, ...], runs: bool = True
 ) -> tuple[bool, float]:
-    """Whether the test's string ``piece`` holds every literal part of ``message``, and how much
-    of it it holds: its longest run in common with a part, or the whole parts it holds, when
-    that is enough and no more than ``MAX_SHARED`` messages have it (else 0)."""
-    if all(part in piece for part in message) and sum(map(len, message)) >= 8:
-        return True, sum(map(len, message))
+    """Whether the test's string ``piece`` holds every literal part of ``message`` written where
+    it is raised, and how much of it it holds: its longest run in common with a part, or the
+    whole parts it holds, when that is enough and no more than ``MAX_SHARED`` messages have it
+    (else 0). A message of words of its own is told by them and the strings it takes from
+    names; what a helper frames it with (shared by many) counts only for a message with next to
+    no words of its own."""
+    own, specific = OWN.get(message, (len(message), len(message)))
+    own = message[:own]
+    if all(part in piece for part in own) and sum(map(len, own)) >= 8:
+        return True, sum(map(len, own))
+    if sum(map(len, own)) >= 8:
+        message = message[:specific]
     best = 0
     # (``runs``: whether they share a run of LONG characters at all, which finding it needs)
     found = [_common(piece, part) for part in message if runs and len(part) >= LONG]
