@@ -229,3 +229,13 @@ def test_pages_per_task_below_zero_is_refused(tmp_path):
         recordmill.RecordmillError, match=r"^plugin mindrecord: --pages-per-task must be 0 or more"
     ):
         recordmill.write("mindrecord", out, options=options, workers=0)
+
+
+def test_our_writer_refuses_a_header_or_a_row_larger_than_its_room(tmp_path):
+    with pytest.raises(ValueError, match=r"^the header needs \d+ bytes; raise header_size$"):
+        mw.write_dataset(
+            tmp_path / "h.mindrecord", {"a": {"type": "int64"}}, [{"a": 1}], header_size=64
+        )
+    with pytest.raises(ValueError, match=r"^row 1 does not fit in a page of 64 bytes$"):
+        rows = [{"b": b"x"}, {"b": b"x" * 100}]
+        mw.write_dataset(tmp_path / "p.mindrecord", {"b": {"type": "bytes"}}, rows, page_size=64)

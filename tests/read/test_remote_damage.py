@@ -92,3 +92,21 @@ def test_a_partition_cut_short_is_named(s3, written):
         f"s3://data/damage/short/{part['file']} has a damaged footer: Cannot read past end of "
         "file (recordmill verify tells more)"
     )
+
+
+def test_a_partition_of_another_schema_is_named_unchecked_too(s3, written, tmp_path):
+    """The same rows under another column name, byte for byte as long: with checksums=False
+    (what a page reads with) the footer is parsed, and its schema compared."""
+    _, part, data = written
+    other = tmp_path / "other"
+    source = PLUGIN.replace('"name"', '"nbme"')  # a name of the same length
+    recordmill.write(make_plugin(tmp_path / "p", source), other, partitions=1, row_group_size=20)
+    replaced = (other / part["file"]).read_bytes()
+    assert len(replaced) == len(data) and replaced != data
+    uri = damaged(s3, written, "schema", lambda _: replaced)
+    with pytest.raises(recordmill.OutputError) as caught:
+        recordmill.open(uri, checksums=False)[0]
+    assert str(caught.value) == (
+        f"s3://data/damage/schema/{part['file']} has another schema than the manifest's "
+        "(recordmill verify tells more)"
+    )
