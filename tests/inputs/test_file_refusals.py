@@ -107,12 +107,19 @@ def test_a_cell_its_declared_type_cannot_hold_is_named(tmp_path, declared, cell,
     assert f"t.csv:3: column '{name}': " in line and said in line
 
 
-def test_a_second_file_of_other_columns_is_named(tmp_path):
+@pytest.mark.parametrize(
+    ("header", "differ"),
+    [
+        ("x,z", "not in the schema: z; not in the file: y"),
+        ("x,y,z", "not in the schema: z"),  # a column more, and none less
+        ("x", "not in the file: y"),
+    ],
+)
+def test_a_second_file_of_other_columns_is_named(tmp_path, header, differ):
     csv(tmp_path, "a.csv", "x,y\n1,2\n")
-    folder = csv(tmp_path, "b.csv", "x,z\n1,2\n")
+    folder = csv(tmp_path, "b.csv", f"{header}\n{','.join('1' * len(header.split(',')))}\n")
     assert refused("csv", tmp_path, input=folder).endswith(
-        f"{folder / 'b.csv'}: the header does not match the schema (not in the schema: z; not "
-        "in the file: y)"
+        f"{folder / 'b.csv'}: the header does not match the schema ({differ})"
     )
 
 
