@@ -98,10 +98,9 @@ def test_a_manifest_file_of_another_schema_than_it_records_is_refused(copy):
     assert "the schema of the file differs from the schema it records" in refused(out)
 
 
+@pytest.mark.parametrize("written", ["parquet"], indirect=True)  # the Parquet magic
 def test_a_parquet_manifest_with_a_damaged_header_is_refused(written, tmp_path):
     source, fmt = written
-    if fmt != "parquet":
-        pytest.skip("the Parquet magic")
     out = tmp_path / "ds"
     shutil.copytree(source, out)
     data = bytearray((out / "_manifest.parquet").read_bytes())
@@ -110,10 +109,9 @@ def test_a_parquet_manifest_with_a_damaged_header_is_refused(written, tmp_path):
     assert "its Parquet header or schema is damaged" in refused(out)
 
 
+@pytest.mark.parametrize("written", ["arrow"], indirect=True)  # an IPC file's two schemas
 def test_the_first_copy_of_an_arrow_manifest_is_compared_with_the_footer(written, tmp_path):
     source, fmt = written
-    if fmt != "arrow":
-        pytest.skip("the Arrow IPC file's two copies of the schema")
     out = tmp_path / "ds"
     shutil.copytree(source, out)
     data = (out / "_manifest.arrow").read_bytes()
