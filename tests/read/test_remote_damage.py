@@ -85,6 +85,14 @@ def test_a_changed_byte_of_the_footer_is_named(s3, written):
 
 def test_a_partition_cut_short_is_named(s3, written):
     _, part, _ = written
+    cut = damaged(s3, written, "cut", lambda d: bytes(d[: part["group_offsets"][0] + 10]))
+    with pytest.raises(recordmill.OutputError) as caught:  # row group 0 fetched: too few bytes
+        recordmill.open(cut)[0]
+    assert str(caught.value) == (
+        f"s3://data/damage/cut/{part['file']}, row group 0: its bytes are fewer than the "
+        "manifest says: the dataset was replaced while it was read (open it again), or it is "
+        "damaged (recordmill verify tells more)"
+    )
     uri = damaged(s3, written, "short", lambda d: bytes(d[: part["group_offsets"][1] + 10]))
     with pytest.raises(recordmill.OutputError) as caught:
         recordmill.open(uri)[0]
