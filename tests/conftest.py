@@ -103,6 +103,31 @@ def run_writer(*args: str, cwd: Path | None = None, env: dict | None = None, tim
     )
 
 
+def recordmill_here(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``recordmill ARGV`` by ``main()`` in this process, as a finished process gives it (exit
+    code, stdout, stderr): the same parsing, run and one-line errors, without starting an
+    interpreter for each of many cases. What only a process shows (signals, a worker's own
+    output, ``writer.py`` itself, a missing package) needs a real one (:func:`run_writer`)."""
+    import contextlib
+    import io
+
+    from recordmill.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), here:
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:  # argparse's own exit
+            code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def write_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``recordmill write ARGS`` in this process, as :func:`run_writer` gives it."""
+    return recordmill_here("write", *args, cwd=cwd)
+
+
 def read_dataset(path: Path) -> pa.Table:
     """Every partition of a written dataset, in order, with pyarrow."""
     files = sorted(path.glob("part-*"))

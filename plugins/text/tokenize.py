@@ -109,13 +109,16 @@ def _function(spec: str) -> Callable[[list[str]], Sequence]:
             f"--tokenizer {spec!r} is neither a file nor module:function; expected a "
             "tokenizer.json, or a function such as mypackage.tok:encode or tok.py:encode"
         )
+    if module_name.endswith(".py") and not os.path.isfile(module_name):
+        raise ConfigError(
+            f"--tokenizer {spec}: there is no file {module_name}; expected a Python file that "
+            f"defines {name}"
+        )
     try:
         if module_name.endswith(".py"):
             loader = importlib.util.spec_from_file_location(
                 "recordmill_text_tokenizer", module_name
             )
-            if loader is None or not os.path.isfile(module_name):
-                raise ImportError(f"no file {module_name}")
             module = importlib.util.module_from_spec(loader)
             loader.loader.exec_module(module)
         else:

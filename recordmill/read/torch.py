@@ -23,8 +23,13 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from torch.utils import data as torch_data
-from torch.utils.data import default_collate
+try:
+    from torch.utils import data as torch_data
+    from torch.utils.data import default_collate
+except ImportError as e:  # the line torch_datasets.py gives, before a bare "No module named"
+    raise ImportError(
+        'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
+    ) from e
 
 from recordmill.read import collated
 from recordmill.read.mixture import Mixture

@@ -78,8 +78,9 @@ def _pieces(store: Store, manifest: dict[str, Any], columns: list[str]) -> Itera
         try:
             yield from _partition(store, entry["file"], manifest["format"], columns)
         except (OSError, pa.ArrowInvalid) as e:
+            said = " ".join(str(e).split())  # pyarrow's messages can hold a newline: one line
             raise OutputError(
-                f"{store}/{entry['file']} cannot be read: {e} (recordmill verify tells more)"
+                f"{store}/{entry['file']} cannot be read: {said} (recordmill verify tells more)"
             ) from e
 
 

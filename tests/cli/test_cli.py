@@ -17,8 +17,10 @@ from tests.conftest import (
     REPO,
     make_plugin,
     read_dataset,
+    recordmill_here,
     run_writer,
     wait_for_staged_tasks,
+    write_here,
 )
 
 
@@ -339,14 +341,15 @@ def _bad_invocations(tmp_path, plugin):
 
 def test_each_bad_invocation_is_one_clear_line(tmp_path):
     plugin = REPO / "templates" / "template"
-    for what, argv, config, phrase in _bad_invocations(tmp_path, plugin):
+    for n, (what, argv, config, phrase) in enumerate(_bad_invocations(tmp_path, plugin)):
         args = [str(a) for a in argv]
         if config is not None:
             (tmp_path / "run.yaml").write_text(config)
             args += ["--config", str(tmp_path / "run.yaml")]
         elif "--script" not in args:
             args = ["--script", str(plugin), *args]
-        result = run_writer(*args, "--quiet")
+        run = run_writer if n == 0 else write_here  # the first in a process, the rest here
+        result = run(*args, "--quiet")
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 1, what
         assert len(lines) == 1 and lines[0].startswith("recordmill: error: "), (what, lines)
@@ -406,11 +409,14 @@ def test_each_subcommand_misused_is_one_clear_line(tmp_path):
             )
         ],
     ]
-    for argv in cases:
+    for n, argv in enumerate(cases):
         argv = [str(tmp_path / a) if a in ("nosuch", "afile") else str(a) for a in argv]
-        result = subprocess.run(
-            [sys.executable, "-m", "recordmill", *argv], capture_output=True, text=True
-        )
+        if n == 0:
+            result = subprocess.run(
+                [sys.executable, "-m", "recordmill", *argv], capture_output=True, text=True
+            )
+        else:
+            result = recordmill_here(*argv)
         lines = result.stderr.strip().splitlines()
         assert result.returncode != 0, argv
         assert "Traceback" not in result.stderr, (argv, result.stderr)

@@ -1,4 +1,5 @@
-"""``recordmill show`` as a real process: the page written and where, and every mistake one line."""
+"""``recordmill show`` as a real process: the page written and where; every mistake one line
+(by ``main()`` in this process: the same parsing and line, without starting one for each)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.conftest import recordmill_here
 from tests.report.conftest import csv_dataset  # noqa: F401 (a fixture)
 
 pytest.importorskip("matplotlib", reason="recordmill show needs the show extra (matplotlib)")
@@ -44,13 +46,13 @@ def test_show_writes_the_page_and_says_where(csv_dataset, tmp_path):  # noqa: F8
 
 
 def test_a_folder_that_is_not_a_dataset(tmp_path):
-    one_error_line(recordmill_cli("show", tmp_path), "is not a recordmill dataset")
+    one_error_line(recordmill_here("show", tmp_path), "is not a recordmill dataset")
 
 
 def test_a_label_or_column_that_does_not_exist(csv_dataset, tmp_path):  # noqa: F811
-    one_error_line(recordmill_cli("show", csv_dataset, "--label", "kind"), "--label kind")
-    one_error_line(recordmill_cli("show", csv_dataset, "--label", "score"), "integers or strings")
-    one_error_line(recordmill_cli("show", csv_dataset, "--columns", "id,nope"), "no column 'nope'")
+    one_error_line(recordmill_here("show", csv_dataset, "--label", "kind"), "--label kind")
+    one_error_line(recordmill_here("show", csv_dataset, "--label", "score"), "integers or strings")
+    one_error_line(recordmill_here("show", csv_dataset, "--columns", "id,nope"), "no column 'nope'")
     assert not list(tmp_path.iterdir())
 
 
@@ -60,5 +62,5 @@ def test_without_the_show_extra_one_line_says_what_to_install(csv_dataset, tmp_p
 
 
 def test_rows_must_not_be_negative(csv_dataset):  # noqa: F811
-    done = recordmill_cli("show", csv_dataset, "--rows", "-1")
+    done = recordmill_here("show", csv_dataset, "--rows", "-1")
     assert done.returncode == 2 and "must be 0 or more" in done.stderr

@@ -50,7 +50,15 @@ def test_format_1_is_refused_with_the_command_that_writes_it_again(dataset, tmp_
     format_1(dataset)
     with pytest.raises(recordmill.OutputError, match="format version 1") as info:
         recordmill.open(str(dataset))
-    command = str(info.value).splitlines()[-1].strip()
+    said, command = str(info.value).splitlines()
+    assert said == (
+        f"{dataset} was written by an earlier recordmill, in format version 1 (a manifest.json "
+        f"beside the partitions and arrays as nested lists); this recordmill "
+        f"{recordmill.__version__} reads format version 2. Write it again with the same plugin "
+        "and options (from the folder the first run was started in, or with --script naming "
+        "the plugin's folder):"
+    )
+    command = command.strip()
     words = shlex.split(command)
     assert words[:2] == ["recordmill", "write"]
     assert words[words.index("--script") + 1] == "counting"  # format 1 recorded no path
@@ -66,7 +74,11 @@ def test_a_newer_format_is_refused(dataset):
     from tests.conftest import edit_manifest
 
     edit_manifest(dataset, lambda m: m.update(format_version=3))
-    with pytest.raises(recordmill.OutputError, match=r"format version 3.*upgrade recordmill"):
+    with pytest.raises(
+        recordmill.OutputError,
+        match=r"is in format version 3; this recordmill .* reads format version 2: upgrade "
+        "recordmill to read it$",
+    ):
         recordmill.open(str(dataset))
 
 

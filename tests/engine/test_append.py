@@ -14,7 +14,7 @@ from recordmill.dataset.storage import Store
 from recordmill.engine.lock import OutputLock
 from recordmill.errors import ConfigError, OutputError, SchemaError
 from recordmill.read.verify import verify
-from tests.conftest import make_plugin, run_writer
+from tests.conftest import make_plugin, run_writer, write_here
 
 PLUGIN = """
     import recordmill
@@ -286,7 +286,7 @@ def test_bad_appends_are_one_line(plugin, tmp_path, flags, message):
     out = tmp_path / "out"
     write(plugin, out)
     before = unchanged(out)
-    result = run_writer("--script", plugin, "--output", out, "--append", "--quiet", *flags)
+    result = write_here("--script", plugin, "--output", out, "--append", "--quiet", *flags)
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
     assert message in result.stderr
     assert unchanged(out) == before

@@ -12,6 +12,7 @@ import sys
 import time
 
 import boto3
+import pytest
 
 import recordmill
 from recordmill.dataset import layout
@@ -138,3 +139,26 @@ def test_a_live_run_keeps_its_lease_past_the_lease_time_while_it_renews(s3, tmp_
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert recordmill.open(uri).to_arrow().num_rows == 4
+
+
+def test_a_lease_that_cannot_be_taken_is_named(s3, tmp_path):
+    from tests.conftest import make_plugin
+
+    plugin = make_plugin(
+        tmp_path / "p",
+        """
+        def task_number():
+            return 1
+
+        def dict_data(task_id):
+            yield {"x": 1}
+        """,
+    )
+    uri = s3("lease/nobucket").replace("s3://data/", "s3://no-such-bucket/")
+    with pytest.raises(recordmill.OutputError) as caught:
+        recordmill.write(plugin, uri, workers=0, progress=False)
+    assert str(caught.value) == (
+        "cannot take the lease s3://no-such-bucket/lease/.nobucket.recordmill-lease: An error "
+        "occurred (NoSuchBucket) when calling the PutObject operation: The specified bucket does "
+        "not exist"
+    )

@@ -204,8 +204,14 @@ def test_a_plugin_the_workers_cannot_see_is_named(cluster, tmp_path):
     moved = recordmill.PluginRef(ref.name, ref.source, str(tmp_path / "elsewhere" / "plugin.py"))
     with DaskExecutor(2, WriteSettings(), {"dask_address": address}) as executor:
         executor.check(SimpleNamespace(ref=ref), Store.at(tmp_path))  # visible: no error
-        with pytest.raises(recordmill.RecordmillError, match=r"cannot load plugin xyz"):
+        with pytest.raises(recordmill.RecordmillError, match=r"cannot load plugin xyz") as e:
             executor.check(SimpleNamespace(ref=moved), Store.at(tmp_path))
+        assert re.fullmatch(
+            r"Dask worker \S+ \(and 1 more\) cannot run this job: cannot load plugin xyz .*\. "
+            r"Folder plugins and the output must be on storage every worker sees \(the same "
+            r"path\); installed plugins must be installed on every worker",
+            str(e.value),
+        ), str(e.value)
         with pytest.raises(recordmill.RecordmillError, match=r"staging folder .* is not visible"):
             executor.check(SimpleNamespace(ref=ref), Store.at(tmp_path / "nowhere"))
 

@@ -27,6 +27,10 @@ EXECUTOR = """
                     journal.write(f"{unit} {index}\\n")
                     report(result.progress())
                     yield index, result
+
+
+    class NotAnExecutor:  # registered as one by mistake
+        pass
 """
 
 
@@ -39,6 +43,7 @@ def installed_executor(tmp_path_factory):
         """
         [project.entry-points."recordmill.executors"]
         serial = "rm_serial:SerialExecutor"
+        notone = "rm_serial:NotAnExecutor"
         """,
     )
 
@@ -63,6 +68,21 @@ def test_an_installed_executor_runs_a_write_with_its_own_flag(installed_executor
         "--script", plugin, "--output", tmp_path / "o2", "--executor", "serial", env=env
     )
     assert missing.returncode == 2 and "--journal" in missing.stderr
+
+
+def test_an_installed_executor_s_required_option_and_a_class_of_another_kind_are_named(
+    installed_executor, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(installed_executor))
+    with pytest.raises(ConfigError, match=r"^--executor serial needs --journal$"):
+        executors.options_of("serial", {})
+    assert executors.options_of("serial", {"journal": "j.txt"}) == {"journal": "j.txt"}
+    with pytest.raises(ConfigError) as caught:
+        executors.find("notone")
+    assert str(caught.value) == (
+        "executor 'notone' (rm_serial:NotAnExecutor) is not a subclass of "
+        "recordmill.executors.Executor"
+    )
 
 
 def test_executor_options_are_checked():

@@ -15,7 +15,7 @@ import pytest
 import recordmill
 from recordmill.errors import PluginError
 from recordmill.plugin.manager import BUILTIN_DIR, available_plugins, load_plugin, resolve
-from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset, run_writer
+from tests.conftest import COUNTING_PLUGIN, REPO, make_plugin, read_dataset, run_writer, write_here
 
 
 @pytest.fixture
@@ -293,13 +293,13 @@ def test_a_data_folder_named_like_a_built_in_does_not_shadow_it(tmp_path):
     images = tmp_path / "imagenet" / "cat"
     images.mkdir(parents=True)
     (images / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 16)
-    result = run_writer(
+    result = write_here(  # in this process, from tmp_path as its working folder
         *("--script", "imagenet", "--image-dir", "imagenet", "--output", "out", "--quiet"),
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
     assert recordmill.read_manifest(tmp_path / "out")["plugin"]["source"] == "builtin"
-    as_path = run_writer(
+    as_path = write_here(
         *("--script", "./imagenet", "--image-dir", "imagenet", "--output", "o2"), cwd=tmp_path
     )
     assert as_path.returncode == 1

@@ -185,7 +185,10 @@ def test_refusals(docs, tmp_path):
         recordmill.open(path).token_blocks(8, lengths="nope")
     state = loader_blocks(path, 0).state_dict()
     other = rt.DataLoader(rt.TokenBlocks(path, 16), batch_size=4)
-    with pytest.raises(ValueError, match=r"saved state has block_size=32, this one 16"):
+    with pytest.raises(
+        ValueError,
+        match=r"saved state has block_size=32, this one 16; resume with the block size, column and eos it was saved with",
+    ):
         other.load_state_dict(state)
     rows = rt.DataLoader(rt.IterableDataset(path), batch_size=4).state_dict()
     with pytest.raises(ValueError, match=r"the saved state is not a TokenBlocks state"):

@@ -142,8 +142,9 @@ def test_arrow_offsets_past_the_end_are_an_error_never_memory(ds):
         [None, pa.py_buffer(pa.array(offsets, pa.int32()).buffers()[1]), column.buffers()[2]],
     )
     forged = table.set_column(table.schema.get_field_index("name"), "name", bad)
+    forged = pa.Table.from_arrays(forged.columns, schema=table.schema)  # the field's nullability
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, forged.schema) as writer:
+    with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(forged, max_chunksize=table.num_rows)
     forge(ds, name, sink.getvalue().to_pybytes())
     reading = subprocess.run(
@@ -153,7 +154,9 @@ def test_arrow_offsets_past_the_end_are_an_error_never_memory(ds):
         timeout=60,
     )
     assert reading.returncode == 1, reading  # not -11: no segfault, no bytes from past the end
-    assert "is damaged" in reading.stderr and "OutputError" in reading.stderr
+    assert "OutputError" in reading.stderr
+    assert f"{name}, record batch 0 is damaged: " in reading.stderr
+    assert "(recordmill verify tells more)" in reading.stderr
     one_error_line(cli("head", ds), "is damaged")
     assert any(name in p and "is damaged" in p for p in verify(ds))
 

@@ -9,7 +9,7 @@ import pytest
 
 import recordmill
 from recordmill.read.dataset import to_numpy
-from tests.conftest import read_dataset, run_writer
+from tests.conftest import read_dataset, run_writer, write_here
 
 ROWS = [
     {"id": 1, "name": 'say "hi", then go', "score": 0.5, "ok": True},
@@ -48,7 +48,7 @@ def test_a_folder_split_into_blocks_keeps_the_order(tmp_path):
     write_csv(folder / "2.csv", ROWS[3:])
     (folder / "schema.yaml").write_text("id: int32\nname: string\nscore: float32\nok: bool\n")
     out = tmp_path / "out"
-    result = run_writer(
+    result = write_here(
         "--script",
         "csv",
         "--input",
@@ -79,10 +79,10 @@ def test_bad_rows_name_file_line_and_column(tmp_path):
     path.write_text('id,score\n1,0.5\n2,"two\nlines"\n3\nx,1.0\n')
     (tmp_path / "s.yaml").write_text("id: int32\nscore: float32\n")
     args = ["--script", "csv", "--input", path, "--schema", tmp_path / "s.yaml", "--quiet"]
-    result = run_writer(*args, "--output", tmp_path / "o")
+    result = write_here(*args, "--output", tmp_path / "o")
     assert result.returncode == 1
     assert "bad.csv:3: column 'score': expected float32, got 'two\\nlines'" in result.stderr
-    result = run_writer(*args, "--output", tmp_path / "o", "--on-bad-input", "skip")
+    result = write_here(*args, "--output", tmp_path / "o", "--on-bad-input", "skip")
     assert result.returncode == 0, result.stderr
     assert read_dataset(tmp_path / "o")["id"].to_pylist() == [1]
     rejects = recordmill.read_rejects(tmp_path / "o")
@@ -94,7 +94,7 @@ def test_bad_rows_name_file_line_and_column(tmp_path):
 def test_a_header_that_does_not_match_the_schema(tmp_path):
     write_csv(tmp_path / "a.csv", ROWS)
     (tmp_path / "s.yaml").write_text("id: int32\nlabel: int32\n")
-    result = run_writer(
+    result = write_here(
         "--script",
         "csv",
         "--input",
@@ -117,9 +117,9 @@ def test_json_lines_with_arrays_and_a_bad_line(tmp_path):
     path.write_text("\n".join([*lines[:2], "{not json", *lines[2:]]) + "\n")
     (tmp_path / "s.yaml").write_text("id: int64\nvec: {type: float32, shape: [3]}\n")
     args = ["--script", "csv", "--input", path, "--schema", tmp_path / "s.yaml", "--quiet"]
-    result = run_writer(*args, "--output", tmp_path / "o")
+    result = write_here(*args, "--output", tmp_path / "o")
     assert result.returncode == 1 and "rows.jsonl:3: not valid JSON" in result.stderr
-    result = run_writer(
+    result = write_here(
         *args, "--output", tmp_path / "o", "--on-bad-input", "skip", "--rows-per-task", "2"
     )
     assert result.returncode == 0, result.stderr
@@ -132,7 +132,7 @@ def test_json_lines_with_arrays_and_a_bad_line(tmp_path):
 def test_tsv_and_empty_cells_become_nulls(tmp_path, name):
     (tmp_path / name).write_text("a\tb\n1\t\n\t2.5\n")
     out = tmp_path / "out"
-    result = run_writer("--script", "csv", "--input", tmp_path / name, "--output", out, "--quiet")
+    result = write_here("--script", "csv", "--input", tmp_path / name, "--output", out, "--quiet")
     assert result.returncode == 0, result.stderr
     assert read_dataset(out).to_pylist() == [{"a": 1, "b": None}, {"a": None, "b": 2.5}]
 
@@ -144,7 +144,7 @@ def test_column_names_become_field_names(tmp_path):
     )
     out = tmp_path / "out"
     args = ("--script", "csv", "--input", tmp_path / "iris.csv", "--quiet")
-    result = run_writer(*args, "--output", out, "--schema", tmp_path / "iris.yaml")
+    result = write_here(*args, "--output", out, "--schema", tmp_path / "iris.yaml")
     assert result.returncode == 0, result.stderr
     table = read_dataset(out)
     assert table.column_names == ["Sepal_Length", "petal_width", "_2nd"]
@@ -153,7 +153,7 @@ def test_column_names_become_field_names(tmp_path):
         "b",
     ]
     (tmp_path / "twice.csv").write_text("a b,a_b\n1,2\n")
-    result = run_writer(*args[:3], tmp_path / "twice.csv", "--output", tmp_path / "o2", "--quiet")
+    result = write_here(*args[:3], tmp_path / "twice.csv", "--output", tmp_path / "o2", "--quiet")
     assert result.returncode == 1 and "names a column twice" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -164,7 +164,7 @@ def test_an_empty_cell_of_a_nullable_list_is_none(tmp_path):
         "id: int32\ntags: {type: string, shape: [-1], nullable: true}\n"
     )
     args = ("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "t.yaml")
-    result = run_writer(*args, "--output", tmp_path / "out", "--quiet")
+    result = write_here(*args, "--output", tmp_path / "out", "--quiet")
     assert result.returncode == 0, result.stderr
     assert read_dataset(tmp_path / "out")["tags"].to_pylist() == [["a", "b"], None]
 
@@ -181,7 +181,7 @@ def test_a_number_column_with_a_few_words_is_said_not_typed_string(tmp_path):
     lines[25] = "abc,1"
     (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
     line = one_line_error(
-        run_writer("--script", "csv", "--input", tmp_path / "t.csv", "--output", tmp_path / "o")
+        write_here("--script", "csv", "--input", tmp_path / "t.csv", "--output", tmp_path / "o")
     )
     assert f"{tmp_path / 't.csv'}:26: column 'x' holds numbers in 39 of the 40 cells" in line
     assert "'abc' here" in line and "--schema" in line and "'x: float64'" in line
@@ -194,7 +194,7 @@ def test_a_number_column_with_a_few_words_is_said_not_typed_string(tmp_path):
     assert "'abc' here (and in 1 more); rather" in line
     # Said by --schema, the column is what it says, and the word is bad input.
     (tmp_path / "s.yaml").write_text("x: float64\n")
-    result = run_writer(
+    result = write_here(
         *("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"),
         *("--output", tmp_path / "o", "--on-bad-input", "skip", "--quiet"),
     )
@@ -203,7 +203,7 @@ def test_a_number_column_with_a_few_words_is_said_not_typed_string(tmp_path):
     # A column of words with a few numbers stays a string column.
     words = ["name"] + [f"w{i}" for i in range(30)] + ["7"]
     (tmp_path / "w.csv").write_text("\n".join(words) + "\n")
-    result = run_writer(
+    result = write_here(
         *("--script", "csv", "--input", tmp_path / "w.csv", "--output", tmp_path / "w"),
         "--quiet",
     )
@@ -214,7 +214,7 @@ def test_a_schema_naming_some_columns_infers_the_others(tmp_path):
     (tmp_path / "t.csv").write_text("id,name,score,ok\n1,a,0.5,true\n2,b,1.5,false\n")
     (tmp_path / "s.yaml").write_text("score: float32\nid: int16\n")
     out = tmp_path / "o"
-    result = run_writer(
+    result = write_here(
         *("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"),
         *("--output", out, "--quiet"),
     )
@@ -228,7 +228,7 @@ def test_a_schema_naming_some_columns_infers_the_others(tmp_path):
 def test_delimiter_for_json_lines_only_is_an_error(tmp_path):
     (tmp_path / "t.jsonl").write_text('{"a": 1}\n')
     line = one_line_error(
-        run_writer(
+        write_here(
             *("--script", "csv", "--input", tmp_path / "t.jsonl", "--delimiter", ";"),
             *("--output", tmp_path / "o"),
         )
@@ -241,7 +241,7 @@ def test_whole_numbers_written_as_floats_convert_exactly_into_integer_fields(tmp
     big = 2**62 + 1  # past float64's exact integers: converted without a float
     (tmp_path / "t.csv").write_text(f"label,n\n2.0,{big}.0\n-3,1e3\n")
     (tmp_path / "s.yaml").write_text("label: int64\nn: int64\n")
-    result = run_writer(
+    result = write_here(
         *("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"),
         *("--output", tmp_path / "o", "--quiet"),
     )
@@ -275,12 +275,12 @@ def test_csv_messages_say_the_file_line_and_what_to_do(tmp_path):
     (tmp_path / "t.csv").write_text("id,code\n1,7\n99999999999999999999,8\n2.5,9\n")
     (tmp_path / "s.yaml").write_text("id: int64\ncode: int64\n")
     args = ["--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"]
-    line = one_line_error(run_writer(*args, "--output", tmp_path / "o", "--quiet"))
+    line = one_line_error(write_here(*args, "--output", tmp_path / "o", "--quiet"))
     assert (
         f"{tmp_path / 't.csv'}:3: column 'id': expected int64, got '99999999999999999999'" in line
     )
     assert "out of int64's range" in line and "--schema" in line
-    result = run_writer(*args, "--output", tmp_path / "o", "--on-bad-input", "skip", "--quiet")
+    result = write_here(*args, "--output", tmp_path / "o", "--on-bad-input", "skip", "--quiet")
     assert result.returncode == 0, result.stderr
     reasons = [r["reason"] for r in recordmill.read_rejects(tmp_path / "o")]
     assert len(reasons) == 2 and "got '2.5' (not a whole number;" in reasons[1]
@@ -289,7 +289,7 @@ def test_csv_messages_say_the_file_line_and_what_to_do(tmp_path):
     wide = ",".join(f"column_{i}" for i in range(60))
     (tmp_path / "w.csv").write_text(f"id,code,{wide}\n1,2,{','.join(['0'] * 60)}\n")
     line = one_line_error(
-        run_writer(
+        write_here(
             *("--script", "csv", "--input", tmp_path / "w.csv", "--schema", tmp_path / "s2.yaml"),
             *("--output", tmp_path / "w", "--quiet"),
         )
@@ -317,7 +317,7 @@ def test_a_file_whose_header_differs_from_the_first_file_s_says_the_difference_o
 
 def test_zero_padded_codes_stay_strings(tmp_path):
     (tmp_path / "t.csv").write_text("zip,n\n00123,1\n02134,2\n90210,3\n")
-    result = run_writer(
+    result = write_here(
         *("--script", "csv", "--input", tmp_path / "t.csv", "--output", tmp_path / "o"), "--quiet"
     )
     assert result.returncode == 0, result.stderr
@@ -344,7 +344,7 @@ def test_pyarrows_reader_and_the_record_path_give_the_same_rows(tmp_path):
         path = tmp_path / f"{name}.csv"
         with open(path, "w", newline="") as f:
             csv.writer(f).writerows([header, *rows])
-        result = run_writer(
+        result = write_here(
             *("--script", "csv", "--input", path, "--schema", tmp_path / "s.yaml"),
             *("--output", tmp_path / name, "--on-bad-input", "skip", "--rows-per-task", "2"),
             "--quiet",
@@ -363,7 +363,7 @@ def test_pyarrows_reader_and_the_record_path_give_the_same_rows(tmp_path):
 def test_a_huge_exponent_is_bad_input_at_once_and_a_blank_line_is_never_a_row(tmp_path):
     (tmp_path / "t.csv").write_text("id,n\n1,1e1000000\n2,3\n")
     (tmp_path / "s.yaml").write_text("id: int64\nn: int64\n")
-    result = run_writer(
+    result = run_writer(  # a process: a hang is stopped by the timeout
         *("--script", "csv", "--input", tmp_path / "t.csv", "--schema", tmp_path / "s.yaml"),
         *("--output", tmp_path / "o", "--on-bad-input", "skip", "--quiet"),
         timeout=60,  # building 10**1000000 took minutes
@@ -374,6 +374,6 @@ def test_a_huge_exponent_is_bad_input_at_once_and_a_blank_line_is_never_a_row(tm
         "name\nalice\n\nbob\n"
     )  # one column: pyarrow takes "" for a row
     line = one_line_error(
-        run_writer("--script", "csv", "--input", tmp_path / "one.csv", "--output", tmp_path / "w")
+        write_here("--script", "csv", "--input", tmp_path / "one.csv", "--output", tmp_path / "w")
     )
     assert "one.csv:3: expected 1 fields (name), got 0" in line

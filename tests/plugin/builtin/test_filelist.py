@@ -10,7 +10,7 @@ from PIL import Image
 
 from recordmill.inputs.filelists import make_list
 from recordmill.read.dataset import to_numpy
-from tests.conftest import read_dataset, run_writer
+from tests.conftest import read_dataset, run_writer, write_here
 
 
 def make_folder(root, classes=("cat", "dog"), per_class=5):
@@ -97,7 +97,7 @@ def test_multi_label_im2rec_lines_and_torchrecord_lines(tmp_path):
         "7\t1.000000\t0.000000\t3.000000\ta/a0.png\n9\t0.000000\t2.000000\t1.000000\ta/a1.png\n"
     )
     out = tmp_path / "out"
-    result = run_writer(
+    result = write_here(
         "--script",
         "filelist",
         "--list",
@@ -119,7 +119,7 @@ def test_multi_label_im2rec_lines_and_torchrecord_lines(tmp_path):
     torch_list = tmp_path / "img" / "data_list.txt"
     torch_list.write_text("a/a2.png 4\na/a0.png 2\n")
     out2 = tmp_path / "out2"
-    result = run_writer("--script", "filelist", "--list", torch_list, "--output", out2, "--quiet")
+    result = write_here("--script", "filelist", "--list", torch_list, "--output", out2, "--quiet")
     assert result.returncode == 0, result.stderr
     table = read_dataset(out2)
     assert table["label"].to_pylist() == [4, 2] and table["index"].to_pylist() == [0, 1]
@@ -129,13 +129,13 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     make_folder(tmp_path / "img", classes=("a",), per_class=1)
     lst = tmp_path / "img" / "bad.lst"
     lst.write_text("0\t1.000000\ta/a0.png\n1\tone\ta/a0.png\n")
-    result = run_writer(
+    result = write_here(
         "--script", "filelist", "--list", lst, "--output", tmp_path / "o", "--quiet"
     )
     assert result.returncode == 1
     assert "bad.lst:2: could not convert string to float: 'one'" in result.stderr
     lst.write_text("0\t1.500000\ta/a0.png\n")
-    result = run_writer(
+    result = write_here(
         "--script", "filelist", "--list", lst, "--output", tmp_path / "o", "--quiet"
     )
     assert (
@@ -147,11 +147,11 @@ def test_a_missing_image_is_rejected_or_fails(tmp_path):
     make_folder(tmp_path / "img", classes=("a",), per_class=1)
     lst = tmp_path / "img" / "list.lst"
     lst.write_text("0\t0.000000\ta/a0.png\n1\t0.000000\ta/gone.png\n")
-    result = run_writer(
+    result = write_here(
         "--script", "filelist", "--list", lst, "--output", tmp_path / "o", "--quiet"
     )
     assert result.returncode == 1 and "a/gone.png: cannot read" in result.stderr
-    result = run_writer(
+    result = write_here(
         "--script",
         "filelist",
         "--list",
@@ -175,7 +175,7 @@ def test_make_list_without_split_or_shuffle(tmp_path):
 
 def test_an_image_option_that_does_nothing_is_an_error(tmp_path):
     (tmp_path / "a.lst").write_text("0\t1\ta.png\n")
-    result = run_writer(
+    result = write_here(
         *("--script", "filelist", "--list", tmp_path / "a.lst", "--output", tmp_path / "o"),
         *("--encode", "png", "--size", "8"),
     )

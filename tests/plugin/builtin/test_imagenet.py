@@ -10,7 +10,7 @@ from PIL import Image
 
 import recordmill
 from recordmill.read.dataset import to_numpy
-from tests.conftest import read_dataset, run_writer, write_both_ways
+from tests.conftest import read_dataset, run_writer, write_both_ways, write_here
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_a_class_missing_from_the_label_file_names_the_folder(image_folder, tmp_
         f"plugin imagenet: class folder 'n02102040' (and 1 other) is not in --label-file {labels}"
     )
     assert not (tmp_path / ".out.recordmill-partial").exists()
-    result = run_writer(
+    result = write_here(
         *("--script", "imagenet", "--image-dir", root, "--label-file", tmp_path / "nosuch.txt"),
         *("--output", tmp_path / "o"),
     )
@@ -129,7 +129,7 @@ def test_tensor_encoding_matches_pillow_and_keeps_label_text(image_folder, tmp_p
     labels = tmp_path / "labels.txt"
     labels.write_text("n01440764 0 tench, Tinca tinca\nn02102040 1 English springer\nn03000684 2\n")
     out = tmp_path / "out"
-    result = run_writer(
+    result = write_here(
         "--script",
         "imagenet",
         "--image-dir",
@@ -207,7 +207,7 @@ def test_images_outside_class_folders_are_an_error_that_says_what_to_do(image_fo
     for name, (_, data) in made.items():
         (flat / name.split("/")[1]).write_bytes(data)
     line = one_line_error(
-        run_writer("--script", "imagenet", "--image-dir", flat, "--output", tmp_path / "o")
+        write_here("--script", "imagenet", "--image-dir", flat, "--output", tmp_path / "o")
     )
     assert f"--image-dir {flat} holds 12 images at its top level" in line
     assert "and no class folder" in line and "expected one sub-folder per class" in line
@@ -215,13 +215,13 @@ def test_images_outside_class_folders_are_an_error_that_says_what_to_do(image_fo
     assert "--script filelist --list flat.lst" in line
     (root / "stray.png").write_bytes(made["n01440764/n01440764_1.png"][1])
     line = one_line_error(
-        run_writer("--script", "imagenet", "--image-dir", root, "--output", tmp_path / "o")
+        write_here("--script", "imagenet", "--image-dir", root, "--output", tmp_path / "o")
     )
     assert "holds 1 image at its top level (stray.png...) beside its 3 class folders" in line
     empty = tmp_path / "empty"
     empty.mkdir()
     line = one_line_error(
-        run_writer("--script", "imagenet", "--image-dir", empty, "--output", tmp_path / "o")
+        write_here("--script", "imagenet", "--image-dir", empty, "--output", tmp_path / "o")
     )
     assert "holds no class folder; expected one sub-folder per class" in line
     assert not (tmp_path / "o").exists()
@@ -242,7 +242,7 @@ def test_images_outside_class_folders_are_an_error_that_says_what_to_do(image_fo
 )
 def test_an_option_that_does_nothing_is_an_error(image_folder, tmp_path, flags, said):
     root, _ = image_folder
-    result = run_writer(
+    result = write_here(
         *("--script", "imagenet", "--image-dir", root, "--output", tmp_path / "o", *flags)
     )
     assert said in one_line_error(result)

@@ -14,7 +14,7 @@ import pytest
 import recordmill
 from recordmill.inputs import mindrecord as mr
 from recordmill.inputs import mindrecord_writer as mw
-from tests.conftest import REPO, run_writer
+from tests.conftest import REPO, run_writer, write_here
 
 DATA = REPO / "tests" / "data" / "mindrecord"
 _spec = importlib.util.spec_from_file_location("mindrecord_make", DATA / "make.py")
@@ -39,8 +39,9 @@ def expected(row):
     return {k: plain(v) for k, v in row.items()}
 
 
-def convert(*args):
-    result = run_writer("--script", "mindrecord", *args, "--quiet")
+def convert(*args, process=False):
+    """A run that must succeed: in this process, or with ``process`` as ``python writer.py``."""
+    result = (run_writer if process else write_here)("--script", "mindrecord", *args, "--quiet")
     assert result.returncode == 0, result.stderr
     return result
 
@@ -52,6 +53,7 @@ def test_every_type_mindspore_wrote_is_read_value_by_value(tmp_path):
     result = convert(
         *("--input", DATA / "all_types.mindrecord", "--output", out, "--pages-per-task", "1"),
         *("--partitions", "2", "--workers", "2"),
+        process=True,
     )
     assert "straight to partitions" in result.stdout
     header = mr.read_header(DATA / "all_types.mindrecord")
@@ -105,7 +107,7 @@ def test_our_integer_compression_is_mindsporess():
 def test_a_missing_shard_is_named(tmp_path):
     shutil.copy(DATA / "shards.mindrecord0", tmp_path)
     shutil.copy(DATA / "shards.mindrecord2", tmp_path)
-    result = run_writer(
+    result = write_here(
         *("--script", "mindrecord", "--input", tmp_path / "shards.mindrecord0"),
         *("--output", tmp_path / "out", "--workers", "1", "--quiet"),
     )
@@ -135,7 +137,7 @@ def test_a_truncated_shard_is_named_or_skipped(tmp_path):
     header = mr.read_header(path)
     last = header.blob_pages[-1]
     common = ["--script", "mindrecord", "--input", path, "--workers", "1", "--quiet"]
-    line = one_error_line(run_writer(*common, "--output", tmp_path / "fail"))
+    line = one_error_line(write_here(*common, "--output", tmp_path / "fail"))
     at = header.header_size + last["page_id"] * header.page_size
     assert f"all_types.mindrecord: BLOB_DATA page {last['page_id']} at byte {at}" in line
     assert "the file ends inside the page (truncated" in line
@@ -153,7 +155,7 @@ def test_a_damaged_length_is_named_or_skipped(tmp_path):
     data[header.header_size + 3] ^= 0x40  # row 0's uint64 length, in blob page 0
     path.write_bytes(bytes(data))
     common = ["--script", "mindrecord", "--input", path, "--workers", "1", "--quiet"]
-    line = one_error_line(run_writer(*common, "--output", tmp_path / "fail"))
+    line = one_error_line(write_here(*common, "--output", tmp_path / "fail"))
     assert f"rows 0..84, blob page 0, row 0 at byte {header.header_size}" in line
     assert "runs past the page's end" in line
     rows, (reject,) = skip_run(path, tmp_path / "skip")
@@ -173,7 +175,7 @@ def test_a_damaged_row_is_named_or_skipped(tmp_path):
     data[second + 8] = 0xC1  # its map's type byte: a byte msgpack never uses
     path.write_bytes(bytes(data))
     common = ["--script", "mindrecord", "--input", path, "--workers", "1", "--quiet"]
-    line = one_error_line(run_writer(*common, "--output", tmp_path / "fail"))
+    line = one_error_line(write_here(*common, "--output", tmp_path / "fail"))
     assert f"all_types.mindrecord: row 1 (raw data at byte {second}, blob at byte" in line
     assert "msgpack type byte 0xc1" in line
     rows, (reject,) = skip_run(path, tmp_path / "skip")
@@ -189,7 +191,7 @@ def test_a_damaged_header_is_named(tmp_path):
     data[8] = ord("[")  # the header's JSON no longer parses
     path.write_bytes(bytes(data))
     line = one_error_line(
-        run_writer(
+        write_here(
             *("--script", "mindrecord", "--input", path, "--output", tmp_path / "o"),
             *("--workers", "1"),
         )

@@ -11,7 +11,7 @@ from PIL import Image
 
 from recordmill.inputs.idx import read_idx, write_idx
 from recordmill.read.dataset import to_numpy
-from tests.conftest import read_dataset, run_writer, write_both_ways
+from tests.conftest import read_dataset, run_writer, write_both_ways, write_here
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_tensor_images_and_labels_match_the_source(mnist_dir, tmp_path):
 def test_png_images_and_the_test_split(mnist_dir, tmp_path):
     folder, pixels, labels = mnist_dir
     out = tmp_path / "out"
-    result = run_writer(
+    result = write_here(
         "--script",
         "mnist",
         "--data-dir",
@@ -85,13 +85,13 @@ def test_png_images_and_the_test_split(mnist_dir, tmp_path):
 
 def test_missing_and_broken_files_are_named(mnist_dir, tmp_path):
     folder, _, _ = mnist_dir
-    result = run_writer(
+    result = write_here(
         "--script", "mnist", "--data-dir", folder, "--split", "val", "--output", tmp_path / "o"
     )
     assert result.returncode == 1
     assert "found neither val-images-idx3-ubyte nor val-images-idx3-ubyte.gz" in result.stderr
     (folder / "t10k-labels-idx1-ubyte").write_bytes(b"\x00\x00\x08\x01\x00\x00\x00\x09" + bytes(5))
-    result = run_writer(
+    result = write_here(
         "--script", "mnist", "--data-dir", folder, "--split", "t10k", "--output", tmp_path / "o"
     )
     assert result.returncode == 1

@@ -16,7 +16,7 @@ import recordmill
 from recordmill.errors import InputError, RecordmillError
 from recordmill.inputs import ofrecord
 from recordmill.inputs.protobuf import ProtobufError
-from tests.conftest import REPO, run_writer
+from tests.conftest import REPO, run_writer, write_here
 
 DATA = REPO / "tests" / "data" / "ofrecord"
 EXPECTED = json.loads((DATA / "expected.json").read_text())
@@ -51,9 +51,11 @@ def dataset_rows(out) -> list[dict]:
     ]
 
 
-def write(*args):
-    """``python writer.py --script ofrecord ARGS``, for what the command line shows."""
-    return run_writer("--script", "ofrecord", *map(str, args), "--quiet")
+def write(*args, process=False):
+    """``recordmill write --script ofrecord ARGS``, for what the command line shows (in this
+    process, or with ``process`` as ``python writer.py``)."""
+    run = run_writer if process else write_here
+    return run("--script", "ofrecord", *map(str, args), "--quiet")
 
 
 def convert(out, on_bad_input="fail", **options):
@@ -93,7 +95,7 @@ def test_our_writer_writes_what_protobuf_writes():
 
 def test_every_kind_becomes_a_column(tmp_path):
     out = tmp_path / "out"
-    result = write("--input", DATA / "kinds", "--output", out, "--workers", "2")
+    result = write("--input", DATA / "kinds", "--output", out, "--workers", "2", process=True)
     assert result.returncode == 0, result.stderr
     assert dataset_rows(out) == expected_rows("kinds/part-0", "kinds/part-1")
     fields = {f["name"]: f for f in recordmill.read_manifest(out)["schema"]["fields"]}
@@ -296,7 +298,7 @@ def test_a_message_of_zeroed_fields_does_not_parse():
     ],
 )
 def test_an_image_option_that_does_nothing_is_an_error(tmp_path, flags, said):
-    result = run_writer(
+    result = write_here(
         *("--script", "ofrecord", "--input", DATA / "mnist", "--output", tmp_path / "o", *flags)
     )
     lines = result.stderr.strip().splitlines()

@@ -19,7 +19,7 @@ from recordmill.errors import InputError
 from recordmill.inputs import recordio
 from recordmill.kit import Source
 from recordmill.plugin.options import Options
-from tests.conftest import REPO, run_writer
+from tests.conftest import REPO, run_writer, write_here
 
 DATA = REPO / "tests" / "data" / "recordio"
 EXPECTED = json.loads((DATA / "expected.json").read_text())
@@ -189,13 +189,13 @@ def flip_magic_of_record_2(data):
 def test_a_corrupted_byte_is_named_or_skipped(tmp_path):
     folder, path = damaged(tmp_path, flip_magic_of_record_2, "im2rec.rec", "im2rec.idx")
     common = ["--script", "recordio", "--input", folder, "--quiet"]
-    failed = run_writer(*common, "--output", tmp_path / "fail")
+    failed = write_here(*common, "--output", tmp_path / "fail")
     assert failed.returncode == 1
     (line,) = [x for x in failed.stderr.splitlines() if x.startswith("recordmill: error:")]
     assert f"{path}: record 2 at byte 1004: no record header" in line and "damaged" in line
     assert "passed over" not in line  # a run that fails passes nothing over
     assert "Traceback" not in failed.stderr
-    skipped = run_writer(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
+    skipped = write_here(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
     assert skipped.returncode == 0, skipped.stderr
     rows = list(recordmill.open(str(tmp_path / "skip")))
     assert [r["index"] for r in rows] == [100, 101, 103, 104, 105]
@@ -250,12 +250,12 @@ def test_an_id_past_int64_is_named_or_skipped(tmp_path):
 def test_a_truncated_file_is_named_or_skipped(tmp_path):
     folder, path = damaged(tmp_path, lambda d: d[:-5], "im2rec.rec", "im2rec.idx")
     common = ["--script", "recordio", "--input", folder, "--quiet"]
-    failed = run_writer(*common, "--output", tmp_path / "fail")
+    failed = write_here(*common, "--output", tmp_path / "fail")
     assert failed.returncode == 1
     (line,) = [x for x in failed.stderr.splitlines() if x.startswith("recordmill: error:")]
     assert f"{path}: record 5 at byte 2292: the file ends inside the record" in line
     assert "truncated" in line and "Traceback" not in failed.stderr
-    skipped = run_writer(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
+    skipped = write_here(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
     assert skipped.returncode == 0, skipped.stderr
     assert len(list(recordmill.open(str(tmp_path / "skip")))) == 5
     (reject,) = recordmill.read_rejects(tmp_path / "skip")
@@ -312,7 +312,7 @@ def test_the_demo_files_read_back(tmp_path):
 
 
 def test_an_index_given_as_input_is_pointed_to_its_rec(tmp_path):
-    result = run_writer(
+    result = write_here(
         "--script", "recordio", "--input", DATA / "im2rec.idx", "--output", tmp_path / "o"
     )  # fmt: skip
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("recordmill: error:")]
@@ -330,7 +330,7 @@ def test_an_index_given_as_input_is_pointed_to_its_rec(tmp_path):
     ],
 )
 def test_an_option_that_does_nothing_is_an_error(tmp_path, flags, said):
-    result = run_writer(
+    result = write_here(
         *("--script", "recordio", "--input", DATA / "raw.rec", "--output", tmp_path / "o", *flags)
     )
     lines = result.stderr.strip().splitlines()

@@ -187,7 +187,14 @@ def test_the_command_line_with_a_relative_tokenizer_and_a_glob(text_corpus, tmp_
         ({"tokenizer": "TOK:wide", "vocab_size": 10}, r"gave the id 120; expected ids from 0 to 9"),
         ({"input": ["GZ_PARQUET"]}, r"a compressed Parquet file; expected a \.parquet file"),
         ({"input": ["PARQUET"]}, r"has no column 'text'; expected the --text-field and --keep"),
-        ({"input": ["PARQUET"], "text_field": "n"}, r"column 'n' is int64; expected a string"),
+        (
+            {"input": ["PARQUET"], "text_field": "n"},
+            r"column 'n' is int64; expected a string column \(--text-field\)",
+        ),
+        (
+            {"tokenizer": "/no/such.py:f"},
+            r"there is no file /no/such\.py; expected a Python file that defines f",
+        ),
         ({"keep": ["lang"], "input": ["BLANK"]}, r"--keep: no record to tell its fields' types"),
     ],
 )

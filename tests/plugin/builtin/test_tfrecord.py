@@ -7,7 +7,7 @@ import pytest
 
 import recordmill
 from recordmill.inputs import tfrecord as ours
-from tests.conftest import REPO, read_dataset, run_writer
+from tests.conftest import REPO, read_dataset, run_writer, write_here
 
 tfrecord = pytest.importorskip("tfrecord", reason="the independent writer: pip install tfrecord")
 
@@ -75,12 +75,12 @@ def test_a_damaged_record_is_named_or_skipped(tfrecord_dir, tmp_path):
     data = bytearray(path.read_bytes())
     data[16 + 2] ^= 0xFF  # a byte inside the first record's data
     path.write_bytes(bytes(data))
-    result = run_writer(
+    result = write_here(
         "--script", "tfrecord", "--input", tfrecord_dir, "--output", tmp_path / "o", "--quiet"
     )
     assert result.returncode == 1
     assert "train-1.tfrecord: record 0 at byte 0: the data's CRC does not match" in result.stderr
-    result = run_writer(
+    result = write_here(
         "--script",
         "tfrecord",
         "--input",
@@ -106,13 +106,13 @@ def test_a_record_that_does_not_parse_is_named_or_skipped(tmp_path):
     good = ours.encode_example({"label": 7})
     ours.write_records(path, [b"\x0a\xff", good])
     common = ["--script", "tfrecord", "--input", path, "--quiet"]
-    failed = run_writer(*common, "--output", tmp_path / "fail")
+    failed = write_here(*common, "--output", tmp_path / "fail")
     assert failed.returncode == 1
     assert "Traceback" not in failed.stderr
     (line,) = [x for x in failed.stderr.splitlines() if x.startswith("recordmill: error:")]
     assert f"{path}: record 0 at byte 0: not a tf.train.Example message" in line
     assert "--on-bad-input skip" in line
-    skipped = run_writer(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
+    skipped = write_here(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
     assert skipped.returncode == 0, skipped.stderr
     (reject,) = recordmill.read_rejects(tmp_path / "skip")
     assert reject["source"] == f"{path}:0"
@@ -123,7 +123,7 @@ def test_a_record_that_does_not_parse_is_named_or_skipped(tmp_path):
 def test_a_truncated_file_is_named(tfrecord_dir, tmp_path):
     path = tfrecord_dir / "train-0.tfrecord"
     path.write_bytes(path.read_bytes()[:-7])
-    result = run_writer(
+    result = write_here(
         "--script", "tfrecord", "--input", path, "--output", tmp_path / "o", "--quiet"
     )
     assert result.returncode == 1
@@ -158,7 +158,7 @@ def test_files_tensorflow_wrote_are_read_value_by_value(tmp_path, kind):
     more than the first record: score has one value in record 0 and two after (a list column);
     extra is missing from the first records (nullable)."""
     out = tmp_path / "out"
-    result = run_writer(
+    result = write_here(
         *("--script", "tfrecord", "--input", TF_FILES / f"tf-{kind}.tfrecord", "--output", out),
         *("--partitions", "1", "--quiet"),
     )
@@ -171,7 +171,7 @@ def test_files_tensorflow_wrote_are_read_value_by_value(tmp_path, kind):
 
 
 def test_a_compressed_file_read_as_plain_says_how_to_read_it(tmp_path):
-    result = run_writer(
+    result = write_here(
         *("--script", "tfrecord", "--input", TF_FILES / "tf-gzip.tfrecord"),
         *("--output", tmp_path / "out", "--compression-type", "none", "--quiet"),
     )
@@ -189,13 +189,13 @@ def test_a_damaged_compressed_file_is_a_reject_with_skip(tmp_path, kind):
     (tmp_path / "in" / "a.tfrecord").write_bytes(bytes(data))
     (tmp_path / "in" / "b.tfrecord").write_bytes((TF_FILES / "tf-none.tfrecord").read_bytes())
     common = ["--script", "tfrecord", "--input", tmp_path / "in", "--quiet"]
-    failed = run_writer(*common, "--output", tmp_path / "fail")
+    failed = write_here(*common, "--output", tmp_path / "fail")
     assert failed.returncode == 1
     # The stream's own check, or (a flip that still inflates) the record's CRC, catches it.
     assert "damaged" in failed.stderr and "a.tfrecord" in failed.stderr
     assert "Traceback" not in failed.stderr
     assert failed.stderr.count("--on-bad-input skip") == 1
-    skipped = run_writer(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
+    skipped = write_here(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
     assert skipped.returncode == 0, skipped.stderr
     rejects = recordmill.read_rejects(tmp_path / "skip")
     assert rejects and all("damaged" in r["reason"] for r in rejects)
@@ -208,7 +208,7 @@ def test_a_list_where_the_schema_has_one_value_names_the_fix(tmp_path):
     schema.write_text(
         "label: int64\nimage/encoded: bytes\nscore: float32\nextra:\n  type: int64\n  shape: [-1]\n  nullable: true\n"
     )
-    result = run_writer(
+    result = write_here(
         *("--script", "tfrecord", "--input", TF_FILES / "tf-none.tfrecord", "--schema", schema),
         *("--output", tmp_path / "out", "--quiet"),
     )
@@ -219,7 +219,7 @@ def test_a_list_where_the_schema_has_one_value_names_the_fix(tmp_path):
 
 def test_an_empty_file_is_one_error_line_naming_schema(tmp_path):
     (tmp_path / "empty.tfrecord").write_bytes(b"")
-    result = run_writer(
+    result = write_here(
         "--script", "tfrecord", "--input", tmp_path / "empty.tfrecord", "--output", tmp_path / "o"
     )  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
@@ -229,7 +229,7 @@ def test_an_empty_file_is_one_error_line_naming_schema(tmp_path):
 
 def test_a_pattern_for_a_file_input_is_an_error(tfrecord_dir, tmp_path):
     file = next(tfrecord_dir.iterdir())
-    result = run_writer(
+    result = write_here(
         *("--script", "tfrecord", "--input", file, "--pattern", "*.rec", "--output", tmp_path / "o")
     )
     lines = result.stderr.strip().splitlines()

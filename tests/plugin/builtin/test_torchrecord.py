@@ -14,7 +14,7 @@ from PIL import Image
 import recordmill
 from recordmill.errors import RecordmillError
 from recordmill.kit import Source
-from tests.conftest import REPO, read_dataset, run_writer
+from tests.conftest import REPO, read_dataset, run_writer, write_here
 
 lmdb = pytest.importorskip("lmdb", reason='pip install "recordmill[torchrecord]"')
 
@@ -203,7 +203,7 @@ def copied(tmp_path):
 
 
 def run(copied, out, *more):
-    return run_writer(
+    return write_here(
         *("--script", "torchrecord", "--input", copied, "--output", out, "--quiet", *more)
     )
 
@@ -305,7 +305,7 @@ def test_the_demo_databases_read_back_exactly(tmp_path):
     ],
 )
 def test_an_image_option_that_does_nothing_is_an_error(tmp_path, flags, said):
-    result = run_writer(
+    result = write_here(
         *("--script", "torchrecord", "--input", DATA / "rgb", "--output", tmp_path / "o", *flags)
     )
     lines = result.stderr.strip().splitlines()

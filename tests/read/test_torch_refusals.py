@@ -1,0 +1,126 @@
+"""The refusals of recordmill.torch's loaders that no other test reaches: states of other
+settings, positions, blocks, weights or sources given to ``load_state_dict``, samplers of another
+dataset or kind, a mixture given its own decode or cache, and the package without PyTorch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import recordmill
+from tests.conftest import make_plugin
+from tests.read.test_read_refusals import PLUGIN, write
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    root = tmp_path_factory.mktemp("torch")
+    return {"a": write(root, "a"), "b": write(root, "b")}
+
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
+import recordmill.torch as rtorch  # noqa: E402
+
+
+def loader(source, **options):
+    return rtorch.DataLoader(rtorch.IterableDataset(source, **options), batch_size=3)
+
+
+def started(source, **options):
+    first = loader(source, **options)
+    next(iter(first))
+    return first.state_dict()
+
+
+@pytest.mark.parametrize("key", ["seed", "shuffle"])
+def test_a_state_of_other_settings_is_refused_naming_the_setting(paths, key):
+    state = started(paths["a"], shuffle=True, seed=5)
+    other = {"seed": 6, "shuffle": False}[key]
+    with pytest.raises(ValueError) as caught:
+        loader(paths["a"], **{"shuffle": True, "seed": 5, key: other}).load_state_dict(state)
+    assert str(caught.value) == (
+        f"cannot resume: the saved state has {key}={state[key]!r}, this one {other!r}; resume "
+        "with the dataset and settings the state was saved with"
+    )
+
+
+def test_a_position_outside_the_epoch_is_refused_on_both_sides(paths):
+    state = started(paths["a"])
+    resumed = loader(paths["a"])
+    resumed.load_state_dict({**state, "position": 10})  # after the last batch: the next epoch
+    assert resumed.state_dict()["epoch"] == state["epoch"] + 1
+    for epoch, position in ((0, 11), (0, -1), (-1, 0)):
+        with pytest.raises(ValueError) as caught:
+            loader(paths["a"]).load_state_dict({**state, "epoch": epoch, "position": position})
+        assert str(caught.value) == (
+            f"cannot resume: the saved state has epoch {epoch} and position {position}; a "
+            "position is 0 to 10 (the rows of an epoch)"
+        )
+
+
+def test_a_state_with_a_negative_block_count_is_refused(paths):
+    state = started(paths["a"], shuffle=True)
+    loader(paths["a"], shuffle=True).load_state_dict({**state, "blocks": 0})
+    with pytest.raises(ValueError, match=r"^cannot resume: the saved state has blocks=-1$"):
+        loader(paths["a"], shuffle=True).load_state_dict({**state, "blocks": -1})
+
+
+def test_a_mixture_state_of_other_weights_or_sources_is_refused(paths, tmp_path):
+    m = recordmill.mix([paths["a"], paths["b"]], seed=1)
+    state = started(m)
+    damaged = {**state, "mixture": {**state["mixture"], "steps": [[3, [0.5, 0.5]]]}}
+    with pytest.raises(ValueError) as caught:
+        loader(m).load_state_dict(damaged)
+    assert str(caught.value) == "cannot resume: the saved state's weights are [[3, [0.5, 0.5]]]"
+    grown = write(tmp_path, "b", ("id", "label"))
+    recordmill.write(
+        make_plugin(tmp_path / "pb", PLUGIN.format(fields={"id": "int64", "label": "int64"})),
+        grown,
+        append=True,
+        workers=0,
+        progress=False,
+    )
+    with pytest.raises(ValueError) as caught:
+        loader(recordmill.mix([paths["a"], grown], seed=1)).load_state_dict(state)
+    assert str(caught.value).startswith(
+        "cannot resume: source 1 (b) has version 2, the saved state's source 1 (b) had 1; resume "
+        "with the sources (and versions) the state was saved with"
+    )
+
+
+def test_a_mixture_takes_no_decode_cache_or_version_of_its_own(paths, tmp_path):
+    m = recordmill.mix([paths["a"]])
+    for given in ({"version": 1}, {"cache_dir": tmp_path}, {"decode": {"id": int}}):
+        with pytest.raises(TypeError) as caught:
+            rtorch.IterableDataset(m, **given)
+        assert str(caught.value) == (
+            "a mixture's decode, cache and versions are its sources': give them to "
+            "recordmill.mix() or to the datasets it mixes"
+        )
+
+
+def test_a_sampler_of_another_dataset_or_kind_is_refused(paths):
+    data = rtorch.MapDataset(paths["a"])
+    other = torch.utils.data.DistributedSampler(rtorch.MapDataset(paths["b"]), 2, 0)
+    with pytest.raises(TypeError, match=r"^the DistributedSampler given is of another dataset"):
+        rtorch.DataLoader(data, batch_size=2, sampler=other)
+    mine = torch.utils.data.DistributedSampler(data, 2, 1, shuffle=False)
+    assert len(rtorch.DataLoader(data, batch_size=5, sampler=mine)) == 1
+    with pytest.raises(TypeError) as caught:
+        rtorch.DataLoader(data, batch_size=2, sampler=torch.utils.data.SequentialSampler(data))
+    assert str(caught.value) == (
+        "give a recordmill.torch.Sampler (or a torch DistributedSampler) as sampler, or none; got "
+        "SequentialSampler"
+    )
+
+
+def test_recordmill_torch_without_torch_says_what_to_install():
+    code = "import sys; sys.modules['torch'] = None; import recordmill.torch"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        'ImportError: recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip '
+        "install torch)"
+    )
