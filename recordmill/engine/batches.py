@@ -97,7 +97,7 @@ def _task_batches(job: TaskJob, result: TaskResult) -> Iterator[pa.RecordBatch]:
             # extend() keeps the rows taken before a plugin error, so its position is exact.
             chunk.extend(islice(rows, limit))
         except Exception as e:
-            raise _plugin_failed(task_id, e, row=position + len(chunk)) from e
+            raise _plugin_failed(task_id, e, row=position + _rows_in(chunk)) from e
         if not chunk:
             return
         for part in _parts(chunk, result, job):
@@ -268,6 +268,18 @@ def _convert(
 def _rejected(task_id: int, reject: Reject) -> TaskError:
     """A Reject the plugin yielded under ``--on-bad-input fail``: the run fails, naming it."""
     return TaskError(task_id, f"the plugin rejected {reject.source}: {reject.reason} {SKIP_HINT}")
+
+
+def _rows_in(chunk: list[Any]) -> int:
+    """The rows among what the plugin yielded (not its Source markers or Rejects)."""
+    return sum(
+        item.num_rows
+        if isinstance(item, _ARROW)
+        else 0
+        if isinstance(item, (Source, Reject))
+        else 1
+        for item in chunk
+    )
 
 
 def _plugin_failed(task_id: int, error: Exception, row: int | None = None) -> TaskError:

@@ -121,12 +121,9 @@ class DiskCache:
         # must see the same one: only a limit given (the same on every rank) shapes the order.
         self.chosen = limit is not None
         self.limit = limit if limit is not None else _default_limit(self.root)
-        self.largest = max((self.estimate(part) for part in self.parts), default=0)
-        if self.parts and self.limit < self.largest:
-            raise ConfigError(
-                f"cache_limit {human_size(self.limit)} is smaller than one part of {files.store} "
-                f"({human_size(self.largest)}): give at least cache_limit={self.largest}"
-            )
+        self._largest: int | None = None
+        if not implicit:  # a cache_dir given: its limit checked now (else at the first use)
+            self._check_limit()
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
         self._open: OrderedDict[int, tuple[Path | None, list[pa.RecordBatch]]] = OrderedDict()
         self._lock = threading.Lock()
@@ -137,6 +134,23 @@ class DiskCache:
         # Made by default (no cache_dir given): shuffles and random reads use it, passes in
         # order read the files themselves.
         self.implicit = implicit
+
+    @property
+    def largest(self) -> int:
+        """The largest part's bytes as cached (Parquet: from every partition's footer, read the
+        first time it is asked, not when a dataset is opened)."""
+        if self._largest is None:
+            self._largest = max((self.estimate(part) for part in self.parts), default=0)
+            self._check_limit()
+        return self._largest
+
+    def _check_limit(self) -> None:
+        if self.parts and self.limit < self.largest:
+            raise ConfigError(
+                f"cache_limit {human_size(self.limit)} is smaller than one part of "
+                f"{self.files.store} ({human_size(self.largest)}): give at least "
+                f"cache_limit={self.largest}"
+            )
 
     @property
     def capacity(self) -> int:
@@ -204,6 +218,13 @@ class DiskCache:
         """Part ``k``'s batches, and the cached file they are mapped from (None: from the
         source, the cache being full)."""
         part = self.parts[k]
+        try:
+            return self._load_cached(part)
+        except OSError as e:  # the folder cannot be used now (no file descriptor left, ...)
+            self._warn(e)
+            return None, self._fetch(part)  # from the source, which says its own errors
+
+    def _load_cached(self, part: Part) -> tuple[Path | None, list[pa.RecordBatch]]:
         found = self.folder.find(part.name)
         if found is not None and (batches := self._map(found)) is not None:
             return found, batches

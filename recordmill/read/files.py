@@ -149,16 +149,11 @@ class Files:
 
     def _map(self, partition: int, entry: dict[str, Any]) -> mmap.mmap:
         try:
-            return mmap.mmap(self.raw(partition).fileno(), entry["bytes"], access=mmap.ACCESS_READ)
-        except AttributeError:  # from fileno()
-            pass
-        # pyarrow 19 and 20 have no working OSFile.fileno(): the file is opened again by name (a
-        # version that replaced it meanwhile fails the checksums of its groups).
-        fd = os.open(self.store.regular(entry["file"]), os.O_RDONLY)
-        try:
-            return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
+            return _mapped(self, partition, entry)
+        except OSError as e:  # a map takes a file descriptor of its own
+            if e.errno != errno.EMFILE:
+                raise
+            raise _too_many(self.store, entry, len(self.manifest["partitions"])) from None
 
     def handle(self, partition: int) -> Any:
         """This thread's reader of a partition (a pyarrow ParquetFile must not be read from two
@@ -296,11 +291,29 @@ def _opened(store: Store, entry: dict[str, Any], fmt: str, partitions: int) -> A
     except OSError as e:
         if e.errno != errno.EMFILE:
             raise
-        raise OutputError(
-            f"cannot open {store}/{entry['file']}: too many open files (the dataset has "
-            f"{partitions:,} partitions; the process may open "
-            f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,} files: ulimit -n)"
-        ) from None
+        raise _too_many(store, entry, partitions) from None
+
+
+def _mapped(files: Files, partition: int, entry: dict[str, Any]) -> mmap.mmap:
+    try:
+        return mmap.mmap(files.raw(partition).fileno(), entry["bytes"], access=mmap.ACCESS_READ)
+    except AttributeError:  # from fileno()
+        pass
+    # pyarrow 19 and 20 have no working OSFile.fileno(): the file is opened again by name (a
+    # version that replaced it meanwhile fails the checksums of its groups).
+    fd = os.open(files.store.regular(entry["file"]), os.O_RDONLY)
+    try:
+        return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def _too_many(store: Store, entry: dict[str, Any], partitions: int) -> OutputError:
+    return OutputError(
+        f"cannot open {store}/{entry['file']}: too many open files (the dataset has "
+        f"{partitions:,} partitions; the process may open "
+        f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,} files: ulimit -n)"
+    )
 
 
 def _open_file(store: Store, name: str, fmt: str) -> Any:

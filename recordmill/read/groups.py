@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from recordmill.errors import RecordmillWarning
+from recordmill.errors import ConfigError, RecordmillWarning
 from recordmill.read.cache import DiskCache
 from recordmill.read.cache_folder import UnsafeCache
 from recordmill.read.checked import Checked, file_key, log_checked
@@ -60,6 +60,10 @@ class Groups:
             try:
                 self.disk = DiskCache(files, self.segments, *disk, checked=checked)
             except UnsafeCache as e:  # another user's: read on from the dataset itself
+                warnings.warn(f"{e}; reading from {files.store}", RecordmillWarning, stacklevel=4)
+            except ConfigError as e:  # the default folder cannot be made: read on without
+                if not disk[2]:
+                    raise
                 warnings.warn(f"{e}; reading from {files.store}", RecordmillWarning, stacklevel=4)
         self.cache_limit = cache_limit
         self.read_ahead_bytes = read_ahead_bytes

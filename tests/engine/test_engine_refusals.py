@@ -111,11 +111,14 @@ def test_an_append_past_the_last_version_is_refused(plugin, dataset):
     assert unchanged((out, files))
 
 
-def test_a_plugin_that_announces_its_rows_cannot_reject_an_input(plugin, tmp_path):
+def test_a_reject_fails_a_plugin_that_announces_its_rows_by_default(plugin, tmp_path):
+    # Written straight to partitions (the rows announced), a Reject under --on-bad-input fail
+    # fails the run as it does on the staged path.
     with pytest.raises(TaskError) as caught:
         write(plugin, tmp_path / "out", announce=True, reject=True)
-    assert "task 1 failed: rejected an input (unreadable); a plugin that announces its row " in str(
-        caught.value
+    assert str(caught.value) == (
+        "task 1 failed: the plugin rejected input 1: unreadable "
+        "(--on-bad-input skip records it and goes on)"
     )
     assert not (tmp_path / "out").exists()
 
