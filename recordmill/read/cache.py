@@ -140,7 +140,7 @@ class DiskCache:
         """The largest part's bytes as cached (Parquet: from every partition's footer, read the
         first time it is asked, not when a dataset is opened)."""
         if self._largest is None:
-            self._largest = max((self.estimate(part) for part in self.parts), default=0)
+            self._largest = max((_cached_bytes(self, part) for part in self.parts), default=0)
             self._check_limit()
         return self._largest
 
@@ -176,15 +176,6 @@ class DiskCache:
                 stacklevel=3,
             )
         return 0
-
-    def estimate(self, part: Part) -> int:
-        """A part's bytes as cached: Arrow IPC as stored, Parquet as decoded (its footer's
-        uncompressed sizes), plus room for the IPC framing."""
-        if self.files.arrow:
-            return part.stored + 2048
-        footer = self.segments.footer(part.partition)
-        size = sum(footer.row_group(i).total_byte_size for i in range(part.first, part.stop))
-        return size + 512 * (part.stop - part.first) + 2048
 
     def group(self, g: int, columns: list[str]) -> pa.RecordBatch:
         """Global row group ``g`` with ``columns``, from its cached part."""
@@ -282,7 +273,7 @@ class DiskCache:
             source = pa.memory_map(str(path))
             expected = int(path.name.split(".")[1], 16)
             if self.files.checksums and path.name not in self._checked:
-                self._check(path, source, expected)
+                _check_part(self, path, source, expected)
             reader = pa.ipc.open_file(source)
             batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
             self.folder.touch(path.name)  # recently used: the last to be evicted
@@ -294,23 +285,6 @@ class DiskCache:
                 path.unlink()  # damaged: fetched again
             return None
 
-    def _check(self, path: Path, source: pa.MemoryMappedFile, expected: int) -> None:
-        """A cached file's bytes against the CRC-32C in its name, unless this machine checked
-        this very file (read/checked.py) already."""
-
-        def check() -> None:
-            data = source.read_buffer()
-            if crc32c(data) != expected:
-                raise pa.ArrowInvalid("checksum")
-            log_checked(data.size)
-
-        key = None if self.checked is None else file_key(path, path.name)
-        if key is None or self.checked is None:
-            check()
-        else:
-            self.checked.once(key, 0, check)
-        self._checked.add(path.name)
-
     def _warn(self, error: OSError) -> None:
         if "full" not in self._said:
             self._said.add("full")
@@ -320,6 +294,34 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=4,
             )
+
+
+def _cached_bytes(cache: DiskCache, part: Part) -> int:
+    """A part's bytes as cached: Arrow IPC as stored, Parquet as decoded (its footer's
+    uncompressed sizes), plus room for the IPC framing."""
+    if cache.files.arrow:
+        return part.stored + 2048
+    footer = cache.segments.footer(part.partition)
+    size = sum(footer.row_group(i).total_byte_size for i in range(part.first, part.stop))
+    return size + 512 * (part.stop - part.first) + 2048
+
+
+def _check_part(cache: DiskCache, path: Path, source: pa.MemoryMappedFile, expected: int) -> None:
+    """A cached file's bytes against the CRC-32C in its name, unless this machine checked
+    this very file (read/checked.py) already."""
+
+    def check() -> None:
+        data = source.read_buffer()
+        if crc32c(data) != expected:
+            raise pa.ArrowInvalid("checksum")
+        log_checked(data.size)
+
+    key = None if cache.checked is None else file_key(path, path.name)
+    if key is None or cache.checked is None:
+        check()
+    else:
+        cache.checked.once(key, 0, check)
+    cache._checked.add(path.name)
 
 
 def cache_location(
