@@ -94,9 +94,17 @@ class Columns:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
+def _numeric_list(t: pa.DataType) -> bool:
+    """A list of fixed-width numbers (not bools: their values are bits)."""
+    if not pa.types.is_list(t):
+        return False
+    v = t.value_type
+    return (pa.types.is_integer(v) or pa.types.is_floating(v)) and v.bit_width % 8 == 0
+
+
 class Values:
-    """Where each value of a bytes, string or tensor (fixed-size binary) column lies: its
-    batch, its start and its end."""
+    """Where each value of a bytes, string, tensor (fixed-size binary) or numeric array (a list
+    of numbers: token ids, audio) column lies: its batch, its start and its end, in bytes."""
 
     def __init__(self, chunks: list[pa.Array]):
         t = chunks[0].type
@@ -104,6 +112,14 @@ class Values:
             width = t.byte_width
             offsets = [np.arange(c.offset, c.offset + len(c) + 1) * width for c in chunks]
             self.data = [np.frombuffer(c.buffers()[1] or b"", np.uint8) for c in chunks]
+        elif pa.types.is_list(t):
+            width = t.value_type.bit_width // 8
+            offsets = [
+                (np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
+                 + c.values.offset) * width
+                for c in chunks
+            ]  # fmt: skip
+            self.data = [np.frombuffer(c.values.buffers()[1] or b"", np.uint8) for c in chunks]
         else:
             offsets = [
                 np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
@@ -121,10 +137,15 @@ class Values:
             return False
         if pa.types.is_fixed_size_binary(t):
             return t.byte_width >= 1024
-        if not (pa.types.is_binary(t) or pa.types.is_string(t)):
+        if _numeric_list(t):
+            if any(c.values.null_count for c in chunks):
+                return False
+            total = sum(len(c.values) * t.value_type.bit_width // 8 for c in chunks)
+        elif pa.types.is_binary(t) or pa.types.is_string(t):
+            total = sum(len(c.buffers()[2] or b"") for c in chunks)
+        else:
             return False
         values = sum(len(c) for c in chunks)
-        total = sum(len(c.buffers()[2] or b"") for c in chunks)
         return values > 0 and total // values >= 1024
 
     def take(self, index: np.ndarray, t: pa.DataType) -> pa.Array:
@@ -142,5 +163,11 @@ class Values:
         )
         if pa.types.is_fixed_size_binary(t):
             return pa.Array.from_buffers(t, len(index), [None, pa.py_buffer(values)])
+        if pa.types.is_list(t):
+            width = t.value_type.bit_width // 8
+            flat = pa.Array.from_buffers(
+                t.value_type, len(values) // width, [None, pa.py_buffer(values)]
+            )
+            return pa.ListArray.from_arrays(pa.array(offsets // width, pa.int32()), flat, type=t)
         buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)]
         return pa.Array.from_buffers(t, len(index), buffers)

@@ -415,3 +415,35 @@ def test_parquet_shuffles_go_through_the_users_cache_by_default(
     assert sorted(ids) == list(range(TOTAL)) and ds.cache.fetched_parts == len(ds.cache.parts)
     assert again.rows(np.arange(TOTAL))[5]["id"] == 5 and again.cache.fetched_parts == 0
     assert recordmill.open(str(dataset), cache_dir=False).cache is None
+
+
+def test_rows_of_long_numeric_arrays_are_gathered_from_where_they_lie(tmp_path):
+    import recordmill.read.gather as gather
+
+    plugin = make_plugin(tmp_path / "p", """
+        import numpy as np
+
+        def task_number():
+            return 2
+
+        def schema():
+            return {"wave": {"type": "float32", "shape": [-1]}, "ids": {"type": "uint16", "shape": [-1]}}
+
+        def dict_data(task_id):
+            for i in range(40):
+                n = task_id * 40 + i
+                yield {"wave": np.arange(n * 7, n * 7 + 300 + n, dtype=np.float32),
+                       "ids": np.full(600 + n, n, dtype=np.uint16)}
+    """)  # fmt: skip
+    out = tmp_path / "out"
+    recordmill.write(plugin, out, format="arrow", row_group_size=16, progress=False)
+    ds = recordmill.open(str(out))
+    whole = ds.to_arrow()
+    chunks = [whole.column("wave").chunk(0)]
+    assert gather.Values.fits(whole.schema.field("wave").type, chunks)  # the path under test
+    order = np.random.default_rng(1).permutation(len(ds))
+    for view, rows in ((ds, order), (ds.shard(1, 3), order[: len(ds.shard(1, 3))] % 26)):
+        got = view.take(rows)
+        expected = view.to_arrow().take(pa.array(rows))
+        assert got.column("wave").to_pylist() == expected.column("wave").to_pylist()
+        assert got.column("ids").to_pylist() == expected.column("ids").to_pylist()
