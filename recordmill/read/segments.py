@@ -50,8 +50,12 @@ class Segments:
 
     def fetch(self, partition: int, first: int, stop: int) -> pa.Buffer:
         """The bytes of row groups ``first`` to ``stop`` of a partition, read at once (one
-        ranged GET on object storage; a zero-copy slice of a memory-mapped local file)."""
+        ranged GET on object storage; a zero-copy slice of a memory-mapped local Arrow file)."""
         offset, length = self.span(partition, first, stop)
+        if self.files.store.local and not self.files.arrow:
+            # Parquet bytes are decoded (a copy) anyway: one pread of the file pinned when the
+            # dataset was opened, the version opened even where another replaced it since.
+            return pa.py_buffer(self.files.raw(partition).read_at(length, offset))
         if self.files.store.local:
             return pa.py_buffer(self.files.mapped(partition)[offset : offset + length])
         try:
