@@ -40,7 +40,7 @@ from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import ConfigError, RecordmillWarning
 from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder, default_cache_dir
-from recordmill.read.checked import Checked, file_key, log_checked
+from recordmill.read.checked import Checked, check_once, file_key, log_checked
 from recordmill.read.files import Files
 
 __all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "cache_location", "plan_parts"]
@@ -317,10 +317,7 @@ def _check_part(cache: DiskCache, path: Path, source: pa.MemoryMappedFile, expec
         log_checked(data.size)
 
     key = None if cache.checked is None else file_key(path, path.name)
-    if key is None or cache.checked is None:
-        check()
-    else:
-        cache.checked.once(key, 0, check)
+    check_once(cache.checked, key, 0, check)
     cache._checked.add(path.name)
 
 

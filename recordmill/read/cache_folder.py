@@ -136,12 +136,7 @@ class Folder:
 
     def _make(self) -> None:
         try:
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            check_shared(self.cache_dir)
-            for folder in (self.root.parent, self.root, self.root / "parts", self.root / "locks"):
-                with contextlib.suppress(FileExistsError):
-                    folder.mkdir(mode=PRIVATE_FOLDER)
-                check_private(folder)
+            make_private(self.cache_dir, self.root, self.root / "parts", self.root / "locks")
             probe = self.root / "locks" / f".probe.{os.getpid()}"
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | NOFOLLOW, PRIVATE_FILE))
             probe.unlink()
@@ -152,6 +147,18 @@ class Folder:
                 f"cannot use {self.cache_dir} as a cache folder: {e.strerror or e} (give "
                 f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
             ) from None
+
+
+def make_private(cache_dir: Path, *folders: Path) -> None:
+    """``cache_dir`` made (and checked as shared: ``check_shared``), and this user's folders in
+    it, from ``user-UID`` down to ``folders``, made private and checked (``check_private``)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    check_shared(cache_dir)
+    user = cache_dir / f"user-{os.geteuid()}"
+    for folder in (user, *(f for f in folders if f != user)):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=PRIVATE_FOLDER)
+        check_private(folder)
 
 
 def check_shared(folder: Path) -> None:

@@ -18,7 +18,6 @@ and tests that count the bytes checked across processes.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import os
@@ -30,11 +29,9 @@ from pathlib import Path
 from recordmill.read.cache_folder import (
     NOFOLLOW,
     PRIVATE_FILE,
-    PRIVATE_FOLDER,
     UnsafeCache,
-    check_private,
-    check_shared,
     default_cache_dir,
+    make_private,
 )
 
 CHECK_LOG_ENV = "RECORDMILL_CHECK_LOG"
@@ -58,12 +55,7 @@ class Checked:
         root = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
         folder = root / f"user-{os.geteuid()}" / "checked"
         try:
-            root.mkdir(parents=True, exist_ok=True)
-            check_shared(root)
-            for f in (folder.parent, folder):
-                with contextlib.suppress(FileExistsError):
-                    f.mkdir(mode=PRIVATE_FOLDER)
-                check_private(f)
+            make_private(root, folder)
         except (OSError, UnsafeCache):
             return None
         return cls(folder)
@@ -97,6 +89,17 @@ class Checked:
             os.close(fd)  # not a record of ours: trust nothing in it
             return None
         return fd
+
+
+def check_once(
+    record: Checked | None, key: str | None, index: int, check: Callable[[], None]
+) -> None:
+    """``check`` item ``index`` of the file ``key`` once a machine (``Checked.once``), or now
+    where there is no record or the file has no key (it changed moments ago)."""
+    if record is None or key is None:
+        check()
+    else:
+        record.once(key, index, check)
 
 
 def file_key(path: str | os.PathLike[str], checksum: str) -> str | None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from recordmill.errors import ConfigError, RecordmillWarning
 from recordmill.read.cache import DiskCache
 from recordmill.read.cache_folder import UnsafeCache
-from recordmill.read.checked import Checked, file_key, log_checked
+from recordmill.read.checked import Checked, check_once, file_key, log_checked
 from recordmill.read.files import Files
 from recordmill.read.segments import Segments
 
@@ -159,10 +159,7 @@ class Groups:
             self.stats.bytes_checked += len(data)
             log_checked(len(data))
 
-        if key is None or self.checked is None:
-            check()
-        else:  # or another process of this machine checked these very bytes
-            self.checked.once(key, group.index, check)
+        check_once(self.checked, key, group.index, check)  # unless the machine did already
         self._verified.add(g)
 
     def _key(self, partition: int) -> str | None:
