@@ -84,27 +84,23 @@ class Epoch:
         if not blocks.size:
             return np.empty((0, s.width), s.dtype)
         runs = np.split(blocks, np.flatnonzero(np.diff(blocks) != 1) + 1)
-        spans = [(int(r[0]) * s.block_size, int(r[-1]) * s.block_size + s.width) for r in runs]
-        wanted = np.unique(
-            np.concatenate([self._documents(lo, hi) for lo, hi in spans]).astype(np.int64)
-        )
+        los = np.array([int(r[0]) * s.block_size for r in runs], dtype=np.int64)
+        his = np.array([int(r[-1]) * s.block_size + s.width for r in runs], dtype=np.int64)
+        # The positions (in the order) of each run's first and last document.
+        firsts = np.searchsorted(self.ends, los, side="right")
+        lasts = np.searchsorted(self.ends, his - 1, side="right")
+        covered = [np.arange(f, t + 1) for f, t in zip(firsts, lasts, strict=True)]
+        wanted = np.unique(np.concatenate(covered))
         flat, starts = self._tokens(wanted)
         out = np.empty((len(blocks), s.width), s.dtype)
         row = 0
-        for run, (lo, hi) in zip(runs, spans, strict=True):
-            first = int(np.searchsorted(self.ends, lo, side="right"))
-            begin = starts[np.searchsorted(wanted, first)] + lo - self._start(first)
+        for run, lo, hi, first in zip(runs, los, his, firsts, strict=True):
+            begin = starts[np.searchsorted(wanted, first)] + lo - self._start(int(first))
             piece = flat[begin : begin + hi - lo]
             windows = np.lib.stride_tricks.sliding_window_view(piece, s.width)[:: s.block_size]
             out[row : row + len(run)] = windows
             row += len(run)
         return out
-
-    def _documents(self, lo: int, hi: int) -> np.ndarray:
-        """The positions (in the order) of the documents that tokens ``lo`` to ``hi`` cover."""
-        first = int(np.searchsorted(self.ends, lo, side="right"))
-        last = int(np.searchsorted(self.ends, hi - 1, side="right"))
-        return np.arange(first, last + 1)
 
     def _start(self, position: int) -> int:
         return 0 if position == 0 else int(self.ends[position - 1])
@@ -220,5 +216,12 @@ def token_blocks(
     ``targets=False``), one at a time or ``batch_size`` at a time (a 2-d array); ``eos=ID``
     puts that id after each document. See :mod:`recordmill.read.tokens`."""
     stream = TokenStream(dataset, block_size, column, eos, targets, lengths)
-    order = dataset.shuffled(seed, epoch) if shuffle else np.arange(len(dataset))
-    return iter_blocks(stream.epoch(order), batch_size)
+    return iter_blocks(stream.epoch(document_order(dataset, shuffle, seed, epoch)), batch_size)
+
+
+def document_order(
+    dataset: Any, shuffle: bool, seed: int, epoch: int, blocks: int | None = None
+) -> np.ndarray:
+    """The rows of an epoch: the dataset's seeded order (``Dataset.shuffled``; a mixture's
+    own), or the stored one."""
+    return dataset.shuffled(seed, epoch, blocks) if shuffle else np.arange(len(dataset))

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from recordmill.read.tokens import Epoch, TokenStream
+from recordmill.read.tokens import Epoch, TokenStream, document_order
 from recordmill.read.torch_datasets import IterableDataset
 
 __all__ = ["TokenBlocks"]
@@ -107,9 +107,10 @@ class TokenBlocks(IterableDataset):
         mixture = self.source.mixture
         key = (self.epoch, None if mixture is None else mixture.epoch_steps(self.epoch))
         if self._epoch_stream is None or self._epoch_stream[0] != key:
-            ds = self.source.dataset()
-            order = ds.shuffled(self.seed, self.epoch, self._blocks()) if self.shuffle else None
-            order = np.arange(len(ds)) if order is None else order
+            blocks = self._blocks() if self.shuffle else None
+            order = document_order(
+                self.source.dataset(), self.shuffle, self.seed, self.epoch, blocks
+            )
             self._epoch_stream = (key, self.stream_of().epoch(order))
         return self._epoch_stream[1]
 
