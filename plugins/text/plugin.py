@@ -22,10 +22,12 @@ rejects; ``--errors replace`` reads undecodable bytes as U+FFFD instead.
 
 import functools
 import hashlib
+import itertools
 import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from recordmill import kit
 from recordmill.kit import ConfigError, infer_schema
@@ -121,28 +123,32 @@ def schema(options):
 
 
 def _kept_fields(options) -> list[pa.Field]:
-    """The ``--keep`` fields' types: a Parquet input's own, else inferred from JSONL records."""
+    """The ``--keep`` fields' types: a Parquet input's own, else inferred from JSONL records
+    (once a process: ``schema()`` is asked for again in every task)."""
     if not options.keep:
         return []
     taken = set(("tokens", "length", "text", "text_hash")) & set(options.keep)
     if taken:
         raise ConfigError(f"--keep {sorted(taken)[0]}: a column the text plugin writes itself")
-    first = [p for task in _tasks(options) for p in task]
-    parquet = next((p for p in first if p.kind == "parquet"), None)
-    if parquet is not None:
-        import pyarrow.parquet as pq
+    key = (tuple(_inputs(options)), options.pattern, options.input_format, options.documents,
+           options.task_bytes, options.text_field, options.errors, tuple(options.keep))  # fmt: skip
+    if key not in _KEPT:
+        _KEPT[key] = _infer_kept(options)
+    return _KEPT[key]
 
+
+_KEPT: dict[tuple, list[pa.Field]] = {}
+
+
+def _infer_kept(options) -> list[pa.Field]:
+    pieces = [p for task in _tasks(options) for p in task]
+    parquet = next((p for p in pieces if p.kind == "parquet"), None)
+    if parquet is not None:
         own = pq.ParquetFile(parquet.path).schema_arrow
         return [own.field(k) if k in own.names else pa.field(k, pa.null()) for k in options.keep]
-    records = []
-    for piece in first:
-        for doc in inputs.documents(piece, options, tuple(options.keep)):
-            if doc.text is not None:
-                records.append(doc.fields)
-            if len(records) == INFER_RECORDS:
-                break
-        if len(records) == INFER_RECORDS:
-            break
+    keep = tuple(options.keep)
+    docs = (d for p in pieces for d in inputs.documents(p, options, keep) if d.text is not None)
+    records = [d.fields for d in itertools.islice(docs, INFER_RECORDS)]
     if not records:
         raise ConfigError("--keep: no record to tell its fields' types from")
     inferred = infer_schema(records[0], records[1:])
