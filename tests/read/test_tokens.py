@@ -95,6 +95,16 @@ def loader_blocks(path, workers, rank=None, world=None, seed=0, **kwargs):
     return rt.DataLoader(blocks, batch_size=4, num_workers=workers, **kwargs)
 
 
+def stop_after(loader, batches: int) -> tuple[list[tuple[int, ...]], dict]:
+    """The blocks of a loader's first ``batches`` batches, and its state after them."""
+    seen = []
+    for k, batch in enumerate(loader):
+        seen += as_rows(batch)
+        if k == batches - 1:
+            return seen, loader.state_dict()
+    raise AssertionError(f"the loader gave fewer than {batches} batches")
+
+
 def expected_epoch(path, epoch, seed=0):
     order = recordmill.open(path).shuffled(seed, epoch)
     return as_rows(reference(path, 32, order))
@@ -115,12 +125,7 @@ def test_resume_mid_epoch_with_other_workers(docs, before, after):
     path = docs["arrow"]
     loader = loader_blocks(path, before)
     loader.set_epoch(1)
-    seen = []
-    for k, batch in enumerate(loader):
-        seen += as_rows(batch)
-        if k == 4:
-            state = loader.state_dict()
-            break
+    seen, state = stop_after(loader, 5)
     resumed = loader_blocks(path, after)
     resumed.load_state_dict(state)
     rest = as_rows(resumed)
@@ -132,12 +137,9 @@ def test_resume_on_another_number_of_ranks(docs):
     path = docs["parquet"]
     seen, states = [], []
     for rank in range(2):
-        loader = loader_blocks(path, 0, rank=rank, world=2)
-        for k, batch in enumerate(loader):
-            seen += as_rows(batch)
-            if k == 2:
-                states.append(loader.state_dict())
-                break
+        head, state = stop_after(loader_blocks(path, 0, rank=rank, world=2), 3)
+        seen += head
+        states.append(state)
     assert states[0]["position"] == states[1]["position"] == 2 * 3 * 4
     resumed = loader_blocks(path, 2, rank=0, world=1)
     resumed.load_state_dict(states[0])
@@ -213,12 +215,7 @@ def test_a_mixture_of_token_datasets(docs, tmp_path):
         tuple(stream[j * 32 : j * 32 + 33].tolist()) for j in range((len(stream) - 33) // 32 + 1)
     ]
     loader = rt.DataLoader(rt.TokenBlocks(mixture, 32), batch_size=4, num_workers=2)
-    seen = []
-    for k, batch in enumerate(loader):
-        seen += as_rows(batch)
-        if k == 3:
-            state = loader.state_dict()
-            break
+    seen, state = stop_after(loader, 4)
     resumed = rt.DataLoader(rt.TokenBlocks(mixture, 32), batch_size=4, num_workers=1)
     resumed.load_state_dict(state)
     assert seen + as_rows(resumed) == expected
