@@ -1,4 +1,5 @@
-"""Batches that PyTorch's ``default_collate`` made, cut and joined along their rows.
+"""Batches that PyTorch's ``default_collate`` made, cut and joined along their rows; and
+made a column at a time from a gathered Arrow batch (:func:`from_columns`).
 
 With ``on_error="skip"`` (:mod:`recordmill.read.skips`) a DataLoader worker collates the rows
 of its chunk that did not fail, as it would a batch (one tensor a field crosses to the loader's
@@ -15,10 +16,14 @@ import collections.abc
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import torch
 from torch.utils.data import default_collate
 
-__all__ = ["cut", "join", "layout"]
+from recordmill.dataset.columns import row_values, to_numpy
+from recordmill.dataset.schema import tensor_spec
+
+__all__ = ["cut", "from_columns", "join", "layout"]
 
 Layout = Any  # "stack", "list", ("map", {key: Layout}), ("seq", type or None, [Layout])
 
@@ -72,3 +77,55 @@ def join(batches: list[Any], shape: Layout) -> Any:
         for values, sub in zip(zip(*batches, strict=True), shape[2], strict=True)
     ]
     return shape[1](*columns) if shape[1] is not None else columns
+
+
+def from_columns(batch: pa.RecordBatch) -> dict[str, Any]:
+    """What ``default_collate`` makes of the batch's row dicts, made a column at a time: a
+    column of numbers or of fixed-shape arrays without nulls is one tensor over the batch's
+    bytes (a gather's own, so not copied again; bytes the batch does not own, such as mapped
+    ones, are copied once), any other column the default collate of its values."""
+    out = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        field = batch.schema.field(name)
+        stacked = _stacked(column, field)
+        if stacked is None:
+            one = pa.RecordBatch.from_arrays([column], schema=pa.schema([field]))
+            values = [_writable(row[name]) for row in row_values(one)]
+            stacked = default_collate(values)
+        out[name] = stacked
+    return out
+
+
+def _stacked(column: pa.Array, field: pa.Field) -> torch.Tensor | None:
+    """The column as the one tensor ``default_collate`` stacks of its rows, or None where its
+    rows are not numbers or arrays of one shape (nulls, strings, ...)."""
+    if column.null_count:
+        return None
+    spec = tensor_spec(field)
+    if spec is not None:
+        dtype, shape = spec
+        data = column.buffers()[1]
+        count = len(column) * int(np.prod(shape))
+        values = np.frombuffer(data, dtype, count, column.offset * column.type.byte_width)
+        return _tensor(values.reshape(len(column), *shape))
+    values = to_numpy(column, field)
+    if not isinstance(values, np.ndarray) or values.dtype.kind not in "biuf":
+        return None
+    if values.ndim == 1 and values.dtype.kind in "iu":  # rows of Python ints: int64
+        if values.dtype == np.uint64:  # beyond int64: collated row by row (and refused)
+            return None
+        values = values.astype(np.int64, copy=False)
+    return _tensor(values)
+
+
+def _writable(value: Any) -> Any:
+    """An array a view of bytes it must not write to (torch warns of such) as a copy."""
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        return value.copy()
+    return value
+
+
+def _tensor(values: np.ndarray) -> torch.Tensor:
+    """A tensor over ``values``, which are copied only where they are not writable (bytes the
+    batch does not own)."""
+    return torch.from_numpy(values if values.flags.writeable else values.copy())

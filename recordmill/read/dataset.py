@@ -157,6 +157,10 @@ class Dataset:
     def read_rejects(self) -> list[ReadReject]:  # the rows left out (open(on_error="skip"))
         return self._groups.rejects or []
 
+    @property
+    def decodes(self) -> bool:  # whether rows are decoded (open(decode=...)) as they are read
+        return bool(self._decode)
+
     def __len__(self) -> int:
         return self._stop - self._start
 
@@ -230,6 +234,10 @@ class Dataset:
         DataLoader batch at a time)."""
         rows = self._global(indices)
         return _rows(self._gather(rows, keep=True), self._decoding(rows))
+
+    def gather(self, indices: Sequence[int] | np.ndarray) -> pa.RecordBatch:
+        """The rows ``rows`` reads, as one Arrow batch of newly made arrays, not decoded."""
+        return self._gather(self._global(indices), keep=True)
 
     def _global(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         rows = np.asarray(indices, dtype=np.int64)

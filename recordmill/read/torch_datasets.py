@@ -14,6 +14,7 @@ import numpy as np
 try:
     import torch
     from torch.utils import data as torch_data
+    from torch.utils.data import default_collate
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
@@ -22,6 +23,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 import pyarrow as pa
 
 from recordmill.read import collated
+from recordmill.read.dataset import Dataset
 from recordmill.read.mixture import Mixture
 from recordmill.read.positions import Position, Ranks
 from recordmill.read.skips import Chunk, Guard, skips
@@ -70,6 +72,9 @@ class MapDataset(torch_data.Dataset):
         # Set by recordmill's DataLoader, which cuts chunks into batches: whether to hand out chunks,
         # and whether to collate their rows first (the loader collates with default_collate).
         self.chunked = self.collates = False
+        # Set by recordmill's DataLoader when it collates by default: a batch is collated a
+        # column at a time, without row dicts (see ``collated.from_columns``).
+        self.columnar = False
 
     def shuffled(self, seed: int, epoch: int, blocks: int | None = None) -> np.ndarray:
         """The indices of a shuffled epoch (see ``recordmill.Dataset.shuffled``)."""
@@ -86,13 +91,19 @@ class MapDataset(torch_data.Dataset):
             return _guarded(self, np.array([index]), [row], skip=False).samples[0]
         return self.transform(row) if self.transform else row
 
-    def __getitems__(self, indices: list[int]) -> list[Any] | Chunk:
+    def __getitems__(self, indices: list[int]) -> list[Any] | Chunk | dict[str, Any]:
         """A DataLoader batch's rows, gathered together (torch calls this when it exists); with
-        ``on_error="skip"``, those that did not fail (a :class:`Chunk` for recordmill's loader)."""
-        rows = [_own(row) for row in self.source.dataset().rows(indices)]
+        ``on_error="skip"``, those that did not fail (a :class:`Chunk` for recordmill's loader);
+        for recordmill's loader collating by default, the batch collated."""
+        ds = self.source.dataset()
+        if self.columnar and isinstance(ds, Dataset) and not ds.decodes:
+            return collated.from_columns(ds.gather(indices))
+        rows = [_own(row) for row in ds.rows(indices)]
         if self.skip:
             chunk = _guarded(self, np.asarray(indices), rows)
             return chunk if self.chunked else chunk.samples
+        if self.columnar:  # decoded rows, or a mixture's: collated as the loader would
+            return default_collate(rows)
         return [self.transform(row) for row in rows] if self.transform else rows
 
 

@@ -62,3 +62,103 @@ def test_samples_default_collate_does_not_know_cross_uncollated():
     rows = [b"bytes", b"more"]
     assert collated.collate(rows) == (rows, None)
     assert collated.layout({"x": object()}) is None
+
+
+# --- batches collated a column at a time (recordmill's DataLoader over a MapDataset) ------------
+
+TYPES_PLUGIN = """
+    import numpy as np
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {
+            "i8": "int8", "u8": "uint8", "i32": "int32", "i64": "int64", "u64": "uint64",
+            "f16": "float16", "f32": "float32", "f64": "float64", "ok": "bool",
+            "name": "string", "maybe": {"type": "string", "nullable": True}, "raw": "bytes",
+            "img": {"type": "uint8", "shape": [4, 3], "layout": "tensor"},
+            "vec": {"type": "float32", "shape": [3], "layout": "list"},
+            "var": {"type": "int16", "shape": [-1]},
+        }
+
+    def dict_data(task_id):
+        for i in range(20):
+            n = task_id * 20 + i
+            yield {
+                "i8": -n, "u8": n, "i32": n * 1000, "i64": -(2**40) - n, "u64": n,
+                "f16": n / 4, "f32": n / 3, "f64": n / 7, "ok": n % 3 == 0,
+                "name": f"row {n}", "maybe": None if n % 4 else "x", "raw": bytes([n]) * 3,
+                "img": np.full((4, 3), n, np.uint8), "vec": np.arange(3, dtype=np.float32) + n,
+                "var": np.array([n, -n], np.int16),
+            }
+"""
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory):
+    import recordmill
+    from tests.conftest import make_plugin
+
+    root = tmp_path_factory.mktemp("collated")
+    plugin = make_plugin(root / "p", TYPES_PLUGIN)
+    recordmill.write(plugin, root / "ds", partitions=2, row_group_size=8, progress=False)
+    return root / "ds"
+
+
+def test_a_batch_collated_by_columns_is_the_default_collate_of_its_rows(typed):
+    import recordmill
+
+    ds = recordmill.open(typed)
+    rows = [12, 0, 7, 39, 31, 12, 25]  # the first with a string in "maybe": torch needs it
+    given = [{k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()}
+             for row in ds.rows(rows)]  # fmt: skip
+    fast, slow = collated.from_columns(ds.gather(rows)), default_collate(given)
+    assert fast.keys() == slow.keys()
+    for name in fast:
+        if isinstance(slow[name], torch.Tensor):  # the same values, dtype and shape
+            assert fast[name].dtype == slow[name].dtype, name
+            assert torch.equal(fast[name], slow[name]), name
+        else:
+            assert fast[name] == slow[name], name
+    assert fast["i8"].dtype == torch.int64 and fast["f32"].dtype == torch.float32
+    assert fast["img"].shape == (7, 4, 3) and fast["maybe"][:3] == ["x", "x", None]
+
+
+def test_a_gathered_column_becomes_a_tensor_without_a_copy_and_mapped_bytes_are_copied(typed):
+    import pyarrow as pa
+
+    import recordmill
+
+    batch = recordmill.open(typed).select(["img"]).gather([3, 1, 2])
+    img = collated.from_columns(batch)["img"]
+    # The gather's own bytes: the tensor is a view of them (the copy saved).
+    assert img.data_ptr() == batch.column("img").buffers()[1].address
+    # Bytes the batch does not own (a memory-mapped file) are copied, never written through.
+    path = typed.parent / "mapped.arrow"
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
+        w.write_batch(batch)
+    mapped = pa.ipc.open_file(pa.memory_map(str(path))).get_batch(0)
+    img = collated.from_columns(mapped)["img"]
+    assert img.data_ptr() != mapped.column("img").buffers()[1].address
+    img += 1
+    assert mapped.column("img").buffers()[1].to_pybytes()[0] == 3
+
+
+def test_recordmills_loader_hands_out_the_batches_torchs_would(typed):
+    import recordmill.torch as rtorch
+    from torch.utils.data import DataLoader
+
+    def loader(kind, **kw):
+        data = rtorch.MapDataset(typed, columns=["i64", "f16", "img", "name", "var"])
+        if kind == "recordmill":
+            return rtorch.DataLoader(data, batch_size=6, shuffle=True, seed=5, **kw)
+        sampler = rtorch.Sampler(data, shuffle=True, seed=5)
+        return DataLoader(data, batch_size=6, sampler=sampler, **kw)
+
+    for workers in (0, 2):
+        ours = list(loader("recordmill", num_workers=workers))
+        theirs = list(loader("torch", num_workers=workers))
+        assert len(ours) == len(theirs) == 7
+        assert all(same(a, b) for a, b in zip(ours, theirs, strict=True))
+        assert ours[0]["img"].dtype == torch.uint8 and ours[0]["f16"].dtype == torch.float16
