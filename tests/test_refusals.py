@@ -17,8 +17,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = [REPO / "recordmill", REPO / "plugins"]
 # Built on main by another engineer with its own tests; not this suite's to check here.
@@ -312,16 +310,8 @@ REACHED = {
     ),
 }
 
-# Refusals that guard data and that no test reaches yet (issue 42: the lead decides). Each needs
-# a situation a test cannot make without mocking recordmill's own code or winning a race:
-# engine/lease.py "cannot check the lease" and "this run lost its lease ... (renewing it failed"
-# (S3 failing otherwise than "not found" or "precondition failed" in the middle of a run), its
-# "another recordmill run took over ... just now" (a run taking the lease between two requests);
-# read/files.py "was replaced N times while it was opened" (tried with a process replacing the
-# manifest without pause: flaky under load); executors/ray_executor.py "a Ray worker cannot run
-# this job" (a Ray start for one line: test_dask has its twin); inputs/torchrecord.py "key ...:
-# LMDB says" (a value LMDB fails to get where its key listed).
-UNTESTED = 6
+# Refusals that guard data and that no test reaches yet (none: issue 42).
+UNTESTED = 0
 
 
 def _exempt(message: tuple[str, ...], sites: list[Site]) -> bool:
@@ -370,9 +360,6 @@ def test_every_exemption_is_of_a_message_that_exists_and_every_test_named_too():
         assert f"def {test}(" in (REPO / test_file).read_text(), (test_file, test)
 
 
-@pytest.mark.xfail(
-    strict=True, reason=f"{UNTESTED} refusals that guard data have no test yet (see UNTESTED)"
-)
 def test_each_refusal_is_named_by_a_test():
     untested = _untested()
     assert not untested, f"{len(untested)} messages no test names:\n" + "\n".join(untested)

@@ -1,15 +1,18 @@
 """The S3 lease against a run that outlives it: paused (SIGSTOP) for longer than the lease while
 a --resume takes the lease over, then continued (SIGCONT). The lease is shortened for the test
-(RECORDMILL_LEASE_SECONDS) so that the pause takes seconds."""
+(RECORDMILL_LEASE_SECONDS) so that the pause takes seconds. And against S3 failing, or another
+run acting, between two of a run's requests on the lease (a fault the test proxy injects)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from typing import Any
 
 import boto3
 import pytest
@@ -19,6 +22,7 @@ from recordmill.dataset import layout
 from recordmill.dataset.storage import Store
 from recordmill.read.verify import verify
 from tests.conftest import REPO, make_plugin
+from tests.s3proxy import CountingProxy, Fault
 
 LEASE_SECONDS = 3
 
@@ -58,16 +62,27 @@ def wait_until(condition, process, what: str, timeout: float = 90) -> None:
         time.sleep(0.1)
 
 
-def lease_holder(uri: str) -> int | None:
-    """The pid that the output's lease object names, or None when there is none."""
+def lease_of(uri: str) -> tuple[Any, str, str]:
+    """A boto3 client of the server of ``uri``, and the bucket and key of its output's lease."""
     store = Store.at(uri)
     bucket, _, key = store.sibling(layout.lease_file(store.name)).root.partition("/")
     endpoint = "http://" + uri.split("endpoint_override=")[1].split("&")[0]
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1"), bucket, key
+
+
+def lease_body(uri: str) -> dict[str, Any] | None:
+    """What the output's lease object holds (its run, host and pid), or None when there is none."""
+    client, bucket, key = lease_of(uri)
     try:
-        return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())["pid"]
+        return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
     except client.exceptions.NoSuchKey:
         return None
+
+
+def lease_holder(uri: str) -> int | None:
+    """The pid that the output's lease object names, or None when there is none."""
+    body = lease_body(uri)
+    return None if body is None else body["pid"]
 
 
 def finished_tasks(uri: str) -> int:
@@ -162,3 +177,102 @@ def test_a_lease_that_cannot_be_taken_is_named(s3, tmp_path):
         "occurred (NoSuchBucket) when calling the PutObject operation: The specified bucket does "
         "not exist"
     )
+
+
+# --- S3 failing, or another run acting, between two of the lease's requests (tests/s3proxy.py
+# injects it): each run is refused, and the dataset it was to replace stays whole.
+
+ROWS = """
+    def add_options(parser):
+        parser.add_argument("--start", type=int, default=0)
+
+    def task_number():
+        return 2
+
+    def dict_data(task_id, options):
+        for i in range(3):
+            yield {"id": options.start + 3 * task_id + i}
+"""
+
+
+@pytest.fixture
+def proxied(s3, tmp_path, request):
+    """A dataset on S3 (ids 0 to 5) named after the test, a proxy in front of the server, and
+    its lease object's ``bucket/key`` (the proxy's faults name it)."""
+    plugin = make_plugin(tmp_path / "rows", ROWS)
+    uri = s3(f"lease/{request.node.name}")
+    recordmill.write(plugin, uri, workers=0, progress=False)
+    proxy = CountingProxy.in_front_of(uri)
+    _, bucket, key = lease_of(uri)
+    yield plugin, uri, proxy, f"{bucket}/{key}"
+    proxy.close()
+
+
+def overwrite_refused(plugin, uri: str, proxy: CountingProxy) -> str:
+    """The message of a run refused as it writes other rows over ``uri``, through ``proxy``;
+    the dataset there before, whole."""
+    with pytest.raises(recordmill.OutputError) as caught:
+        recordmill.write(
+            plugin,
+            proxy.through(uri),
+            options={"start": 100},
+            overwrite=True,
+            workers=0,
+            progress=False,
+        )
+    assert sorted(recordmill.open(uri).to_arrow()["id"].to_pylist()) == list(range(6))
+    assert verify(uri) == []
+    return str(caught.value)
+
+
+def test_a_lease_that_s3_refuses_to_read_stops_the_run(proxied):
+    """S3 refuses to read the lease (AccessDenied: the run's permissions changed): the run
+    cannot tell whether it still holds it, so it writes nothing."""
+    plugin, uri, proxy, lease = proxied
+    bucket, _, key = lease.partition("/")
+    fault = proxy.inject(Fault("HEAD", f"/{lease}"))
+    assert overwrite_refused(plugin, uri, proxy) == (
+        f"cannot check the lease s3://{lease}: When reading information for key '{key}' in "
+        f"bucket '{bucket}': AWS Error ACCESS_DENIED during HeadObject operation: No response "
+        "body."
+    )
+    assert fault.done == 1 and lease_body(uri) is None  # refused at its first check; let go
+
+
+def test_a_lease_that_cannot_be_renewed_is_lost_and_nothing_published(proxied):
+    """S3 refuses the renewal before the run publishes: the lease may be another run's by now,
+    so the run publishes nothing, and leaves the lease object as it is."""
+    plugin, uri, proxy, lease = proxied
+    # The run's first PUT takes the lease; the second, that renews it before the run publishes,
+    # is refused.
+    fault = proxy.inject(Fault("PUT", f"/{lease}", first=2))
+    assert overwrite_refused(plugin, uri, proxy) == (
+        f"this run lost its lease s3://{lease} (renewing it failed: An error occurred "
+        "(AccessDenied) when calling the PutObject operation: injected by the test proxy), so it "
+        "does not publish; the run that holds it now writes the output"
+    )
+    assert fault.done == 1 and lease_holder(uri) == os.getpid()
+
+
+def test_a_lease_taken_over_by_another_run_between_two_requests_is_refused(proxied):
+    """The lease of a run that died, taken over by another run between this run's read of it
+    and its conditional write: the write fails (the lease is not the one read), and the run is
+    refused; the lease is the other run's."""
+    plugin, uri, proxy, lease = proxied
+    client, bucket, key = lease_of(uri)
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    died = {"run": "died", "host": socket.gethostname(), "pid": dead.pid}
+    client.put_object(Bucket=bucket, Key=key, Body=json.dumps(died).encode())
+    other = {"run": "other", "host": "elsewhere", "pid": 1}
+
+    def takes() -> None:
+        client.put_object(Bucket=bucket, Key=key, Body=json.dumps(other).encode())
+
+    # The run's first PUT (if there is no lease) fails; the other run acts before its second,
+    # which takes the dead run's lease over.
+    fault = proxy.inject(Fault("PUT", f"/{lease}", first=2, times=1, before=takes))
+    assert overwrite_refused(plugin, uri, proxy) == (
+        f"another recordmill run took over s3://{lease} just now; wait for it to finish"
+    )
+    assert fault.done == 1 and lease_body(uri) == other

@@ -7,7 +7,7 @@ import pytest
 import recordmill
 from tests.conftest import make_plugin, run_writer
 
-pytest.importorskip("ray", reason='Ray is not installed here (pip install "recordmill[ray]")')
+ray = pytest.importorskip("ray", reason='Ray is not installed here (pip install "recordmill[ray]")')
 
 # A folder plugin of two modules: its own helpers import on the Ray workers too.
 PLUGIN = """
@@ -75,3 +75,37 @@ def test_an_unknown_executor_lists_the_known_ones(tmp_path):
     result = run_writer("--script", plugin, "--output", tmp_path / "o", "--executor", "spark")
     assert result.returncode == 1
     assert "no executor 'spark'; executors: dask, process, ray" in result.stderr
+
+
+NEEDS_HERE = """
+    import only_here  # a package installed where the run starts, and on no worker
+
+    def task_number():
+        return 2
+
+    def dict_data(task_id):
+        yield {"task": task_id, "rows": only_here.ROWS}
+"""
+
+
+def test_a_plugin_that_a_worker_cannot_load_is_refused_before_any_task(tmp_path, monkeypatch):
+    """The plugin imports a package that this process finds (on its own sys.path) and Ray's
+    workers do not: the run stops at its check, with one line, before a task runs."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_here.py").write_text("ROWS = 3\n")
+    monkeypatch.syspath_prepend(str(site))
+    plugin = make_plugin(tmp_path / "needs", NEEDS_HERE)
+    out = tmp_path / "out"
+    with pytest.raises(recordmill.RecordmillError) as caught:
+        recordmill.write(plugin, out, executor="ray", workers=1, progress=False)
+    described = f"needs (path: {plugin / 'plugin.py'})"
+    assert str(caught.value) == (
+        f"a Ray worker cannot run this job: cannot load plugin {described}: cannot import "
+        f"plugin {described}: ModuleNotFoundError: No module named 'only_here'. Folder plugins "
+        "and the output must be on storage every worker sees; installed plugins must be "
+        "installed everywhere"
+    )
+    # No output, staging folder or lock left; the Ray runtime the run started, shut down.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["needs", "site"]
+    assert not ray.is_initialized()

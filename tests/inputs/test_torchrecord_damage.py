@@ -5,6 +5,8 @@ from it); a damaged first record is named as the one the schema comes from."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 import recordmill
@@ -154,4 +156,21 @@ def test_a_database_whose_pages_are_damaged_is_named(tmp_path):
     assert refused(tmp_path, path).endswith(
         f"{path}: cannot list its keys: LMDB says mdb_cursor_get: MDB_CORRUPTED: Located page was "
         "wrong type"
+    )
+
+
+def test_a_key_that_lmdb_lists_but_cannot_get_is_named(tmp_path):
+    """A leaf page whose node of key b"1" has lost its key size: LMDB lists the key (as b""),
+    then refuses to get it."""
+    path = database(tmp_path, [GOOD, GOOD])
+    data = tmp_path / "db" / "data.mdb"
+    damaged = bytearray(data.read_bytes())
+    node = struct.pack("<IHH", len(GOOD), 0, 1) + b"1"  # its data size, flags, key size, key
+    assert damaged.count(node) == 1
+    at = damaged.index(node)
+    damaged[at + 6 : at + 8] = bytes(2)  # the key size: 0
+    data.write_bytes(bytes(damaged))
+    assert refused(tmp_path, path) == (
+        f"task 0 failed: {path}: key b'': LMDB says mdb_get: MDB_BAD_VALSIZE: Unsupported size "
+        "of key/DB name/data, or wrong DUPFIXED size at row 1"
     )

@@ -4,12 +4,16 @@ small real datasets; each boundary tested on both sides. Each test names the mes
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pyarrow.fs as pafs
 import pytest
 
 import recordmill
+from recordmill.dataset import layout
 from recordmill.errors import ColumnError
 from tests.conftest import make_plugin
 
@@ -193,3 +197,38 @@ def test_a_cache_folder_that_cannot_be_made_is_one_line(paths, tmp_path):
         f"cannot use {tmp_path / 'afile' / 'cache'} as a cache folder: Not a directory (give "
         "cache_dir= a folder this user can write, or set RECORDMILL_CACHE_DIR)"
     )
+
+
+class CommittedOnEachRead(pafs.LocalFileSystem):
+    """A local disk where another run commits between any two reads of a dataset's manifest:
+    before each read, the manifest of the other of two versions is put in its place, as a
+    commit does it (a rename)."""
+
+    def __init__(self, manifest: Path, versions: list[bytes]):
+        super().__init__()
+        self.manifest, self.versions, self.reads = manifest, versions, 0
+
+    def open_input_stream(self, path, *args, **kwargs):
+        if Path(path) == self.manifest:
+            self.reads += 1
+            new = self.manifest.with_name("manifest.new")
+            new.write_bytes(self.versions[self.reads % 2])
+            os.replace(new, self.manifest)
+        return super().open_input_stream(path, *args, **kwargs)
+
+
+def test_a_dataset_replaced_at_every_read_of_its_manifest_is_refused(tmp_path):
+    out = write(tmp_path, "out")
+    plugin = tmp_path / "pout"
+    manifest = Path(out) / layout.manifest_file("parquet")
+    first = manifest.read_bytes()
+    recordmill.write(plugin, out, append=True, workers=0, progress=False)  # version 2
+    versions = [manifest.read_bytes(), first]
+    fs = CommittedOnEachRead(manifest, versions)
+    with pytest.raises(recordmill.OutputError) as caught:
+        recordmill.open(out, filesystem=fs)
+    assert str(caught.value) == f"{out} was replaced 5 times while it was opened; open it again"
+    assert fs.reads == 6  # the first read and five more, each finding another version
+    # Once the commits stop, it opens: version 2 (the last one committed), whole.
+    ds = recordmill.open(out)
+    assert ds.version == 2 and ds.to_arrow()["id"].to_pylist() == [*range(10), *range(10)]
