@@ -31,6 +31,8 @@ import shutil
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,11 +184,22 @@ class DiskCache:
         k = self.part_of[g]
         return self.batches(k)[g - self.parts[k].groups.start].select(columns)
 
+    def load(self, groups: Iterable[int], pool: ThreadPoolExecutor) -> None:
+        """The parts of row groups ``groups`` mapped in this process, those that are not yet
+        loaded side by side in ``pool`` (each may have to be fetched); a gather then takes
+        from them in its own thread, without a task a group."""
+        self._own()
+        with self._lock:
+            missing = {self.part_of[g] for g in groups} - self._open.keys()
+        if len(missing) > 1:
+            list(pool.map(self.batches, sorted(missing)))
+        elif missing:
+            self.batches(missing.pop())
+
     def batches(self, k: int) -> list[pa.RecordBatch]:
         """Part ``k``'s row groups, one batch each: mapped from the cache (fetched first if it
         is not there)."""
-        if self._pid != os.getpid():  # a forked DataLoader worker: a lock of its own
-            self._pid, self._lock, self._open = os.getpid(), threading.Lock(), OrderedDict()
+        self._own()
         with self._lock:
             if k in self._open:
                 self._open.move_to_end(k)
@@ -202,6 +215,10 @@ class DiskCache:
             while len(self._open) > min(self.capacity, MAX_MAPPED):
                 self._open.popitem(last=False)
         return batches
+
+    def _own(self) -> None:
+        if self._pid != os.getpid():  # a forked DataLoader worker: a lock of its own
+            self._pid, self._lock, self._open = os.getpid(), threading.Lock(), OrderedDict()
 
     # --- filling ------------------------------------------------------------------------------
 

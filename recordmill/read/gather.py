@@ -44,6 +44,12 @@ class Gatherer:
             group = groups.group(plan.groups[n], self.schema, keep=keep)
             return group.take(plan.local[plan.parts[n]])
 
+        if groups.disk is not None:  # mapped parts: only those not yet loaded need threads
+            groups.disk.load(plan.groups, groups.pool)
+            mapped = [groups.group(g, self.schema) for g in plan.groups]
+            starts = np.cumsum([0] + [b.num_rows for b in mapped])
+            # Each row taken once from the groups laid end to end, as from mapped Arrow IPC.
+            return Columns(mapped, self.schema).take(starts[plan.slot] + plan.local)
         pieces = list(groups.pool.map(cut, range(len(plan.groups))))
         return Columns(pieces, self.schema).take(plan.inverse)
 
