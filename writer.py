@@ -6,7 +6,8 @@ The same as the ``recordmill write`` command; kept at the top level for MindReco
 
 import sys
 
-from recordmill.cli import write_main
+from recordmill.cli import finish, start_early, write_main
 
 if __name__ == "__main__":
-    sys.exit(write_main())
+    start_early(sys.argv[1:])  # the fork server imports beside this process, from here on
+    finish(write_main())

@@ -1,17 +1,15 @@
 """recordmill: turn any raw training dataset into partitioned columnar record files, fast.
 
-Reading (``open``, ``mix``, ``read_manifest``, ``read_rejects``) is imported at once; writing (``write``
-and the plugin machinery, with pluggy) only when first used, so that a training job that only
-reads loads nothing of the write side; ``show`` (a dataset's HTML page) also when first used.
+Every name is imported when first used: ``open``, ``mix`` and the other reading names load the
+read side (pyarrow, numpy), ``write`` the write side with pluggy, ``show`` the page's; so that a
+training job that only reads loads nothing of the write side, and a write starts its fork server
+before pyarrow is imported (``recordmill.forkserver``).
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recordmill import compat
-from recordmill.dataset.manifest import read as read_manifest
-from recordmill.dataset.rejects import Reject
-from recordmill.dataset.rejects import read as read_rejects
 from recordmill.errors import (
     ConfigError,
     OutputError,
@@ -22,11 +20,14 @@ from recordmill.errors import (
     SchemaError,
     TaskError,
 )
-from recordmill.read.dataset import Dataset, open
-from recordmill.read.mixture import Mixture, mix
 from recordmill.version import __version__
 
 _LAZY = {
+    "open": "recordmill.read.dataset",
+    "Dataset": "recordmill.read.dataset",
+    "mix": "recordmill.read.mixture",
+    "Mixture": "recordmill.read.mixture",
+    "Reject": "recordmill.dataset.rejects",
     "write": "recordmill.engine.pipeline",
     "Summary": "recordmill.engine.pipeline",
     "hookimpl": "recordmill.plugin.hookspecs",
@@ -41,15 +42,32 @@ _LAZY = {
 compat.install()  # recordmill.torch, recordmill.decode and the module names of before the layers
 
 
+if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from recordmill.dataset.manifest import read as read_manifest
+    from recordmill.dataset.rejects import Reject
+    from recordmill.dataset.rejects import read as read_rejects
+    from recordmill.read.dataset import Dataset, open
+    from recordmill.read.mixture import Mixture, mix
+
+# The subpackages and modules reachable as attributes, as they were when this module imported
+# the read side.
+_MODULES = {"cli", "dataset", "engine", "executors", "inputs", "kit", "plugin", "read", "report"}
+
+# Names the module gives under another name.
+_RENAMED = {"read_manifest": ("recordmill.dataset.manifest", "read"),
+            "read_rejects": ("recordmill.dataset.rejects", "read")}  # fmt: skip
+
+
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _LAZY or name in _RENAMED:
+        module, attribute = _RENAMED.get(name, (_LAZY.get(name), name))
+        value = getattr(importlib.import_module(module), attribute)
         globals()[name] = value
         return value
     if compat.new_name(f"recordmill.{name}") is not None:  # recordmill.decode.image, ...
         return compat.resolve(f"recordmill.{name}")
-    if name == "kit":  # recordmill.kit.Path in a plugin that did `import recordmill` only
-        return importlib.import_module("recordmill.kit")
+    if name in _MODULES:  # recordmill.kit.Path, recordmill.read.xxx after `import recordmill`
+        return importlib.import_module(f"recordmill.{name}")
     raise AttributeError(f"module 'recordmill' has no attribute {name!r}")
 
 

@@ -83,6 +83,8 @@ def test_every_module_is_in_a_layer_or_a_single_job_module_at_the_top():
         "recordmill.errors",
         "recordmill.version",
         "recordmill.compat",
+        "recordmill.forkserver",  # the workers' fork server, started before the imports
+        "recordmill.timeline",  # RECORDMILL_TIMELINE: a write's moments, process by process
         "recordmill.kit",  # the plugin kit: what plugins use, gathered from the layers
         "recordmill.testing",  # check_plugin(): a plugin's write, checked, for its tests
     }, top
@@ -214,3 +216,17 @@ def test_the_built_in_plugins_use_only_the_public_api_and_the_kit():
             wrong += [f"{path.parent.name}/{path.name}: {n}" for n in names
                       if n.startswith("recordmill") and n not in public]  # fmt: skip
     assert not wrong, wrong
+
+
+def test_import_recordmill_loads_nothing_until_a_name_is_used():
+    # The saving itself: the package's import loads neither side, nor pyarrow (a write's fork
+    # server starts before them); the first use of a name loads what it needs.
+    code = (
+        "import sys, recordmill\n"
+        "print(sorted(m for m in ('pyarrow', 'numpy', 'recordmill.read.dataset', 'pluggy')"
+        " if m in sys.modules))\n"
+        "recordmill.open, recordmill.read_manifest, recordmill.read.dataset\n"
+        "print('recordmill.read.dataset' in sys.modules, 'pluggy' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True False"]

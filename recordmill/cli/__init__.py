@@ -5,15 +5,45 @@ make-list/demo-data, ``show``: a dataset's page). A command module parses argume
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from recordmill.cli.parsing import say_warnings
-from recordmill.cli.write import write_main
 from recordmill.errors import RecordmillError
+from recordmill.forkserver import start_early
 
-__all__ = ["main", "write_main"]
+__all__ = ["console", "finish", "main", "write_main"]
+
+
+def console() -> NoReturn:
+    """The ``recordmill`` command and ``python -m recordmill``: :func:`main`, its process
+    ended as soon as it returns; a write's fork server started first (``recordmill.forkserver``)."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["write"]:
+        start_early(argv[1:])
+    finish(main(argv))
+
+
+def finish(code: int) -> NoReturn:
+    """End the process with ``code`` now: the exit handlers run and the output is flushed, but
+    the interpreter's teardown of pyarrow and numpy (0.1 s, once the work is on disk) is skipped,
+    as a worker process skips it."""
+    atexit._run_exitfuncs()  # logging's flush among them, and any a plugin registered
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError):  # the reader went away: as main() says
+            stream.flush()
+    os._exit(code)
+
+
+def write_main(argv: Sequence[str] | None = None) -> int:
+    """``python writer.py ...`` and ``recordmill write ...`` (see recordmill.cli.write)."""
+    from recordmill.cli.write import write_main as run
+
+    return run(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,13 +42,16 @@ import signal
 from recordmill.dataset import layout
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
+from recordmill.timeline import mark
 
 # The fault tests name a step here; the run kills itself (SIGKILL) when it reaches it.
 KILL_AT = "RECORDMILL_KILL_AT"
 
 
 def step(name: str) -> None:
-    """A named step of a run: where the fault tests stop it, one step at a time."""
+    """A named step of a run: where the fault tests stop it, one step at a time (and a moment
+    of its timeline)."""
+    mark(name)
     if os.environ.get(KILL_AT) == name:
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -42,6 +42,7 @@ from recordmill.errors import OutputError, RowError, TaskError, counted, writing
 from recordmill.executors.mainguard import check_main_guard
 from recordmill.plugin.manager import DatasetPlugin, PluginRef, load_plugin
 from recordmill.plugin.options import Options, option_dests
+from recordmill.timeline import mark
 
 
 @dataclass
@@ -159,9 +160,11 @@ def run_write(
     settings = settings or WriteSettings(**values)
     if settings.executor == "process" and settings.workers != 0:
         check_main_guard()  # before a fork server imports this script's __main__
+    mark("write-called")
     plugin = plugin if isinstance(plugin, DatasetPlugin) else load_plugin(plugin)
     executors.find(settings.executor).prepare(settings.workers, plugin.worker_imports())
     run = plan(plugin, options, settings)
+    mark("planned")
     # Checked before the output is touched: a mistake there must not cost an interrupted run.
     executor_options = executors.options_of(run.settings.executor, run.settings.executor_options)
     with OutputDir(run.settings, output) as out:
@@ -207,7 +210,9 @@ def _execute(
     limits = executors.Limits(settings.retries, settings.retries_on_error, settings.task_timeout)
     workers = min(settings.worker_count, max(run.tasks, 1, settings.partitions))  # 0: inline
     with executors.create(settings.executor, workers, limits, executor_options) as runner:
+        mark("workers-started")
         runner.check(run.plugin, out.staging)
+        mark("workers-checked")
         try:
             written = _write_rows(run, out, runner)
         except (TaskError, RowError) as e:  # a plugin to fix: its finished tasks are kept

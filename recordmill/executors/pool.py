@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib.util
 import multiprocessing
-import multiprocessing.forkserver
 import os
 import signal
 import sys
@@ -23,16 +21,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from recordmill import forkserver
 from recordmill.errors import RecordmillError, TaskError
+from recordmill.timeline import mark
 
-# Modules the fork server imports once, so every worker starts with pyarrow already loaded.
-# pandas too, where it is installed, unless the plugin says what its workers need instead
-# (start_fork_server): pyarrow imports it at a worker's first pa.array() of a list (to ask
-# whether the list is a pandas object), which cost a small run's two workers 15% of the run's
-# CPU time.
-OWN_PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
-DEFAULT_IMPORTS = ["pandas"] if importlib.util.find_spec("pandas") is not None else []
-PRELOAD = OWN_PRELOAD + DEFAULT_IMPORTS
 # Workers found dead between jobs that one run replaces before it gives up (a machine killing
 # every new process would otherwise be tried forever).
 IDLE_DEATHS = 16
@@ -78,22 +70,17 @@ def _signal_name(exitcode: int | None) -> str:
 
 
 def start_fork_server(imports: list[str] | None = None) -> None:
-    """Start the fork server now (Linux), so that it imports while this process goes on; with
-    ``imports``, those modules beside recordmill's own instead of the default's pandas. (A fork
-    server already running, from an earlier write in this process, is kept as it is.)"""
-    wanted = DEFAULT_IMPORTS if imports is None else imports
-    PRELOAD[:] = OWN_PRELOAD + [m for m in wanted if m not in OWN_PRELOAD]
+    """Start the fork server now (Linux), so that it imports while this process goes on: see
+    :mod:`recordmill.forkserver`."""
     if sys.platform.startswith("linux"):
-        _context()
-        multiprocessing.forkserver.ensure_running()
+        forkserver.start(imports)
 
 
 def _context() -> multiprocessing.context.BaseContext:
     # fork is unsafe once pyarrow's threads exist in the parent; a fork server is fast and safe.
     if sys.platform.startswith("linux"):
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
-        return ctx
+        forkserver.before_workers()  # a pool started without start_fork_server(): the default
+        return multiprocessing.get_context("forkserver")
     return multiprocessing.get_context("spawn")
 
 
@@ -132,6 +119,7 @@ def _serve(conn: Connection) -> None:
         if job is None:
             return
         fn, args = job
+        mark("job-start")
         try:
             result = fn(*args, report=report)
         except _PoolGone:

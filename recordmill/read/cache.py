@@ -125,7 +125,7 @@ class DiskCache:
         self.limit = limit if limit is not None else _default_limit(self.root)
         self._largest: int | None = None
         if not implicit:  # a cache_dir given: its limit checked now (else at the first use)
-            self._check_limit()
+            _check_limit(self)
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
         self._open: OrderedDict[int, tuple[Path | None, list[pa.RecordBatch]]] = OrderedDict()
         self._lock = threading.Lock()
@@ -139,20 +139,11 @@ class DiskCache:
 
     @property
     def largest(self) -> int:
-        """The largest part's bytes as cached (Parquet: from every partition's footer, read the
-        first time it is asked, not when a dataset is opened)."""
+        """The largest part's bytes as cached (Parquet: from the footers, read when first asked)."""
         if self._largest is None:
             self._largest = max((_cached_bytes(self, part) for part in self.parts), default=0)
-            self._check_limit()
+            _check_limit(self)
         return self._largest
-
-    def _check_limit(self) -> None:
-        if self.parts and self.limit < self.largest:
-            raise ConfigError(
-                f"cache_limit {human_size(self.limit)} is smaller than one part of "
-                f"{self.files.store} ({human_size(self.largest)}): give at least "
-                f"cache_limit={self.largest}"
-            )
 
     @property
     def capacity(self) -> int:
@@ -185,16 +176,12 @@ class DiskCache:
         return self.batches(k)[g - self.parts[k].groups.start].select(columns)
 
     def load(self, groups: Iterable[int], pool: ThreadPoolExecutor) -> None:
-        """The parts of row groups ``groups`` mapped in this process, those that are not yet
-        loaded side by side in ``pool`` (each may have to be fetched); a gather then takes
-        from them in its own thread, without a task a group."""
+        """The parts of row groups ``groups`` mapped in this process, those that were not side
+        by side in ``pool`` (each may be fetched): a gather then needs no task a group."""
         self._own()
         with self._lock:
-            missing = {self.part_of[g] for g in groups} - self._open.keys()
-        if len(missing) > 1:
-            list(pool.map(self.batches, sorted(missing)))
-        elif missing:
-            self.batches(missing.pop())
+            missing = {self.part_of[g] for g in groups} - set(self._open)
+        list(pool.map(self.batches, sorted(missing)))
 
     def batches(self, k: int) -> list[pa.RecordBatch]:
         """Part ``k``'s row groups, one batch each: mapped from the cache (fetched first if it
@@ -311,6 +298,15 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=4,
             )
+
+
+def _check_limit(cache: DiskCache) -> None:
+    if cache.parts and cache.limit < cache.largest:
+        raise ConfigError(
+            f"cache_limit {human_size(cache.limit)} is smaller than one part of "
+            f"{cache.files.store} ({human_size(cache.largest)}): give at least "
+            f"cache_limit={cache.largest}"
+        )
 
 
 def _cached_bytes(cache: DiskCache, part: Part) -> int:

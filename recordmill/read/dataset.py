@@ -157,10 +157,6 @@ class Dataset:
     def read_rejects(self) -> list[ReadReject]:  # the rows left out (open(on_error="skip"))
         return self._groups.rejects or []
 
-    @property
-    def decodes(self) -> bool:  # whether rows are decoded (open(decode=...)) as they are read
-        return bool(self._decode)
-
     def __len__(self) -> int:
         return self._stop - self._start
 
@@ -169,10 +165,8 @@ class Dataset:
         return f"<recordmill.Dataset {store}: {len(self):,} rows, columns {self.schema.names}>"
 
     def __reduce__(self) -> tuple[Any, ...]:  # files do not travel: opened again (_reopen)
-        return (
-            _reopen,
-            (self._groups.opened, self._decode, (self.schema.names, self._start, self._stop)),
-        )
+        where = (self.schema.names, self._start, self._stop)
+        return (_reopen, (self._groups.opened, self._decode, where))
 
     def warm(self) -> Dataset:
         """Load now what reading needs (the row-group map, pyarrow's lazy imports: pandas, 0.2 s)
@@ -230,10 +224,8 @@ class Dataset:
         return pa.Table.from_batches(batches, schema=self.schema)
 
     def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
-        """The row dicts ``ds[i]`` gives, for many rows at once (gathered together: a
-        DataLoader batch at a time)."""
-        rows = self._global(indices)
-        return _rows(self._gather(rows, keep=True), self._decoding(rows))
+        """The row dicts ``ds[i]`` gives, for many rows at once (a DataLoader batch)."""
+        return _rows(self.gather(indices), self._decoding(self._global(indices)))
 
     def gather(self, indices: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """The rows ``rows`` reads, as one Arrow batch of newly made arrays, not decoded."""

@@ -96,7 +96,7 @@ class MapDataset(torch_data.Dataset):
         ``on_error="skip"``, those that did not fail (a :class:`Chunk` for recordmill's loader);
         for recordmill's loader collating by default, the batch collated."""
         ds = self.source.dataset()
-        if self.columnar and isinstance(ds, Dataset) and not ds.decodes:
+        if self.columnar and isinstance(ds, Dataset) and not self.source.decode:
             return collated.from_columns(ds.gather(indices))
         rows = [_own(row) for row in ds.rows(indices)]
         if self.skip:

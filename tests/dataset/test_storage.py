@@ -226,14 +226,14 @@ def test_an_s3_reader_sees_one_version_or_a_clear_error(s3, tmp_path, fmt):
 
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 def test_an_s3_reader_never_mixes_versions_of_the_same_byte_size(s3, tmp_path, fmt):
-    """A partition replaced by one of exactly its size (the second version adds 1000 to the values,
+    """A partition replaced by one of exactly its size (the second version adds 1024 to the values,
     uncompressed): the reader's checks of the bytes it fetches against its manifest catch it,
     for single rows and for passes whose read-ahead is smaller than the dataset (before them,
     an S3 reader returned rows of both versions here). Versions of other sizes:
     test_an_s3_reader_sees_one_version_or_a_clear_error."""
     first = make_plugin(tmp_path / "first", PLUGIN)
     second = make_plugin(
-        tmp_path / "second", PLUGIN.replace("np.full(3, i,", "np.full(3, i + 1000,")
+        tmp_path / "second", PLUGIN.replace("np.full(3, i,", "np.full(3, i + 1024,")
     )
     uri = s3(f"runs/same-size-{fmt}")
     settings = dict(partitions=2, format=fmt, row_group_size=8, compression="none", progress=False)

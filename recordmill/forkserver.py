@@ -1,0 +1,156 @@
+"""The fork server that recordmill's worker processes start from (Linux), started as early as the
+command line allows.
+
+A worker is forked from a server process that imported pyarrow and recordmill's write path once
+(0.2 s and more), plus what the plugin says its workers import (``worker_imports()``, pandas by
+default). ``python writer.py`` starts that server before it imports anything itself
+(:func:`start_early`), when its command line asks for worker processes; the server imports
+recordmill's modules beside the main process's own imports, then waits for the plugin's list,
+which :func:`start` hands it once the plugin is loaded, as a line through a pipe (a FIFO in a
+private temporary folder, which the server removes once it opened it). A main process that ends
+first closes the pipe: the server reads nothing and goes on. This module imports only the standard library, so that the start costs nothing
+before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+
+from recordmill.timeline import mark
+
+# Modules the fork server imports once, so every worker starts with pyarrow already loaded.
+# pandas too, where it is installed, unless the plugin says what its workers need instead:
+# pyarrow imports it at a worker's first pa.array() of a list (to ask whether the list is a
+# pandas object), which cost a small run's two workers 15% of the run's CPU time.
+OWN_PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
+DEFAULT_IMPORTS = ["pandas"] if importlib.util.find_spec("pandas") is not None else []
+# The pipe's path, in the fork server's environment only (taken out of it as it is read).
+PIPE_ENV = "RECORDMILL_WORKER_IMPORTS"
+# This module, preloaded last by an early server: importing it there reads the plugin's list.
+THIS = __name__
+
+_waiting: int | None = None  # the write end of an early server's pipe, until its list is sent
+_chosen = False  # whether this process chose what a fork server it starts imports
+
+
+def start(imports: list[str] | None = None) -> None:
+    """The fork server running, importing recordmill's modules and ``imports`` (None: the
+    default, pandas where installed); an early one is sent ``imports`` instead. (A server
+    already running, from an earlier write in this process, is kept as it is.)"""
+    global _waiting
+    wanted = DEFAULT_IMPORTS if imports is None else imports
+    if _waiting is not None:  # one line, the end kept open: see start_early()
+        os.write(_waiting, (json.dumps(wanted) + "\n").encode())
+        _waiting = None
+        return
+    preload(OWN_PRELOAD + [m for m in wanted if m not in OWN_PRELOAD])
+    multiprocessing.forkserver.ensure_running()
+
+
+def preload(modules: list[str] | None = None) -> None:
+    """What a fork server started from now on imports (None: recordmill's modules and the
+    default's pandas, unless this process chose already)."""
+    global _chosen
+    if modules is None and _chosen:
+        return
+    _chosen = True
+    chosen = OWN_PRELOAD + DEFAULT_IMPORTS if modules is None else modules
+    multiprocessing.get_context("forkserver").set_forkserver_preload(chosen)
+
+
+def before_workers() -> None:
+    """As workers start: an early server still waiting for its imports is sent the default's
+    (it must never wait for a line that does not come), and one not started yet imports the
+    default's modules unless this process chose others."""
+    if _waiting is not None:
+        start(None)
+    else:
+        preload(None)
+
+
+def start_early(argv: Sequence[str]) -> None:
+    """Start the fork server now, before this process imports pyarrow, when ``argv`` (a write's
+    flags) asks for worker processes of the default executor; it imports what the plugin
+    needs once :func:`start` names it."""
+    global _waiting
+    if not sys.platform.startswith("linux") or _waiting is not None or not _wants_workers(argv):
+        return
+    folder = tempfile.mkdtemp(prefix="recordmill-forkserver-")  # private: made 0700
+    path = os.path.join(folder, "imports")
+    os.mkfifo(path, 0o600)
+    # Opened read-write, which does not wait for a reader; kept open as long as this process
+    # lives, so that a line written before the server opens its end still reaches it, and the
+    # server reads the end of the pipe once this process is gone. The server removes the folder.
+    fd = os.open(path, os.O_RDWR)
+    preload([*OWN_PRELOAD, THIS])
+    os.environ[PIPE_ENV] = path  # for the server the next line starts: it inherits it
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        del os.environ[PIPE_ENV]
+    _waiting = fd
+    mark("fork-server-started", server=multiprocessing.forkserver._forkserver._forkserver_pid)
+
+
+def _wants_workers(argv: Sequence[str]) -> bool:
+    """A write's flags that run plugin tasks in worker processes of recordmill's own pool (a
+    --config may say otherwise: then the server starts when the plugin is loaded, as always)."""
+    flags = list(argv)
+    if not any(f.split("=")[0] in ("--script", "--mindrecord_script") for f in flags):
+        return False
+    if any(f in ("-h", "--help") or f.startswith("--config") for f in flags):
+        return False
+    for name, unwanted in (("--workers", "0"), ("--mindrecord_workers", "0"), ("--executor", "")):
+        value = _value(flags, name)
+        if value is not None and (
+            value == unwanted or (name == "--executor" and value != "process")
+        ):
+            return False
+    return True
+
+
+def _value(flags: list[str], name: str) -> str | None:
+    """The flag's value as argparse takes it: the last one given."""
+    value = None
+    for i, flag in enumerate(flags):
+        if flag == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif flag.startswith(name + "="):
+            value = flag.split("=", 1)[1]
+    return value
+
+
+def _import_declared() -> None:
+    """In an early fork server: import what the main process names (nothing if it ends first)."""
+    path = os.environ.pop(PIPE_ENV, None)  # its workers' own children must not wait for it
+    if path is None:
+        return
+    try:
+        # Not waiting for a writer: one that is gone already makes the read below end at once.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    os.set_blocking(fd, True)
+    with open(fd) as pipe:
+        line = pipe.readline()
+    try:
+        names = json.loads(line) if line else []
+    except ValueError:
+        names = []
+    for name in names:
+        with contextlib.suppress(ImportError):  # as a preload: a worker that needs it says so
+            importlib.import_module(name)
+
+
+_import_declared()

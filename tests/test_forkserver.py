@@ -1,0 +1,140 @@
+"""The fork server started before a write's imports: it imports what the plugin names once the
+plugin is loaded, before the plan is made; a main process that ends first leaves nothing behind;
+and the process ends at once, its exit handlers run (recordmill.cli.finish)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from recordmill import forkserver
+from tests.conftest import REPO, make_plugin, run_writer
+
+# A module nothing imports by itself: in a worker's sys.modules only if the fork server did.
+MARKER = "xml.dom.minidom"
+
+PLUGIN = f"""
+    import atexit, sys
+
+    def worker_imports():
+        return [{MARKER!r}]
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {{"task": "int32", "preloaded": "bool"}}
+
+    def dict_data(task_id):
+        yield {{"task": task_id, "preloaded": {MARKER!r} in sys.modules}}
+
+    def _said():  # an exit handler of the plugin, in the main process: must run
+        with open(sys.argv[sys.argv.index("--output") + 1] + ".exited", "w") as f:
+            f.write("yes")
+
+    atexit.register(_said)
+"""
+
+
+def moments(path):
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return {(e["name"], e["pid"]): e["t"] for e in lines}, lines
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a fork server: Linux")
+def test_writer_starts_the_fork_server_first_and_it_imports_what_the_plugin_names(tmp_path):
+    plugin = make_plugin(tmp_path / "p", PLUGIN)
+    timeline = tmp_path / "timeline.jsonl"
+    out = tmp_path / "out"
+    env = {"RECORDMILL_TIMELINE": str(timeline), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    done = run_writer("--script", plugin, "--output", out, "--workers", "1", env=env)
+    assert done.returncode == 0, done.stderr
+    # Every worker found the plugin's module imported already: the fork server did it.
+    assert pq.read_table(out)["preloaded"].to_pylist() == [True, True]
+    times, lines = moments(timeline)
+    main = lines[0]["pid"]
+    assert lines[0]["name"] == "fork-server-started"  # before the write began: its imports
+    assert times[("fork-server-started", main)] < times[("write-called", main)]
+    assert any(e["name"] == "job-start" and e["pid"] != main for e in lines)
+    # The FIFO's folder, removed by the server once it opened it; the plugin's exit handler ran.
+    assert not list((tmp_path / "tmp").glob("recordmill-forkserver-*"))
+    assert (tmp_path / "out.exited").read_text() == "yes"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a fork server: Linux")
+def test_a_run_that_fails_before_naming_the_imports_leaves_no_server_waiting(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    timeline = tmp_path / "timeline.jsonl"
+    env = {"TMPDIR": str(tmp_path / "tmp"), "RECORDMILL_TIMELINE": str(timeline)}
+    done = run_writer("--script", tmp_path / "nowhere", "--output", tmp_path / "o", env=env)
+    assert done.returncode == 1 and "recordmill: error:" in done.stderr
+    started = json.loads(timeline.read_text().splitlines()[0])
+    assert started["name"] == "fork-server-started"
+    # The server reads the closed pipe's end, removes its folder and ends with its parent.
+    deadline = time.monotonic() + 20
+    while _alive(started["server"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(started["server"])
+    assert not list((tmp_path / "tmp").glob("recordmill-forkserver-*"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("argv", "early"),
+    [
+        (["--script", "xyz", "--output", "o"], True),
+        (["--script=xyz", "--workers", "4"], True),
+        (["--mindrecord_script", "xyz", "--mindrecord_workers", "2"], True),
+        (["--script", "xyz", "--workers", "2", "--workers", "0"], False),  # the last one counts
+        (["--script", "xyz", "--workers=0"], False),
+        (["--script", "xyz", "--executor", "dask"], False),
+        (["--script", "xyz", "--executor=process"], True),
+        (["--script", "xyz", "--help"], False),
+        (["--script", "xyz", "--config", "run.yaml"], False),  # it may say otherwise
+        (["--output", "o"], False),  # no plugin: an error to say, nothing to start
+    ],
+)
+def test_only_a_write_of_worker_processes_starts_a_server_early(argv, early):
+    assert forkserver._wants_workers(argv) is early
+
+
+def test_recordmill_command_ends_with_its_code_and_its_output_flushed(tmp_path):
+    code = "from recordmill.cli import console; console()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "info", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 1 and done.stderr.startswith("recordmill: error:")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a fork server: Linux")
+def test_workers_started_before_the_plugin_named_its_imports_get_the_default(tmp_path):
+    # An early server whose main process starts workers without start(): it is sent the
+    # default's list as they start, never left waiting for a line (the pool would hang).
+    code = (
+        "from recordmill import forkserver\n"
+        "forkserver.start_early(['--script', 'xyz'])\n"
+        "from recordmill.executors.pool import WorkerPool\n"
+        "from tests.executors.test_pool import sleepy\n"
+        "with WorkerPool(1) as pool:\n"
+        "    print(len(list(pool.imap_unordered(sleepy, [(1, (0.0,))]))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
