@@ -14,6 +14,7 @@ before it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import importlib.util
@@ -26,6 +27,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from recordmill.errors import ConfigError
 from recordmill.timeline import mark
 
 # Modules the fork server imports once, so every worker starts with pyarrow already loaded.
@@ -34,7 +36,9 @@ from recordmill.timeline import mark
 # pandas object), which cost a small run's two workers 15% of the run's CPU time.
 OWN_PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
 DEFAULT_IMPORTS = ["pandas"] if importlib.util.find_spec("pandas") is not None else []
-# The pipe's path, in the fork server's environment only (taken out of it as it is read).
+# In the environment of a fork server this module starts only (taken out of it at once): that
+# it is one, and an early one's pipe.
+SERVER_ENV = "RECORDMILL_FORK_SERVER"
 PIPE_ENV = "RECORDMILL_WORKER_IMPORTS"
 # This module, preloaded last by an early server: importing it there reads the plugin's list.
 THIS = __name__
@@ -54,7 +58,7 @@ def start(imports: list[str] | None = None) -> None:
         _waiting = None
         return
     preload(OWN_PRELOAD + [m for m in wanted if m not in OWN_PRELOAD])
-    multiprocessing.forkserver.ensure_running()
+    _spawn({})
 
 
 def preload(modules: list[str] | None = None) -> None:
@@ -65,7 +69,8 @@ def preload(modules: list[str] | None = None) -> None:
         return
     _chosen = True
     chosen = OWN_PRELOAD + DEFAULT_IMPORTS if modules is None else modules
-    multiprocessing.get_context("forkserver").set_forkserver_preload(chosen)
+    # This module last: in the server, it reads an early start's imports and ends it quickly.
+    multiprocessing.get_context("forkserver").set_forkserver_preload([*chosen, THIS])
 
 
 def before_workers() -> None:
@@ -74,8 +79,9 @@ def before_workers() -> None:
     default's modules unless this process chose others."""
     if _waiting is not None:
         start(None)
-    else:
-        preload(None)
+        return
+    preload(None)
+    _spawn({})  # nothing when it runs already
 
 
 def start_early(argv: Sequence[str]) -> None:
@@ -92,14 +98,35 @@ def start_early(argv: Sequence[str]) -> None:
     # lives, so that a line written before the server opens its end still reaches it, and the
     # server reads the end of the pipe once this process is gone. The server removes the folder.
     fd = os.open(path, os.O_RDWR)
-    preload([*OWN_PRELOAD, THIS])
-    os.environ[PIPE_ENV] = path  # for the server the next line starts: it inherits it
+    preload(OWN_PRELOAD)
     try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        del os.environ[PIPE_ENV]
+        _spawn({PIPE_ENV: path})
+    except (OSError, ConfigError):  # the pool's own start says why, if it fails too
+        os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
+        return
     _waiting = fd
     mark("fork-server-started", server=multiprocessing.forkserver._forkserver._forkserver_pid)
+
+
+def _spawn(env: dict[str, str]) -> None:
+    """The server running; one started now is given ``env`` and told it is the server (it
+    inherits this process's environment as the next line starts it, and takes them out)."""
+    env = {SERVER_ENV: "1", **env}
+    os.environ.update(env)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    except OSError as e:
+        if "too long" not in str(e):
+            raise
+        raise ConfigError(
+            f"cannot start worker processes: the fork server's socket in {tempfile.gettempdir()} "
+            "would have a path longer than the system allows (108 bytes); set TMPDIR to a "
+            "shorter folder"
+        ) from None
+    finally:
+        for name in env:
+            os.environ.pop(name, None)
 
 
 def _wants_workers(argv: Sequence[str]) -> bool:
@@ -130,9 +157,25 @@ def _value(flags: list[str], name: str) -> str | None:
     return value
 
 
-def _import_declared() -> None:
-    """In an early fork server: import what the main process names (nothing if it ends first)."""
-    path = os.environ.pop(PIPE_ENV, None)  # its workers' own children must not wait for it
+def _in_server() -> None:
+    """In a fork server this module started: it ends without the interpreter's teardown (which
+    takes 0.1 s of pyarrow and pandas, and holds the pipes of a command's output open), and an
+    early one imports what the main process names."""
+    if os.environ.pop(SERVER_ENV, None) is None:
+        return
+    atexit.register(_end_now)
+    _import_declared(os.environ.pop(PIPE_ENV, None))
+
+
+def _end_now() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0)
+
+
+def _import_declared(path: str | None) -> None:
+    """Import what the main process names in the pipe at ``path`` (nothing if it ended first)."""
     if path is None:
         return
     try:
@@ -153,4 +196,4 @@ def _import_declared() -> None:
             importlib.import_module(name)
 
 
-_import_declared()
+_in_server()

@@ -5,9 +5,12 @@ and the process ends at once, its exit handlers run (recordmill.cli.finish)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -41,18 +44,27 @@ PLUGIN = f"""
 """
 
 
+@pytest.fixture
+def short_tmp():
+    """A TMPDIR of a short path: the fork server's socket is made there (at most 107 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="rm-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def moments(path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     return {(e["name"], e["pid"]): e["t"] for e in lines}, lines
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a fork server: Linux")
-def test_writer_starts_the_fork_server_first_and_it_imports_what_the_plugin_names(tmp_path):
+def test_writer_starts_the_fork_server_first_and_it_imports_what_the_plugin_names(
+    tmp_path, short_tmp
+):
     plugin = make_plugin(tmp_path / "p", PLUGIN)
     timeline = tmp_path / "timeline.jsonl"
     out = tmp_path / "out"
-    env = {"RECORDMILL_TIMELINE": str(timeline), "TMPDIR": str(tmp_path / "tmp")}
-    (tmp_path / "tmp").mkdir()
+    env = {"RECORDMILL_TIMELINE": str(timeline), "TMPDIR": str(short_tmp)}
     done = run_writer("--script", plugin, "--output", out, "--workers", "1", env=env)
     assert done.returncode == 0, done.stderr
     # Every worker found the plugin's module imported already: the fork server did it.
@@ -63,15 +75,14 @@ def test_writer_starts_the_fork_server_first_and_it_imports_what_the_plugin_name
     assert times[("fork-server-started", main)] < times[("write-called", main)]
     assert any(e["name"] == "job-start" and e["pid"] != main for e in lines)
     # The FIFO's folder, removed by the server once it opened it; the plugin's exit handler ran.
-    assert not list((tmp_path / "tmp").glob("recordmill-forkserver-*"))
+    assert not list(short_tmp.glob("recordmill-forkserver-*"))
     assert (tmp_path / "out.exited").read_text() == "yes"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a fork server: Linux")
-def test_a_run_that_fails_before_naming_the_imports_leaves_no_server_waiting(tmp_path):
-    (tmp_path / "tmp").mkdir()
+def test_a_run_that_fails_before_naming_the_imports_leaves_no_server_waiting(tmp_path, short_tmp):
     timeline = tmp_path / "timeline.jsonl"
-    env = {"TMPDIR": str(tmp_path / "tmp"), "RECORDMILL_TIMELINE": str(timeline)}
+    env = {"TMPDIR": str(short_tmp), "RECORDMILL_TIMELINE": str(timeline)}
     done = run_writer("--script", tmp_path / "nowhere", "--output", tmp_path / "o", env=env)
     assert done.returncode == 1 and "recordmill: error:" in done.stderr
     started = json.loads(timeline.read_text().splitlines()[0])
@@ -81,7 +92,7 @@ def test_a_run_that_fails_before_naming_the_imports_leaves_no_server_waiting(tmp
     while _alive(started["server"]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(started["server"])
-    assert not list((tmp_path / "tmp").glob("recordmill-forkserver-*"))
+    assert not list(short_tmp.glob("recordmill-forkserver-*"))
 
 
 def _alive(pid: int) -> bool:
@@ -138,3 +149,19 @@ def test_workers_started_before_the_plugin_named_its_imports_get_the_default(tmp
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
     )
     assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a fork server: Linux")
+def test_a_server_that_cannot_start_early_starts_when_the_workers_do(tmp_path):
+    # A TMPDIR too long for a socket's path: the early start gives up, leaving nothing; the
+    # pool's own start then meets the same limit and says so in one line (before: a traceback).
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    plugin = make_plugin(tmp_path / "p", PLUGIN)
+    done = run_writer("--script", plugin, "--output", tmp_path / "o", env={"TMPDIR": str(deep)})
+    assert done.stderr.splitlines() == [
+        f"recordmill: error: cannot start worker processes: the fork server's socket in {deep} "
+        "would have a path longer than the system allows (108 bytes); set TMPDIR to a shorter "
+        "folder"
+    ]
+    assert not list(deep.glob("recordmill-forkserver-*"))
