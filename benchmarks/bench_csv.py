@@ -43,10 +43,10 @@ DATA = HERE / "data"
 ROWS, FLOATS = 113_800, 30
 
 
-def make_table(path: Path) -> None:
+def make_table(path: Path, rows: int = ROWS) -> None:
     rng = np.random.default_rng(0)
-    values = rng.lognormal(2, 1, size=(ROWS, FLOATS)).round(4)
-    labels = rng.integers(0, 3, ROWS)
+    values = rng.lognormal(2, 1, size=(rows, FLOATS)).round(4)
+    labels = rng.integers(0, 3, rows)
     names = [f"m{i}" for i in range(FLOATS)]
     with open(path, "w") as f:
         f.write(",".join([*names, "label"]) + "\n")
@@ -54,7 +54,20 @@ def make_table(path: Path) -> None:
             f.write(",".join(map(repr, row.tolist())) + f",{label}\n")
 
 
-def commands(csv: Path, out: Path, before: str | None) -> dict[str, list[str]]:
+def scaling(csv: Path, out: Path, counts: list[int], rows: int) -> dict[str, list[str]]:
+    """recordmill with N workers writing N partitions (N tasks), for each N."""
+    writer = [sys.executable, str(HERE.parent / "writer.py"), "--script", "csv"]
+    return {
+        f"recordmill --workers {n} --partitions {n} ({n} tasks)": [
+            *(*writer, "--input", str(csv), "--output", str(out / f"rs{n}"), "--quiet"),
+            *("--overwrite", "--workers", str(n), "--partitions", str(n)),
+            *("--rows-per-task", str(-(-rows // n))),
+        ]
+        for n in counts
+    }
+
+
+def commands(csv: Path, out: Path, before: str | None, rows: int = ROWS) -> dict[str, list[str]]:
     py = sys.executable
     writer = [py, str(HERE.parent / "writer.py"), "--script", "csv", "--input", str(csv)]
     common = ["--partitions", "1", "--quiet", "--overwrite"]
@@ -65,7 +78,7 @@ def commands(csv: Path, out: Path, before: str | None) -> dict[str, list[str]]:
             "recordmill before, --workers 1": [*old, "--output", str(out / "b1"), "--workers", "1"],
             "recordmill before, --workers 2 (4 tasks)": [
                 *(*old, "--output", str(out / "b2"), "--workers", "2"),
-                *("--rows-per-task", str(ROWS // 4)),
+                *("--rows-per-task", str(rows // 4)),
             ],
         }
     return {
@@ -94,18 +107,18 @@ def commands(csv: Path, out: Path, before: str | None) -> dict[str, list[str]]:
         "recordmill --workers 2 (4 tasks)": [
             *writer,
             *("--output", str(out / "rm2"), *common, "--workers", "2"),
-            *("--rows-per-task", str(ROWS // 4)),
+            *("--rows-per-task", str(rows // 4)),
         ],
         "recordmill --workers 2 --partitions 2 (4 tasks, 2 files)": [
             *(*writer, "--output", str(out / "rm2p"), "--quiet", "--overwrite"),
-            *("--workers", "2", "--partitions", "2", "--rows-per-task", str(ROWS // 4)),
+            *("--workers", "2", "--partitions", "2", "--rows-per-task", str(rows // 4)),
         ],
         **earlier,
     }
 
 
 def check(out: Path, expected: tuple[int, int, float]) -> None:
-    for found in [out / "pd.parquet", out / "pa.parquet", *out.glob("[rb][m12]*")]:
+    for found in sorted(out.iterdir()):
         table = pq.read_table(found)
         sums = (table.num_rows, int(np.sum(table["label"])), float(np.sum(table["m0"])))
         assert sums[:2] == expected[:2] and abs(sums[2] - expected[2]) < 1e-6, (found, sums)
@@ -115,11 +128,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", help="another checkout's writer.py, timed beside this one")
+    parser.add_argument("--scale", type=int, default=1, help="a table this many times larger")
+    parser.add_argument("--scaling", default="", help="workers (and partitions) to add: 1,4,8")
     args = parser.parse_args()
     DATA.mkdir(exist_ok=True)
-    csv = DATA / "table.csv"
+    rows = ROWS * args.scale
+    csv = DATA / ("table.csv" if args.scale == 1 else f"table-x{args.scale}.csv")
     if not csv.exists():
-        make_table(csv)
+        make_table(csv, rows)
     import pyarrow.csv as pacsv
 
     source = pacsv.read_csv(csv)
@@ -130,14 +146,16 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     times: dict[str, list[float]] = {}
     for run in range(args.runs + 1):  # the first, untimed: page cache and .pyc files
-        for name, command in commands(csv, out, args.before).items():
+        counts = [int(n) for n in args.scaling.split(",") if n]
+        runs = {**commands(csv, out, args.before, rows), **scaling(csv, out, counts, rows)}
+        for name, command in runs.items():
             started = time.perf_counter()
             subprocess.run(command, check=True, env=env)
             if run:
                 times.setdefault(name, []).append(time.perf_counter() - started)
         check(out, expected)
     pandas = statistics.median(times["pandas: pd.read_csv(...).to_parquet(...)"])
-    print(f"{csv.stat().st_size / 1e6:.0f} MB, {ROWS:,} rows x {FLOATS + 1} columns")
+    print(f"{csv.stat().st_size / 1e6:.0f} MB, {rows:,} rows x {FLOATS + 1} columns")
     print("| command | median s | min | max | / pandas |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, found in times.items():
