@@ -422,6 +422,7 @@ class Recordmill(Reader):
     def __init__(self, layout: Layout, reader: str, dataset: str, measure: str) -> None:
         super().__init__(layout, reader, dataset, measure)
         import recordmill
+        import recordmill.read.dataset  # recordmill imports its names when first used
 
         self.recordmill = recordmill
         self.checksums = reader != "arrow-unchecked"
