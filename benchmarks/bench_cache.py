@@ -168,7 +168,10 @@ def write_recordmill(root: Path, uri: str, fmt: str, rows: int) -> None:
 
 
 def epoch_recordmill(args: dict) -> dict:
+    import recordmill.torch  # as a training script does, before it opens anything
+
     import recordmill
+    import recordmill.read.dataset  # recordmill imports its names when first used
 
     uri, workers = args["uri"], args["workers"]
     tally = Tally()
@@ -178,7 +181,7 @@ def epoch_recordmill(args: dict) -> dict:
         for batch in ds.iter_batches(BATCH, shuffle=True, seed=SHUFFLE_SEED):
             tally.add(batch["label"], batch["x"])
         return tally.result(time.perf_counter() - start, fetched_parts=0)
-    if workers:
+    if workers or args["loader"]:
         from recordmill.torch import DataLoader
 
         loader = DataLoader(
@@ -568,6 +571,7 @@ def run_epoch(server, reader, case, root, args) -> dict:
         "limit": limit,
         "epoch": epoch,
         "workers": args.workers,
+        "loader": args.loader,
         "tmp": str(work),
         "options": reader.options,
     }
@@ -591,6 +595,12 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3, help="interleaved rounds (default: 3)")
     parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (default 0)")
+    parser.add_argument(
+        "--loader",
+        action="store_true",
+        help="recordmill through recordmill.torch.DataLoader also with --workers 0 (as LitData "
+        "and MDS always are); else ds.shuffled() and ds.take()",
+    )
     parser.add_argument("--litdata-python", help="an interpreter with litdata installed")
     parser.add_argument("--mds-python", help="an interpreter with mosaicml-streaming installed")
     parser.add_argument(
