@@ -127,9 +127,8 @@ class DiskCache:
         if not implicit:  # a cache_dir given: its limit checked now (else at the first use)
             _check_limit(self)
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
-        self._open: OrderedDict[int, tuple[Path | None, list[pa.RecordBatch]]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = -1
+        self._own()  # the mapped parts, their lock, the folder's last change seen
         self._said: set[str] = set()  # warnings said once
         self._checked: set[str] = set()  # cached files whose bytes matched, in this process
         self.checked = checked  # and on this machine, by any process (read/checked.py)
@@ -195,17 +194,21 @@ class DiskCache:
         with self._lock:
             self._open[k] = (path, batches)
             # A part another process removed stays readable while mapped, but its disk space
-            # is not freed until every process lets it go: those are let go at each load, and
-            # a process keeps at most as many parts mapped as the cache holds.
-            for gone in [j for j, (p, _) in self._open.items() if p and not p.exists()]:
-                del self._open[gone]
+            # is not freed until every process lets it go: those are let go at the next load
+            # after the folder changed (a stat of the folder, then of each mapped part only
+            # then), and a process keeps at most as many parts mapped as the cache holds.
+            if self._seen != (changed := _changed(self.root / "parts")):
+                self._seen = changed
+                for gone in [j for j, (p, _) in self._open.items() if p and not p.exists()]:
+                    del self._open[gone]
             while len(self._open) > min(self.capacity, MAX_MAPPED):
                 self._open.popitem(last=False)
         return batches
 
     def _own(self) -> None:
         if self._pid != os.getpid():  # a forked DataLoader worker: a lock of its own
-            self._pid, self._lock, self._open = os.getpid(), threading.Lock(), OrderedDict()
+            self._pid, self._lock, self._seen = os.getpid(), threading.Lock(), -1
+            self._open: OrderedDict[int, tuple[Path | None, list[pa.RecordBatch]]] = OrderedDict()
 
     # --- filling ------------------------------------------------------------------------------
 
@@ -224,7 +227,7 @@ class DiskCache:
         if found is not None and (batches := self._map(found)) is not None:
             return found, batches
         with self.folder.locked(part.name):
-            found = self.folder.find(part.name)  # filled by another process while this one waited
+            found = self.folder.find(part.name, fresh=True)  # another process filled it?
             if found is not None and (batches := self._map(found)) is not None:
                 return found, batches
             batches = self._fetch(part)
@@ -298,6 +301,14 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=4,
             )
+
+
+def _changed(folder: Path) -> int:
+    """When the folder's entries last changed (a part added or removed)."""
+    try:
+        return os.stat(folder).st_mtime_ns
+    except FileNotFoundError:
+        return -1
 
 
 def _check_limit(cache: DiskCache) -> None:

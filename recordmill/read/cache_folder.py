@@ -54,6 +54,7 @@ class Folder:
     def __init__(self, cache_dir: Path, version: str):
         self.cache_dir = cache_dir
         self.root = cache_dir / f"user-{os.geteuid()}" / version
+        self._listing: dict[str, str] | None = None  # part name -> its file, as last read
         self._make()
 
     def evict(self, keep: Path, limit: int) -> None:
@@ -104,13 +105,18 @@ class Folder:
     def _marker(self, name: str) -> Path:
         return self.root / "locks" / f"{name}.used"
 
-    def find(self, name: str) -> Path | None:
-        """The cached file of the part ``name``, if there is one."""
-        prefix = name + "."
-        for found in self.names():
-            if found.startswith(prefix) and found.endswith(".arrow"):
-                return self.root / "parts" / found
-        return None
+    def find(self, name: str, fresh: bool = False) -> Path | None:
+        """The cached file of the part ``name``, if there is one: from the folder's listing as
+        this process last read it (one read of the folder for every part, not one a part),
+        read again when ``fresh`` or when the part is not in it."""
+        listing = self._listing
+        if fresh or listing is None or name not in listing:
+            listing = self._listing = {}
+            for found in self.names():
+                if found.endswith(".arrow"):
+                    listing[found.split(".", 1)[0]] = found
+        found = listing.get(name)
+        return None if found is None else self.root / "parts" / found
 
     def names(self) -> Iterator[str]:
         return (e.name for e in os.scandir(self.root / "parts"))

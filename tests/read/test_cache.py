@@ -394,3 +394,39 @@ def test_each_cached_part_is_checked_once_per_process(tmp_path, monkeypatch):
     other = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")  # another reader
     other.take(np.arange(ROWS))
     assert len(summed) == 2 * parts and other.cache.fetched_parts == 0  # checked once each
+
+
+def test_a_reader_reads_the_folder_once_for_its_parts_and_stats_them_only_after_a_change(
+    tmp_path, monkeypatch
+):
+    # The savings themselves: opening every cached part costs one listing of the folder, not
+    # one a part, and no stat of the mapped parts while the folder is unchanged.
+    local_parquet(tmp_path, partitions=2, row_group_size=50)
+    warm = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c").cache
+    for k in range(len(warm.parts)):  # every part cached
+        warm.batches(k)
+    cache = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c").cache
+    calls = {"scandir": 0, "exists": 0}
+    scandir, exists = os.scandir, Path.exists
+
+    def counted_scandir(*args):
+        calls["scandir"] += 1
+        return scandir(*args)
+
+    def counted_exists(self, *args, **kwargs):
+        calls["exists"] += 1
+        return exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", counted_scandir)
+    monkeypatch.setattr(Path, "exists", counted_exists)
+    for k in range(len(cache.parts)):
+        cache.batches(k)
+    assert len(cache.parts) >= 5 and cache.fetched_parts == 0
+    assert calls["scandir"] == 1  # one listing
+    # The first load looks at its one mapped part; the folder did not change after it: no
+    # part is looked at again.
+    assert calls["exists"] == 1
+    (cache.root / "parts" / "unrelated.tmp").write_bytes(b"")  # the folder changes
+    cache._open.popitem(last=False)
+    cache.batches(0)
+    assert calls["exists"] == 1 + len(cache._open)  # each mapped part looked at, once
