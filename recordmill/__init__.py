@@ -58,6 +58,10 @@ _RENAMED = {"read_manifest": ("recordmill.dataset.manifest", "read"),
             "read_rejects": ("recordmill.dataset.rejects", "read")}  # fmt: skip
 
 
+def __dir__() -> list[str]:  # the names imported when first used, for dir() and completion
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY or name in _RENAMED:
         module, attribute = _RENAMED.get(name, (_LAZY.get(name), name))

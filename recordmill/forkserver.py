@@ -6,7 +6,8 @@ A worker is forked from a server process that imported pyarrow and recordmill's 
 default). ``python writer.py`` starts that server before it imports anything itself
 (:func:`start_early`), when its command line asks for worker processes; the server imports
 recordmill's modules beside the main process's own imports, then waits for the plugin's list,
-which :func:`start` hands it once the plugin is loaded, as a line through a pipe (a FIFO in a
+which :func:`start` hands it once the plugin is loaded (with the environment as it is then), as
+a line through a pipe (a FIFO in a
 private temporary folder, which the server removes once it opened it). A main process that ends
 first closes the pipe: the server reads nothing and goes on. This module imports only the standard library, so that the start costs nothing
 before it.
@@ -23,6 +24,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -54,7 +56,10 @@ def start(imports: list[str] | None = None) -> None:
     global _waiting
     wanted = DEFAULT_IMPORTS if imports is None else imports
     if _waiting is not None:  # one line, the end kept open: see start_early()
-        os.write(_waiting, (json.dumps(wanted) + "\n").encode())
+        # With the environment as it is now: what the plugin set as it was loaded (thread
+        # counts, tokenizer settings) reaches the workers, as with a server started now.
+        line = json.dumps({"imports": wanted, "environ": dict(os.environ)})
+        os.write(_waiting, (line + "\n").encode())
         _waiting = None
         return
     preload(OWN_PRELOAD + [m for m in wanted if m not in OWN_PRELOAD])
@@ -91,18 +96,20 @@ def start_early(argv: Sequence[str]) -> None:
     global _waiting
     if not sys.platform.startswith("linux") or _waiting is not None or not _wants_workers(argv):
         return
-    folder = tempfile.mkdtemp(prefix="recordmill-forkserver-")  # private: made 0700
-    path = os.path.join(folder, "imports")
-    os.mkfifo(path, 0o600)
-    # Opened read-write, which does not wait for a reader; kept open as long as this process
-    # lives, so that a line written before the server opens its end still reaches it, and the
-    # server reads the end of the pipe once this process is gone. The server removes the folder.
-    fd = os.open(path, os.O_RDWR)
-    preload(OWN_PRELOAD)
+    folder, fd = tempfile.mkdtemp(prefix="recordmill-forkserver-"), -1  # private: made 0700
     try:
+        path = os.path.join(folder, "imports")
+        os.mkfifo(path, 0o600)
+        # Opened read-write, which does not wait for a reader; kept open as long as this
+        # process lives, so that a line written before the server opens its end still reaches
+        # it, and the server reads the end of the pipe once this process is gone. The server
+        # removes the folder.
+        fd = os.open(path, os.O_RDWR)
+        preload(OWN_PRELOAD)
         _spawn({PIPE_ENV: path})
-    except (OSError, ConfigError):  # the pool's own start says why, if it fails too
-        os.close(fd)
+    except (OSError, ConfigError):  # (no FIFOs here, ...) the pool's own start says why, if
+        if fd >= 0:  # it fails too
+            os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
         return
     _waiting = fd
@@ -163,6 +170,8 @@ def _in_server() -> None:
     early one imports what the main process names."""
     if os.environ.pop(SERVER_ENV, None) is None:
         return
+    # A Ctrl-C in the terminal reaches the server too: the main process says what it does.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     atexit.register(_end_now)
     _import_declared(os.environ.pop(PIPE_ENV, None))
 
@@ -188,10 +197,13 @@ def _import_declared(path: str | None) -> None:
     with open(fd) as pipe:
         line = pipe.readline()
     try:
-        names = json.loads(line) if line else []
+        said = json.loads(line) if line else {}
     except ValueError:
-        names = []
-    for name in names:
+        said = {}
+    if "environ" in said:
+        os.environ.clear()
+        os.environ.update(said["environ"])
+    for name in said.get("imports", []):
         with contextlib.suppress(ImportError):  # as a preload: a worker that needs it says so
             importlib.import_module(name)
 

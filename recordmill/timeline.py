@@ -1,8 +1,9 @@
 """Where a write's wall time goes, process by process.
 
-With ``RECORDMILL_TIMELINE=FILE`` set, each named moment of a run (the plugin loaded, the fork
-server asked for, the plan made, the workers up, each job's start and end in its worker, the
-commit's steps) is appended to ``FILE`` as a JSON line ``{"t": unix time, "pid", "name"}``:
+With ``RECORDMILL_TIMELINE=FILE`` set, each named moment of a run (``fork-server-started``,
+``write-called``, ``planned``, ``workers-started``, each job's ``job-start`` in its worker,
+``partitions-done`` and the commit's steps) is appended to ``FILE`` as a JSON line
+``{"t": unix time, "pid", "name"}``:
 what ``benchmarks/bench_write_start.py`` reads to time a write's start phase by phase. Unset, a
 mark costs one dictionary lookup.
 """

@@ -22,19 +22,32 @@ from tests.conftest import REPO, make_plugin, run_writer
 MARKER = "xml.dom.minidom"
 
 PLUGIN = f"""
-    import atexit, sys
+    import atexit, os, sys, threading, time
 
     def worker_imports():
         return [{MARKER!r}]
 
+    def add_options(parser):
+        # Set in the main process as the command line is read: its workers must see it.
+        os.environ["RECORDMILL_TEST_FLAG"] = "set-by-the-plugin"
+
     def task_number():
+        # A thread of its own that finishes after the run: it must not be cut short.
+        out = sys.argv[sys.argv.index("--output") + 1]
+        threading.Thread(target=_later, args=(out + ".thread",)).start()
         return 2
 
+    def _later(path):
+        time.sleep(0.5)
+        with open(path, "w") as f:
+            f.write("done")
+
     def schema():
-        return {{"task": "int32", "preloaded": "bool"}}
+        return {{"task": "int32", "preloaded": "bool", "flag": "string"}}
 
     def dict_data(task_id):
-        yield {{"task": task_id, "preloaded": {MARKER!r} in sys.modules}}
+        flag = os.environ.get("RECORDMILL_TEST_FLAG", "")
+        yield {{"task": task_id, "preloaded": {MARKER!r} in sys.modules, "flag": flag}}
 
     def _said():  # an exit handler of the plugin, in the main process: must run
         with open(sys.argv[sys.argv.index("--output") + 1] + ".exited", "w") as f:
@@ -68,7 +81,11 @@ def test_writer_starts_the_fork_server_first_and_it_imports_what_the_plugin_name
     done = run_writer("--script", plugin, "--output", out, "--workers", "1", env=env)
     assert done.returncode == 0, done.stderr
     # Every worker found the plugin's module imported already: the fork server did it.
-    assert pq.read_table(out)["preloaded"].to_pylist() == [True, True]
+    table = pq.read_table(out)
+    assert table["preloaded"].to_pylist() == [True, True]
+    # The environment the plugin set while loaded reached the workers; its thread finished.
+    assert table["flag"].to_pylist() == ["set-by-the-plugin"] * 2
+    assert (tmp_path / "out.thread").read_text() == "done"
     times, lines = moments(timeline)
     main = lines[0]["pid"]
     assert lines[0]["name"] == "fork-server-started"  # before the write began: its imports
@@ -123,14 +140,27 @@ def test_only_a_write_of_worker_processes_starts_a_server_early(argv, early):
 
 
 def test_recordmill_command_ends_with_its_code_and_its_output_flushed(tmp_path):
+    # Through a pipe, stdout is block-buffered: what the command printed reaches the reader
+    # although the process ends without the interpreter's teardown.
+    plugin = make_plugin(tmp_path / "p", PLUGIN)
+    assert (
+        run_writer("--script", plugin, "--output", tmp_path / "o", "--workers", "0").returncode == 0
+    )
     code = "from recordmill.cli import console; console()"
     done = subprocess.run(
+        [sys.executable, "-c", code, "head", str(tmp_path / "o"), "-n", "2"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0 and done.stdout.count("task=") == 2, done.stderr
+    missing = subprocess.run(
         [sys.executable, "-c", code, "info", str(tmp_path / "missing")],
         capture_output=True,
         text=True,
         cwd=REPO,
     )
-    assert done.returncode == 1 and done.stderr.startswith("recordmill: error:")
+    assert missing.returncode == 1 and missing.stderr.startswith("recordmill: error:")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a fork server: Linux")

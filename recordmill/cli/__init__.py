@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -31,7 +32,11 @@ def console() -> NoReturn:
 def finish(code: int) -> NoReturn:
     """End the process with ``code`` now: the exit handlers run and the output is flushed, but
     the interpreter's teardown of pyarrow and numpy (0.1 s, once the work is on disk) is skipped,
-    as a worker process skips it."""
+    as a worker process skips it. Where something still runs (a thread a plugin started, a
+    profiler or tracer that writes at exit), the process ends the usual way instead."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    if sys.getprofile() or sys.gettrace() or any(t.is_alive() and not t.daemon for t in others):
+        sys.exit(code)
     atexit._run_exitfuncs()  # logging's flush among them, and any a plugin registered
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError):  # the reader went away: as main() says

@@ -19,6 +19,7 @@ a loader of another version refuses it.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -103,6 +104,8 @@ class DataLoader(torch_data.DataLoader):
             raise TypeError(
                 "give cache_dir, cache_limit and on_error to the dataset, or a path as dataset"
             )
+        elif isinstance(dataset, MapDataset):  # how this loader reads it is its own, not the
+            dataset = copy.copy(dataset)  # dataset's: another loader of it reads its own way
         self.ledger = Ledger(max_read_rejects, rejects_log)
         self.skip = dataset.skip
         if self.skip:  # the workers hand out chunks; __iter__ cuts them into batches

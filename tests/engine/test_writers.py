@@ -32,10 +32,8 @@ def test_floats_are_written_without_a_dictionary_and_labels_with_one(tmp_path):
         assert not any("DICTIONARY" in e for e in encodings[floats]), encodings
     for repeating in ("label", "name"):
         assert any("DICTIONARY" in e for e in encodings[repeating]), encodings
-    # What it saves: the floats' bytes against the same column tried with a dictionary first.
-    with_dict = tmp_path / "d.parquet"
-    pq.write_table(table.select(["x"]), with_dict, compression="zstd", use_dictionary=True)
-    plain = tmp_path / "p.parquet"
-    pq.write_table(table.select(["x"]), plain, compression="zstd", use_dictionary=["label"])
-    assert plain.stat().st_size < with_dict.stat().st_size
+    # What it saves: the file against pyarrow's default, a dictionary tried for every column.
+    tried = tmp_path / "d.parquet"
+    pq.write_table(table, tried, compression="zstd", write_page_checksum=True)
+    assert path.stat().st_size < 0.9 * tried.stat().st_size
     assert pq.read_table(path).equals(table)

@@ -162,3 +162,16 @@ def test_recordmills_loader_hands_out_the_batches_torchs_would(typed):
         assert len(ours) == len(theirs) == 7
         assert all(same(a, b) for a, b in zip(ours, theirs, strict=True))
         assert ours[0]["img"].dtype == torch.uint8 and ours[0]["f16"].dtype == torch.float16
+
+
+def test_loaders_of_one_dataset_each_read_it_their_own_way(typed):
+    import recordmill.torch as rtorch
+    from torch.utils.data import DataLoader
+
+    data = rtorch.MapDataset(typed, columns=["i64", "img"])
+    ours = next(iter(rtorch.DataLoader(data, batch_size=4)))
+    theirs = next(iter(DataLoader(data, batch_size=4)))  # torch's own, after recordmill's
+    assert torch.equal(ours["img"], theirs["img"]) and torch.equal(ours["i64"], theirs["i64"])
+    rows = next(iter(rtorch.DataLoader(data, batch_size=4, collate_fn=list)))
+    assert len(rows) == 4 and isinstance(rows[0], dict)  # a collate of its own: the rows
+    assert torch.equal(next(iter(rtorch.DataLoader(data, batch_size=4)))["img"], ours["img"])
