@@ -51,7 +51,7 @@ def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
         wrapped = getattr(given.dataset, "_sampler", None)  # Lightning's wrapper of a sampler
         if isinstance(wrapped, Sampler):
             shuffle, seed = wrapped.shuffle, wrapped.seed
-        elif given.dataset is dataset:
+        elif getattr(given.dataset, "source", None) is dataset.source:  # (the loader's copy)
             shuffle, seed = given.shuffle, given.seed
         else:
             raise TypeError("the DistributedSampler given is of another dataset than the loader's")
