@@ -23,7 +23,7 @@ from torch.utils.data import default_collate
 from recordmill.dataset.columns import row_values, to_numpy
 from recordmill.dataset.schema import tensor_spec
 
-__all__ = ["cut", "from_columns", "join", "layout"]
+__all__ = ["cut", "from_columns", "join", "layout", "writable"]
 
 Layout = Any  # "stack", "list", ("map", {key: Layout}), ("seq", type or None, [Layout])
 
@@ -90,7 +90,7 @@ def from_columns(batch: pa.RecordBatch) -> dict[str, Any]:
         stacked = _stacked(column, field)
         if stacked is None:
             one = pa.RecordBatch.from_arrays([column], schema=pa.schema([field]))
-            values = [_writable(row[name]) for row in row_values(one)]
+            values = [writable(row[name]) for row in row_values(one)]
             stacked = default_collate(values)
         out[name] = stacked
     return out
@@ -107,7 +107,7 @@ def _stacked(column: pa.Array, field: pa.Field) -> torch.Tensor | None:
         data = column.buffers()[1]
         count = len(column) * int(np.prod(shape))
         values = np.frombuffer(data, dtype, count, column.offset * column.type.byte_width)
-        return _tensor(values.reshape(len(column), *shape))
+        return torch.from_numpy(writable(values.reshape(len(column), *shape)))
     values = to_numpy(column, field)
     if not isinstance(values, np.ndarray) or values.dtype.kind not in "biuf":
         return None
@@ -115,17 +115,12 @@ def _stacked(column: pa.Array, field: pa.Field) -> torch.Tensor | None:
         if values.dtype == np.uint64:  # beyond int64: collated row by row (and refused)
             return None
         values = values.astype(np.int64, copy=False)
-    return _tensor(values)
+    return torch.from_numpy(writable(values))
 
 
-def _writable(value: Any) -> Any:
-    """An array a view of bytes it must not write to (torch warns of such) as a copy."""
+def writable(value: Any) -> Any:
+    """The value, an array that is a view of bytes it must not write to copied (torch warns of
+    such arrays): bytes the reader does not own, such as mapped or cached ones."""
     if isinstance(value, np.ndarray) and not value.flags.writeable:
         return value.copy()
     return value
-
-
-def _tensor(values: np.ndarray) -> torch.Tensor:
-    """A tensor over ``values``, which are copied only where they are not writable (bytes the
-    batch does not own)."""
-    return torch.from_numpy(values if values.flags.writeable else values.copy())

@@ -41,8 +41,7 @@ def _own(row: dict[str, Any]) -> dict[str, Any]:
     """The row with writable arrays: the reader's are read-only views of shared bytes, which
     ``torch.as_tensor`` (the default collate) warns about."""
     for name, value in row.items():
-        if isinstance(value, np.ndarray) and not value.flags.writeable:
-            row[name] = value.copy()
+        row[name] = collated.writable(value)
     return row
 
 
