@@ -54,6 +54,8 @@ def start(imports: list[str] | None = None) -> None:
     default, pandas where installed); an early one is sent ``imports`` instead. (A server
     already running, from an earlier write in this process, is kept as it is.)"""
     global _waiting
+    if not sys.platform.startswith("linux"):  # workers are spawned there: nothing to start
+        return
     wanted = DEFAULT_IMPORTS if imports is None else imports
     if _waiting is not None:  # one line, the end kept open: see start_early()
         # With the environment as it is now: what the plugin set as it was loaded (thread
@@ -144,13 +146,9 @@ def _wants_workers(argv: Sequence[str]) -> bool:
         return False
     if any(f in ("-h", "--help") or f.startswith("--config") for f in flags):
         return False
-    for name, unwanted in (("--workers", "0"), ("--mindrecord_workers", "0"), ("--executor", "")):
-        value = _value(flags, name)
-        if value is not None and (
-            value == unwanted or (name == "--executor" and value != "process")
-        ):
-            return False
-    return True
+    if "0" in (_value(flags, "--workers"), _value(flags, "--mindrecord_workers")):
+        return False
+    return _value(flags, "--executor") in (None, "process")
 
 
 def _value(flags: list[str], name: str) -> str | None:

@@ -212,7 +212,6 @@ def _execute(
     with executors.create(settings.executor, workers, limits, executor_options) as runner:
         mark("workers-started")
         runner.check(run.plugin, out.staging)
-        mark("workers-checked")
         try:
             written = _write_rows(run, out, runner)
         except (TaskError, RowError) as e:  # a plugin to fix: its finished tasks are kept

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from recordmill import forkserver
 from recordmill.errors import TaskError
 from recordmill.executors.base import Executor, Limits, job_name
-from recordmill.executors.pool import TaskTimeout, WorkerLost, WorkerPool, start_fork_server
+from recordmill.executors.pool import TaskTimeout, WorkerLost, WorkerPool
 
 __all__ = ["InlineExecutor", "ProcessExecutor"]
 
@@ -49,7 +50,7 @@ class ProcessExecutor(Executor):
         # The fork server imports pyarrow and recordmill (0.3 s and more) while the run is
         # planned, not after; --workers 0 runs in this process and needs none.
         if workers != 0:
-            start_fork_server(imports)
+            forkserver.start(imports)
 
     def __exit__(self, *exc: Any) -> None:
         self.pool.__exit__(*exc)

@@ -69,17 +69,10 @@ def _signal_name(exitcode: int | None) -> str:
         return ""
 
 
-def start_fork_server(imports: list[str] | None = None) -> None:
-    """Start the fork server now (Linux), so that it imports while this process goes on: see
-    :mod:`recordmill.forkserver`."""
-    if sys.platform.startswith("linux"):
-        forkserver.start(imports)
-
-
 def _context() -> multiprocessing.context.BaseContext:
     # fork is unsafe once pyarrow's threads exist in the parent; a fork server is fast and safe.
     if sys.platform.startswith("linux"):
-        forkserver.before_workers()  # a pool started without start_fork_server(): the default
+        forkserver.before_workers()  # a pool started without forkserver.start(): the default
         return multiprocessing.get_context("forkserver")
     return multiprocessing.get_context("spawn")
 
