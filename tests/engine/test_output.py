@@ -18,7 +18,7 @@ from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.storage import Store
 from recordmill.engine.commit import KILL_AT
 from recordmill.read.verify import verify
-from tests.conftest import make_plugin, run_writer
+from tests.conftest import make_plugin, run_writer, write_here
 
 PLUGIN = """
     def add_options(parser):
@@ -65,11 +65,15 @@ def checksums(location: str) -> list[str]:
     return [p["checksum"] for p in manifest_file.read(location)["partitions"]]
 
 
-def write(plugin, output, *extra, kill_at=None):
+def writer_args(plugin, output) -> list:
     # --on-bad-input skip: rows go through the tasks phase (so its step exists) as well
     args = ["--script", plugin, "--output", output, "--partitions", "3", "--workers", "2"]
+    return [*args, "--quiet", "--on-bad-input", "skip"]
+
+
+def write(plugin, output, *extra, kill_at=None):
     env = {KILL_AT: kill_at} if kill_at else None
-    return run_writer(*args, "--quiet", "--on-bad-input", "skip", *extra, env=env)
+    return run_writer(*writer_args(plugin, output), *extra, env=env)
 
 
 def api_write(plugin, output, scale: int, **settings) -> None:
@@ -161,7 +165,8 @@ def kill_then_resume(plugin, sums, location, step, overwrite, allowed=("old", "n
     state = published_state(location, sums)
     assert state in allowed
 
-    other = write(plugin, location, *flags, "--resume", "--partitions", "2")
+    # refused before any worker starts: in this process
+    other = write_here(*writer_args(plugin, location), *flags, "--resume", "--partitions", "2")
     assert other.returncode == 1 and "--partitions: 3 then, 2 now" in other.stderr, other.stderr
     assert published_state(location, sums) == state  # the refusal changed nothing
 

@@ -484,8 +484,9 @@ def test_a_task_over_the_timeout_is_stopped_and_run_again(tmp_path, times):
     result = run_writer(
         *("--script", plugin, "--output", tmp_path / "out", "--workers", "2", "--retries", "1"),
         # Long enough for the other tasks (ten rows each) on a busy machine (a worker may wait
-        # a second or two for a core): they must never be the ones stopped.
-        *("--task-timeout", "6", "--marks", tmp_path / "marks", "--how", "hang"),
+        # a second for a core); one stopped by mistake would run again (--retries 1), and
+        # task 4's count would stay the same.
+        *("--task-timeout", "3", "--marks", tmp_path / "marks", "--how", "hang"),
         *("--times", times, "--quiet"),
         timeout=120,
     )
@@ -507,7 +508,7 @@ def test_a_task_without_progress_is_named_in_the_progress_bar(tmp_path):
         *("--script", plugin, "--output", tmp_path / "out", "--workers", "2"),
         # A task without progress for 2 s is named. On a busy machine a task that is only
         # waiting for a core may be named too, for a while: the hung one is named last, alone.
-        *("--task-timeout", "6", "--marks", tmp_path / "marks", "--how", "hang"),
+        *("--task-timeout", "4", "--marks", tmp_path / "marks", "--how", "hang"),
         env={"RECORDMILL_STALL_SECONDS": "2"},
         timeout=120,
     )
