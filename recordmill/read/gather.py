@@ -70,13 +70,14 @@ class Gatherer:
 
 class Columns:
     """The columns of many record batches laid end to end, to take rows from in any order
-    with one copy of each value. Values of 1 KB and more (images, audio, tensors) are copied
-    straight from their batches' buffers; Arrow's own take would first join the chunks."""
+    with one copy of each value. What a process holds of its own is in proportion to the
+    batches, not the rows: a row's batch and place are found from the batches' lengths and their
+    own (mapped) offsets when it is taken."""
 
     def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
         self.schema = schema
         self.checked = False  # its batches' checksums matched
-        self.columns: list[pa.Array | pa.ChunkedArray | Values] = []
+        self.columns: list[pa.Array | Chunked | Values] = []
         for c, t in enumerate(schema.types):
             chunks = [b.column(c) for b in batches]
             if Values.fits(t, chunks):  # large values: copied from where they lie
@@ -85,19 +86,62 @@ class Columns:
                 # One array: a take across many chunks costs per chunk, every time.
                 self.columns.append(pa.concat_arrays(chunks))
             else:  # a big column of small values stays where it is (no copy of it all)
-                self.columns.append(pa.chunked_array(chunks, type=t))
+                self.columns.append(Chunked(chunks))
 
     def take(self, index: np.ndarray) -> pa.RecordBatch:
         arrays = []
         for column, t in zip(self.columns, self.schema.types, strict=True):
             if isinstance(column, Values):
                 arrays.append(column.take(index, t))
+            elif isinstance(column, Chunked):
+                arrays.append(column.take(index))
             else:
-                taken = column.take(pa.array(index))
-                arrays.append(
-                    taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
-                )
+                arrays.append(column.take(pa.array(index)))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+class Spans:
+    """Where global rows lie among consecutive chunks of known lengths."""
+
+    def __init__(self, lengths: list[int]):
+        self.starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+
+    def split(self, index: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """For each chunk that holds any of the rows ``index`` names: the chunk, where in
+        ``index`` its rows are, and those rows as the chunk's own."""
+        owner = np.searchsorted(self.starts, index, side="right") - 1
+        order = np.argsort(owner, kind="stable")
+        chunks, firsts = np.unique(owner[order], return_index=True)
+        bounds = [*firsts.tolist(), len(index)]
+        groups = []
+        for n, k in enumerate(chunks.tolist()):
+            positions = order[bounds[n] : bounds[n + 1]]
+            groups.append((k, positions, index[positions] - self.starts[k]))
+        return groups
+
+
+class Chunked:
+    """A big column of small values (labels, ids) left in its batches: a take takes from each
+    batch only the rows wanted from it. pyarrow's take on a chunked array joins every chunk
+    first: a copy of the whole column in each process, at each batch."""
+
+    def __init__(self, chunks: list[pa.Array]):
+        self.chunks = chunks
+        self.spans = Spans([len(c) for c in chunks])
+
+    def take(self, index: np.ndarray) -> pa.Array:
+        groups = self.spans.split(index)
+        if not groups:
+            return self.chunks[0].slice(0, 0)
+        joined = pa.concat_arrays([self.chunks[k].take(pa.array(rows)) for k, _, rows in groups])
+        where = np.empty(len(index), np.int64)  # where in ``joined`` each row of ``index`` is
+        where[np.concatenate([positions for _, positions, _ in groups])] = np.arange(len(index))
+        return joined.take(pa.array(where))
+
+
+def _offsets(array: pa.Array) -> np.ndarray:
+    """A list or variable-width array's int32 offsets, where they lie (no copy)."""
+    return np.frombuffer(array.buffers()[1], np.int32)[array.offset : array.offset + len(array) + 1]
 
 
 def _numeric_list(t: pa.DataType) -> bool:
@@ -110,31 +154,39 @@ def _numeric_list(t: pa.DataType) -> bool:
 
 class Values:
     """Where each value of a bytes, string, tensor (fixed-size binary) or numeric array (a list
-    of numbers: token ids, audio) column lies: its batch, its start and its end, in bytes."""
+    of numbers: token ids, audio) column lies, found when taken: its batch, and its start and end
+    in bytes from the batch's own offsets."""
 
     def __init__(self, chunks: list[pa.Array]):
         t = chunks[0].type
+        self.spans = Spans([len(c) for c in chunks])
+        # Per batch: its value offsets as they lie (None: fixed width), and the shift and the
+        # width that make them byte offsets into its data.
+        self.offsets: list[tuple[np.ndarray | None, int, int]] = []
         if pa.types.is_fixed_size_binary(t):
-            width = t.byte_width
-            offsets = [np.arange(c.offset, c.offset + len(c) + 1) * width for c in chunks]
+            self.offsets = [(None, c.offset, t.byte_width) for c in chunks]
             self.data = [np.frombuffer(c.buffers()[1] or b"", np.uint8) for c in chunks]
         elif pa.types.is_list(t):
             width = t.value_type.bit_width // 8
-            offsets = [
-                (np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
-                 + c.values.offset) * width
-                for c in chunks
-            ]  # fmt: skip
+            self.offsets = [(_offsets(c), c.values.offset, width) for c in chunks]
             self.data = [np.frombuffer(c.values.buffers()[1] or b"", np.uint8) for c in chunks]
         else:
-            offsets = [
-                np.frombuffer(c.buffers()[1], np.int32)[c.offset : c.offset + len(c) + 1]
-                for c in chunks
-            ]
+            self.offsets = [(_offsets(c), 0, 1) for c in chunks]
             self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
-        self.starts = np.concatenate([o[:-1] for o in offsets]).astype(np.int64)
-        self.ends = np.concatenate([o[1:] for o in offsets]).astype(np.int64)
-        self.chunk = np.repeat(np.arange(len(chunks)), [len(c) for c in chunks])
+
+    def _bounds(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's batch, and its value's start and end in that batch's data."""
+        chunk, starts, ends = (np.empty(len(index), np.int64) for _ in range(3))
+        for k, positions, local in self.spans.split(index):
+            offsets, shift, width = self.offsets[k]
+            if offsets is None:
+                starts[positions] = (local + shift) * width
+                ends[positions] = starts[positions] + width
+            else:
+                starts[positions] = (offsets[local].astype(np.int64) + shift) * width
+                ends[positions] = (offsets[local + 1].astype(np.int64) + shift) * width
+            chunk[positions] = k
+        return chunk, starts, ends
 
     @staticmethod
     def fits(t: pa.DataType, chunks: list[pa.Array]) -> bool:
@@ -155,16 +207,14 @@ class Values:
         return values > 0 and total // values >= 1024
 
     def take(self, index: np.ndarray, t: pa.DataType) -> pa.Array:
-        starts, ends = self.starts[index], self.ends[index]
+        chunk, starts, ends = self._bounds(index)
         offsets = np.concatenate([[0], np.cumsum(ends - starts)])
         if offsets[-1] >= 2**31:
             raise OverflowError("more than 2 GB of values in one gather; take fewer rows at once")
         values = np.concatenate(
             [
                 self.data[k][a:b]
-                for k, a, b in zip(
-                    self.chunk[index].tolist(), starts.tolist(), ends.tolist(), strict=True
-                )
+                for k, a, b in zip(chunk.tolist(), starts.tolist(), ends.tolist(), strict=True)
             ]
         )
         if pa.types.is_fixed_size_binary(t):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +47,15 @@ def own_cluster(tmp_path, installed_package):
     yield from start_cluster(tmp_path, installed_package)
 
 
+def scheduler_address(scheduler_file: Path) -> str | None:
+    """The address the scheduler wrote, once it has written it whole (it is not written at
+    once: the file may be there and empty)."""
+    try:
+        return json.loads(scheduler_file.read_text())["address"]
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
 def start_cluster(tmp_path, installed_package):
     """A scheduler and two single-process workers, as `dask scheduler` and `dask worker`; the
     workers have the third-party plugin package installed (on their PYTHONPATH)."""
@@ -68,10 +78,9 @@ def start_cluster(tmp_path, installed_package):
         )
     ]
     deadline = time.monotonic() + 60
-    while not scheduler_file.is_file():
-        assert time.monotonic() < deadline
+    while (address := scheduler_address(scheduler_file)) is None:
+        assert time.monotonic() < deadline, "the Dask scheduler did not start"
         time.sleep(0.1)
-    address = json.loads(scheduler_file.read_text())["address"]
     workers = [
         subprocess.Popen(
             [

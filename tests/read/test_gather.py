@@ -1,0 +1,84 @@
+"""Columns laid end to end (read/gather.py): any rows in any order, equal to pyarrow's own take
+over the same batches, whatever path a column takes; and what a process holds for them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from recordmill.read import gather
+
+SCHEMA = pa.schema(
+    {
+        "id": pa.int64(),
+        "label": pa.string(),
+        "blob": pa.binary(),
+        "tensor": pa.binary(1024),
+        "wave": pa.list_(pa.float32()),
+    }
+)
+
+
+def batches() -> list[pa.RecordBatch]:
+    """Batches of every kind of column, one empty, one cut from a bigger one (an offset), with
+    nulls in the small values."""
+    rows, made = 0, []
+    for n in (5, 0, 7, 1, 6):
+        ids = np.arange(rows, rows + n)
+        made.append(
+            pa.record_batch(
+                {
+                    "id": ids,
+                    "label": pa.array([None if i % 3 == 0 else f"l{i}" for i in ids]),
+                    "blob": [bytes([i % 256]) * (1024 + i) for i in ids],
+                    "tensor": [bytes([i]) * 1024 for i in ids],
+                    "wave": [np.full(300, i, np.float32) for i in ids],
+                },
+                schema=SCHEMA,
+            )
+        )
+        rows += n
+    cut = pa.concat_batches([made[2], made[3]]).slice(3, 5)  # rows 8-12 again, at an offset
+    return [*made, cut]
+
+
+@pytest.mark.parametrize("join_bytes", [0, 1 << 30], ids=["in-place", "joined"])
+def test_any_rows_in_any_order_equal_pyarrows_take(monkeypatch, join_bytes):
+    monkeypatch.setattr(gather, "JOIN_BYTES", join_bytes)
+    parts = batches()
+    columns = gather.Columns(parts, parts[0].schema)
+    assert [type(c).__name__ for c in columns.columns][2:] == ["Values"] * 3  # 1 KB and more
+    small = type(columns.columns[0]).__name__
+    assert small == ("Chunked" if join_bytes == 0 else "Int64Array")
+    whole = pa.Table.from_batches(parts).combine_chunks()
+    rng = np.random.default_rng(0)
+    for index in ([0], [len(whole) - 1], rng.permutation(len(whole)), rng.integers(0, 24, 60)):
+        index = np.asarray(index, np.int64)  # repeated rows too
+        taken = pa.Table.from_batches([columns.take(index)])
+        assert taken.equals(whole.take(pa.array(index))), index
+
+
+def owned_bytes(value, seen=None) -> int:
+    """The bytes of the numpy arrays ``value`` holds of its own (not views of batches)."""
+    seen = seen if seen is not None else set()
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return value.nbytes if value.flags.owndata else 0
+    if isinstance(value, (list, tuple)):
+        return sum(owned_bytes(v, seen) for v in value)
+    if hasattr(value, "__dict__"):
+        return sum(owned_bytes(v, seen) for v in vars(value).values())
+    return 0
+
+
+def test_a_process_holds_a_few_numbers_per_batch_not_per_row(monkeypatch):
+    """Each DataLoader worker lays the dataset's columns end to end: what it holds of its own
+    for that grows with the batches (a row's place is found when it is taken), never with the
+    rows: 10^8 rows would otherwise be gigabytes a worker."""
+    monkeypatch.setattr(gather, "JOIN_BYTES", 0)
+    many = batches() * 40
+    held = owned_bytes(gather.Columns(many, SCHEMA).columns)
+    assert 0 < held <= 8 * (len(many) + 1) * len(SCHEMA)  # a number a batch, per column
