@@ -7,7 +7,8 @@ once by the loader and shared.
 
 A dataset of ``--rows`` int64 ids (one column, written once under benchmarks/data/, git-ignored,
 by a plugin that yields Arrow tables); one shuffled epoch with ``--workers`` fork workers, each
-worker's USS and PSS sampled (psutil) every 20 ms, the largest kept. ``--pythonpath`` runs the
+worker's USS, PSS (psutil) and private dirty pages (/proc/PID/smaps_rollup: what it has
+written of its own, not the mapped files' pages) sampled every 20 ms, the largest kept. ``--pythonpath`` runs the
 same with another checkout's recordmill (its folder first on PYTHONPATH).
 """
 
@@ -51,8 +52,20 @@ path, workers = sys.argv[1], int(sys.argv[2])
 data = rtorch.IterableDataset(path, shuffle=True, seed=0)
 loader = rtorch.DataLoader(data, batch_size=4096, num_workers=workers,
                            multiprocessing_context="fork")
-peak = {"uss": 0, "pss": 0}
+peak = {"uss": 0, "pss": 0, "dirty": 0}
 done = threading.Event()
+
+
+# Pages only this process has written (its heap, copied-on-write pages): memory it holds of its
+# own. USS also counts the pages of mapped files that only it has touched so far: page cache,
+# which every process shares and the kernel may drop.
+def private_dirty(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Private_Dirty:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
 
 def sample():
     me = psutil.Process()
@@ -60,10 +73,12 @@ def sample():
         for child in me.children():
             try:
                 info = child.memory_full_info()
-            except psutil.Error:
+                dirty = private_dirty(child.pid)
+            except (psutil.Error, OSError):
                 continue
             peak["uss"] = max(peak["uss"], info.uss)
             peak["pss"] = max(peak["pss"], info.pss)
+            peak["dirty"] = max(peak["dirty"], dirty)
         time.sleep(0.02)
 
 thread = threading.Thread(target=sample)
@@ -72,7 +87,7 @@ rows = sum(len(batch["id"]) for batch in loader)
 done.set()
 thread.join()
 print(f"{rows:,} rows; largest worker USS {peak['uss'] / 2**20:.0f} MiB, "
-      f"PSS {peak['pss'] / 2**20:.0f} MiB")
+      f"PSS {peak['pss'] / 2**20:.0f} MiB, private dirty {peak['dirty'] / 2**20:.0f} MiB")
 """
 
 

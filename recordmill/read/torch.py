@@ -20,6 +20,7 @@ a loader of another version refuses it.
 from __future__ import annotations
 
 import copy
+import gc
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -156,6 +157,20 @@ class DataLoader(torch_data.DataLoader):
                 yield batch
         self.position._end_epoch()
         self.ledger.epoch_count = 0
+
+    def _get_iterator(self) -> Any:
+        """torch's iterator, which starts the workers (each epoch, or once if persistent).
+        Every object this process holds is frozen meanwhile (``gc.freeze``'s documented use
+        before a fork): a forked worker's collector then leaves the objects it inherited alone.
+        Otherwise its first full collection writes to each one's header, and so copies every
+        page of them: tens of MB a worker, where torch is imported."""
+        if not self.num_workers:
+            return super()._get_iterator()
+        gc.freeze()
+        try:
+            return super()._get_iterator()
+        finally:
+            gc.unfreeze()  # here, they are collected as before
 
     def _skipping(self, world: int) -> Iterator[Any]:
         """Full batches of the rows that did not fail, each moving the position to the row of

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import os
+
 import numpy as np
 import pytest
 
@@ -547,3 +550,36 @@ def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(da
     before = made()
     before.load_state_dict({**state, "position": state["position"] - 20})  # a step short
     assert before.state_dict()["epoch"] == 0
+
+
+def private_dirty() -> int:
+    """The bytes of pages this process has written of its own (Linux)."""
+    with open("/proc/self/smaps_rollup") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Private_Dirty:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux's smaps only")
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_a_forked_worker_copies_no_page_of_what_the_loader_held(dataset, tmp_path, style):
+    """A full collection in a worker leaves the objects it inherited alone (they are frozen
+    while the loader forks it): without that, it writes to every one, copying its pages."""
+    ballast = [{"n": i} for i in range(200_000)]  # about 40 MB of objects here, and in each worker
+    frozen_here = gc.get_freeze_count()
+
+    def collect(worker_id):
+        before = private_dirty()
+        gc.collect()
+        (tmp_path / "worker").write_text(f"{private_dirty() - before} {gc.get_freeze_count()}")
+
+    if style == "map":
+        data = rtorch.MapDataset(dataset, columns=["id"])
+    else:
+        data = rtorch.IterableDataset(dataset, columns=["id"])
+    loader = rtorch.DataLoader(
+        data, batch_size=7, num_workers=1, multiprocessing_context="fork", worker_init_fn=collect
+    )
+    assert sum(len(batch["id"]) for batch in loader) == 153
+    copied, frozen = map(int, (tmp_path / "worker").read_text().split())
+    assert copied < 2 << 20, copied  # not 40 MB: a few pages the collection itself wrote
+    assert frozen > len(ballast)  # the worker's collector holds them as frozen
+    assert gc.get_freeze_count() == frozen_here  # and they are collected here again
