@@ -580,6 +580,6 @@ def test_a_forked_worker_copies_no_page_of_what_the_loader_held(dataset, tmp_pat
     )
     assert sum(len(batch["id"]) for batch in loader) == 153
     copied, frozen = map(int, (tmp_path / "worker").read_text().split())
-    assert copied < 2 << 20, copied  # not 40 MB: a few pages the collection itself wrote
+    assert copied < 8 << 20, copied  # not 40 MB (59 without the freeze): pages it wrote itself
     assert frozen > len(ballast)  # the worker's collector holds them as frozen
     assert gc.get_freeze_count() == frozen_here  # and they are collected here again
