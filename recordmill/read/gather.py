@@ -18,6 +18,9 @@ from recordmill.read.groups import Groups
 
 # A column of small values (labels, names) up to this size is joined into one array for gathers.
 JOIN_BYTES = 16 << 20
+# A column of large values of at most this many bytes of places (24 a row) has each row's place
+# worked out once; a bigger one finds a row's place when it is taken, group by group.
+LOOKUP_BYTES = 16 << 20
 
 
 class Gatherer:
@@ -111,10 +114,11 @@ class Spans:
         ``index`` its rows are, and those rows as the chunk's own."""
         owner = np.searchsorted(self.starts, index, side="right") - 1
         order = np.argsort(owner, kind="stable")
-        chunks, firsts = np.unique(owner[order], return_index=True)
+        sorted_owner = owner[order]
+        firsts = np.flatnonzero(np.diff(sorted_owner, prepend=-1))
         bounds = [*firsts.tolist(), len(index)]
         groups = []
-        for n, k in enumerate(chunks.tolist()):
+        for n, k in enumerate(sorted_owner[firsts].tolist()):
             positions = order[bounds[n] : bounds[n + 1]]
             groups.append((k, positions, index[positions] - self.starts[k]))
         return groups
@@ -174,6 +178,9 @@ class Values:
             self.offsets = [(_offsets(c), 0, 1) for c in chunks]
             self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
 
+        rows = int(self.spans.starts[-1])
+        self._lookup = self._bounds(np.arange(rows)) if 24 * rows <= LOOKUP_BYTES else None
+
     def _bounds(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each row's batch, and its value's start and end in that batch's data."""
         chunk, starts, ends = (np.empty(len(index), np.int64) for _ in range(3))
@@ -207,7 +214,10 @@ class Values:
         return values > 0 and total // values >= 1024
 
     def take(self, index: np.ndarray, t: pa.DataType) -> pa.Array:
-        chunk, starts, ends = self._bounds(index)
+        if self._lookup is not None:
+            chunk, starts, ends = (places[index] for places in self._lookup)
+        else:
+            chunk, starts, ends = self._bounds(index)
         offsets = np.concatenate([[0], np.cumsum(ends - starts)])
         if offsets[-1] >= 2**31:
             raise OverflowError("more than 2 GB of values in one gather; take fewer rows at once")

@@ -43,14 +43,16 @@ def batches() -> list[pa.RecordBatch]:
     return [*made, cut]
 
 
-@pytest.mark.parametrize("join_bytes", [0, 1 << 30], ids=["in-place", "joined"])
-def test_any_rows_in_any_order_equal_pyarrows_take(monkeypatch, join_bytes):
-    monkeypatch.setattr(gather, "JOIN_BYTES", join_bytes)
+@pytest.mark.parametrize("limit", [0, 1 << 30], ids=["found-at-each-take", "joined-or-looked-up"])
+def test_any_rows_in_any_order_equal_pyarrows_take(monkeypatch, limit):
+    monkeypatch.setattr(gather, "JOIN_BYTES", limit)
+    monkeypatch.setattr(gather, "LOOKUP_BYTES", limit)
     parts = batches()
     columns = gather.Columns(parts, parts[0].schema)
     assert [type(c).__name__ for c in columns.columns][2:] == ["Values"] * 3  # 1 KB and more
     small = type(columns.columns[0]).__name__
-    assert small == ("Chunked" if join_bytes == 0 else "Int64Array")
+    assert small == ("Chunked" if limit == 0 else "Int64Array")
+    assert all((c._lookup is None) == (limit == 0) for c in columns.columns[2:])
     whole = pa.Table.from_batches(parts).combine_chunks()
     rng = np.random.default_rng(0)
     for index in ([0], [len(whole) - 1], rng.permutation(len(whole)), rng.integers(0, 24, 60)):
@@ -77,8 +79,10 @@ def owned_bytes(value, seen=None) -> int:
 def test_a_process_holds_a_few_numbers_per_batch_not_per_row(monkeypatch):
     """Each DataLoader worker lays the dataset's columns end to end: what it holds of its own
     for that grows with the batches (a row's place is found when it is taken), never with the
-    rows: 10^8 rows would otherwise be gigabytes a worker."""
+    rows: 10^8 rows would otherwise be gigabytes a worker. (Up to the limits, a small
+    dataset's columns are joined or looked up: the test above.)"""
     monkeypatch.setattr(gather, "JOIN_BYTES", 0)
+    monkeypatch.setattr(gather, "LOOKUP_BYTES", 0)
     many = batches() * 40
     held = owned_bytes(gather.Columns(many, SCHEMA).columns)
     assert 0 < held <= 8 * (len(many) + 1) * len(SCHEMA)  # a number a batch, per column
