@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import recordmill
@@ -98,27 +101,42 @@ NEEDS_HERE = """
 """
 
 
-def test_a_plugin_that_a_worker_cannot_load_is_refused_before_any_task(
-    tmp_path, monkeypatch, cluster
-):
-    """The plugin imports a package that this process finds (on its own sys.path) and Ray's
-    workers do not: the run stops at its check, with one line, before a task runs."""
+# In a process of its own, which has ``site`` on its sys.path and starts a Ray runtime itself.
+REFUSED = """
+import sys
+
+import ray
+
+import recordmill
+
+site, plugin, out = sys.argv[1:]
+sys.path.insert(0, site)
+try:
+    recordmill.write(plugin, out, executor="ray", workers=1, progress=False)
+except recordmill.RecordmillError as e:
+    print(e)
+print("runtime left running:", ray.is_initialized())
+"""
+
+
+def test_a_plugin_that_a_worker_cannot_load_is_refused_before_any_task(tmp_path):
+    """The plugin imports a package that the run's process finds (on its own sys.path) and
+    Ray's workers do not: the run stops at its check, with one line, before a task runs."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "only_here.py").write_text("ROWS = 3\n")
-    monkeypatch.syspath_prepend(str(site))
     plugin = make_plugin(tmp_path / "needs", NEEDS_HERE)
-    out = tmp_path / "out"
-    with pytest.raises(recordmill.RecordmillError) as caught:
-        recordmill.write(plugin, out, executor="ray", workers=1, progress=False)
+    script = tmp_path / "run.py"
+    script.write_text(REFUSED)
+    run = [sys.executable, script, site, plugin, tmp_path / "out"]
+    result = subprocess.run(run, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     described = f"needs (path: {plugin / 'plugin.py'})"
-    assert str(caught.value) == (
+    assert result.stdout.splitlines() == [
         f"a Ray worker cannot run this job: cannot load plugin {described}: cannot import "
         f"plugin {described}: ModuleNotFoundError: No module named 'only_here'. Folder plugins "
         "and the output must be on storage every worker sees; installed plugins must be "
-        "installed everywhere"
-    )
-    # No output, staging folder or lock left; the runtime the run found (it did not start it),
-    # left running.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["needs", "site"]
-    assert ray.is_initialized()
+        "installed everywhere",
+        "runtime left running: False",  # the runtime the run started, shut down
+    ], result.stderr
+    # No output, staging folder or lock left.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["needs", "run.py", "site"]
