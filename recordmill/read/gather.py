@@ -73,9 +73,9 @@ class Gatherer:
 
 class Columns:
     """The columns of many record batches laid end to end, to take rows from in any order
-    with one copy of each value. What a process holds of its own is in proportion to the
-    batches, not the rows: a row's batch and place are found from the batches' lengths and their
-    own (mapped) offsets when it is taken."""
+    with one copy of each value. Past ``JOIN_BYTES`` and ``LOOKUP_BYTES`` of a column, what a
+    process holds of its own is in proportion to the batches, not the rows: a row's batch and
+    place are found from the batches' lengths and their own (mapped) offsets when it is taken."""
 
     def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
         self.schema = schema
@@ -158,8 +158,8 @@ def _numeric_list(t: pa.DataType) -> bool:
 
 class Values:
     """Where each value of a bytes, string, tensor (fixed-size binary) or numeric array (a list
-    of numbers: token ids, audio) column lies, found when taken: its batch, and its start and end
-    in bytes from the batch's own offsets."""
+    of numbers: token ids, audio) column lies: its batch, and its start and end in bytes, from
+    the batch's own offsets (worked out for every row at once up to ``LOOKUP_BYTES``)."""
 
     def __init__(self, chunks: list[pa.Array]):
         t = chunks[0].type
@@ -177,7 +177,6 @@ class Values:
         else:
             self.offsets = [(_offsets(c), 0, 1) for c in chunks]
             self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
-
         rows = int(self.spans.starts[-1])
         self._lookup = self._bounds(np.arange(rows)) if 24 * rows <= LOOKUP_BYTES else None
 
