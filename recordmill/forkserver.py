@@ -7,10 +7,10 @@ default). ``python writer.py`` starts that server before it imports anything its
 (:func:`start_early`), when its command line asks for worker processes; the server imports
 recordmill's modules beside the main process's own imports, then waits for the plugin's list,
 which :func:`start` hands it once the plugin is loaded (with the environment as it is then), as
-a line through a pipe (a FIFO in a
-private temporary folder, which the server removes once it opened it). A main process that ends
-first closes the pipe: the server reads nothing and goes on. This module imports only the standard library, so that the start costs nothing
-before it.
+a line through a pipe (a FIFO in a private temporary folder, which the server removes once it
+opened it). A main process that ends first closes the pipe: the server reads nothing and goes
+on. This module imports only the standard library and recordmill's ``errors`` and ``timeline``
+(which import nothing else), so that the start costs nothing before it.
 """
 
 from __future__ import annotations

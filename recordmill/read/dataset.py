@@ -225,7 +225,7 @@ class Dataset:
 
     def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """The row dicts ``ds[i]`` gives, for many rows at once (a DataLoader batch)."""
-        return _rows(self.gather(indices), self._decoding(self._global(indices)))
+        return _rows(self._gather(rows := self._global(indices), keep=True), self._decoding(rows))
 
     def gather(self, indices: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """The rows ``rows`` reads, as one Arrow batch of newly made arrays, not decoded."""

@@ -60,7 +60,8 @@ class Gatherer:
         groups, schema = self.groups, self.schema
         count = len(groups.files.groups)
         if self._whole is None:
-            self._whole = Columns([groups.group(g, schema) for g in range(count)], schema)
+            batches = [groups.group(g, schema) for g in range(count)]
+            self._whole = Columns(batches, schema, lookup=True)  # taken from at every gather
         if check and not self._whole.checked:
             # From a group of this process's own: the DataLoader's workers that start together
             # check different groups first, each recording them for the others (read/checked.py).
@@ -75,16 +76,18 @@ class Columns:
     """The columns of many record batches laid end to end, to take rows from in any order
     with one copy of each value. Past ``JOIN_BYTES`` and ``LOOKUP_BYTES`` of a column, what a
     process holds of its own is in proportion to the batches, not the rows: a row's batch and
-    place are found from the batches' lengths and their own (mapped) offsets when it is taken."""
+    place are found from the batches' lengths and their own (mapped) offsets when it is taken.
+    ``lookup``: columns that are taken from many times have those places worked out at once, up
+    to ``LOOKUP_BYTES``."""
 
-    def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema):
+    def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema, lookup: bool = False):
         self.schema = schema
         self.checked = False  # its batches' checksums matched
         self.columns: list[pa.Array | Chunked | Values] = []
         for c, t in enumerate(schema.types):
             chunks = [b.column(c) for b in batches]
             if Values.fits(t, chunks):  # large values: copied from where they lie
-                self.columns.append(Values(chunks))
+                self.columns.append(Values(chunks, lookup))
             elif sum(c.nbytes for c in chunks) <= JOIN_BYTES:
                 # One array: a take across many chunks costs per chunk, every time.
                 self.columns.append(pa.concat_arrays(chunks))
@@ -92,14 +95,10 @@ class Columns:
                 self.columns.append(Chunked(chunks))
 
     def take(self, index: np.ndarray) -> pa.RecordBatch:
-        arrays = []
-        for column, t in zip(self.columns, self.schema.types, strict=True):
-            if isinstance(column, Values):
-                arrays.append(column.take(index, t))
-            elif isinstance(column, Chunked):
-                arrays.append(column.take(index))
-            else:
-                arrays.append(column.take(pa.array(index)))
+        arrays = [
+            c.take(index) if isinstance(c, (Values, Chunked)) else c.take(pa.array(index))
+            for c in self.columns
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
@@ -159,10 +158,11 @@ def _numeric_list(t: pa.DataType) -> bool:
 class Values:
     """Where each value of a bytes, string, tensor (fixed-size binary) or numeric array (a list
     of numbers: token ids, audio) column lies: its batch, and its start and end in bytes, from
-    the batch's own offsets (worked out for every row at once up to ``LOOKUP_BYTES``)."""
+    the batch's own offsets (worked out for every row at once with ``lookup``, up to
+    ``LOOKUP_BYTES``)."""
 
-    def __init__(self, chunks: list[pa.Array]):
-        t = chunks[0].type
+    def __init__(self, chunks: list[pa.Array], lookup: bool = False):
+        self.type = t = chunks[0].type
         self.spans = Spans([len(c) for c in chunks])
         # Per batch: its value offsets as they lie (None: fixed width), and the shift and the
         # width that make them byte offsets into its data.
@@ -178,7 +178,8 @@ class Values:
             self.offsets = [(_offsets(c), 0, 1) for c in chunks]
             self.data = [np.frombuffer(c.buffers()[2] or b"", np.uint8) for c in chunks]
         rows = int(self.spans.starts[-1])
-        self._lookup = self._bounds(np.arange(rows)) if 24 * rows <= LOOKUP_BYTES else None
+        small = 24 * rows <= LOOKUP_BYTES
+        self._lookup = self._bounds(np.arange(rows)) if lookup and small else None
 
     def _bounds(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each row's batch, and its value's start and end in that batch's data."""
@@ -212,7 +213,8 @@ class Values:
         values = sum(len(c) for c in chunks)
         return values > 0 and total // values >= 1024
 
-    def take(self, index: np.ndarray, t: pa.DataType) -> pa.Array:
+    def take(self, index: np.ndarray) -> pa.Array:
+        t = self.type
         if self._lookup is not None:
             chunk, starts, ends = (places[index] for places in self._lookup)
         else:

@@ -48,11 +48,13 @@ def test_any_rows_in_any_order_equal_pyarrows_take(monkeypatch, limit):
     monkeypatch.setattr(gather, "JOIN_BYTES", limit)
     monkeypatch.setattr(gather, "LOOKUP_BYTES", limit)
     parts = batches()
-    columns = gather.Columns(parts, parts[0].schema)
+    columns = gather.Columns(parts, parts[0].schema, lookup=True)
     assert [type(c).__name__ for c in columns.columns][2:] == ["Values"] * 3  # 1 KB and more
     small = type(columns.columns[0]).__name__
     assert small == ("Chunked" if limit == 0 else "Int64Array")
     assert all((c._lookup is None) == (limit == 0) for c in columns.columns[2:])
+    once = gather.Columns(parts, parts[0].schema)  # a gather's own, taken from once: no lookup
+    assert all(c._lookup is None for c in once.columns[2:])
     whole = pa.Table.from_batches(parts).combine_chunks()
     rng = np.random.default_rng(0)
     for index in ([0], [len(whole) - 1], rng.permutation(len(whole)), rng.integers(0, 24, 60)):
@@ -84,5 +86,5 @@ def test_a_process_holds_a_few_numbers_per_batch_not_per_row(monkeypatch):
     monkeypatch.setattr(gather, "JOIN_BYTES", 0)
     monkeypatch.setattr(gather, "LOOKUP_BYTES", 0)
     many = batches() * 40
-    held = owned_bytes(gather.Columns(many, SCHEMA).columns)
+    held = owned_bytes(gather.Columns(many, SCHEMA, lookup=True).columns)
     assert 0 < held <= 8 * (len(many) + 1) * len(SCHEMA)  # a number a batch, per column
