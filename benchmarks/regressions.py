@@ -15,7 +15,9 @@ compare on.
 - ``arrow checked / unchecked, shuffled`` and ``random ds[i]``: the cost of the checks;
 - ``parquet / arrow, shuffled`` and ``random``: Parquet opened with no argument;
 - ``template write, 4 tasks (s)``: ``python writer.py --script template`` wall time;
-- ``text bytes / 2 bytes a token``: the text plugin's dataset of a tokenized corpus.
+- ``text bytes / 2 bytes a token``: the text plugin's dataset of a tokenized corpus;
+- ``orders drawn, 2 ranks x 2 workers``: a shuffled epoch's order (1.2 M rows) on one node
+  (``bench_worker_memory.py``'s count).
 """
 
 from __future__ import annotations
@@ -85,6 +87,13 @@ def text(root: Path) -> dict[str, float]:
     return {"text bytes / 2 bytes a token": written / (2 * tokens)}
 
 
+def orders() -> dict[str, float]:
+    import bench_worker_memory
+
+    got = bench_worker_memory.node(1_200_000, ranks=2, workers=2, batches=5)
+    return {"orders drawn, 2 ranks x 2 workers": float(got["drawn"] or 0)}
+
+
 def compare(now: dict[str, float], saved: dict[str, float]) -> int:
     print("| measure | baseline | now | now / baseline | |\n| --- | ---: | ---: | ---: | --- |")
     worse = 0
@@ -110,7 +119,7 @@ def main() -> int:
     a = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-regressions-"))
     try:
-        now = {**checks(root, a.runs), **template_write(root, a.runs), **text(root)}
+        now = {**checks(root, a.runs), **template_write(root, a.runs), **text(root), **orders()}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if a.save:

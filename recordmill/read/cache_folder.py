@@ -64,7 +64,7 @@ class Folder:
             found, filling = [], 0
             for entry in os.scandir(self.root / "parts"):
                 with contextlib.suppress(FileNotFoundError):
-                    if entry.name.endswith(".partial") and not _alive(_filler(entry.name)):
+                    if entry.name.endswith(".partial") and not alive(filler(entry.name)):
                         os.unlink(entry.path)
                     elif entry.name.endswith(".partial"):
                         filling += entry.stat(follow_symlinks=False).st_size
@@ -197,7 +197,7 @@ def check_private(folder: Path) -> None:
         raise UnsafeCache(f"{folder} {problem}: it is not used as this user's disk cache")
 
 
-def _filler(partial: str) -> int:
+def filler(partial: str) -> int:
     """The process filling a part, from its temporary name ``.PART.PID.partial``."""
     try:
         return int(partial.rsplit(".", 2)[1])
@@ -205,7 +205,7 @@ def _filler(partial: str) -> int:
         return 0  # not one of ours: no process
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     if pid <= 0:
         return False
     try:

@@ -368,11 +368,12 @@ def _batches_in_order(view: Dataset, batch_size: int, fmt: str) -> Iterator[Any]
 def _shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str) -> Iterator[Any]:
     """``view.iter_batches(shuffle=True)``: a seeded permutation, gathered a window at a time."""
     seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
-    order = view.shuffled(seed) + view._start
+    order = view.shuffled(seed)  # of the view's rows: a shared order is read-only
     window = view._window(batch_size)
     for lo in range(0, len(order), window):
-        batch = view._gather(order[lo : lo + window], check=True)
-        yield from _pieces(batch, batch_size, fmt, view._decoding(order[lo : lo + window]))
+        rows = order[lo : lo + window] + view._start
+        batch = view._gather(rows, check=True)
+        yield from _pieces(batch, batch_size, fmt, view._decoding(rows))
 
 
 def _shuffled(
@@ -380,11 +381,11 @@ def _shuffled(
 ) -> np.ndarray:
     """Rows ``start`` to ``stop`` (as 0 to n - 1) in a shuffled order (see Dataset.shuffled)."""
     if blocks == 0:
-        return order.permutation(stop - start, seed, epoch)
+        return order.permutation(stop - start, seed, epoch, groups.orders)
     disk = groups.ready().disk
     parts = disk.parts if disk is not None else plan_parts(groups.files)
     spans = order.spans([part.rows for part in parts], start, stop)
-    return order.block_order(spans, blocks, seed, epoch)
+    return order.block_order(spans, blocks, seed, epoch, groups.orders)
 
 
 def _row(columns: list[pa.Array], getters: list[Any], local: int) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from recordmill.read.cache_folder import UnsafeCache
 from recordmill.read.checked import Checked, check_once, file_key, log_checked
 from recordmill.read.files import Files
 from recordmill.read.segments import Segments
+from recordmill.read.shared_orders import Orders
 
 # Parquet row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
 READ_THREADS = max(1, min(4, os.cpu_count() or 1))
@@ -50,6 +51,8 @@ class Groups:
         self.files = files
         # What this machine checked already, shared by its processes (None: this process's own).
         self.checked = checked
+        # Where large epoch orders are drawn once a machine (read/shared_orders.py).
+        self.orders = Orders(disk[0] if disk is not None else None)
         self.segments = Segments(files)
         # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.
         self.mapped = files.arrow and files.store.local

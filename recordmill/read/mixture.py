@@ -27,6 +27,7 @@ from recordmill.errors import ColumnError
 from recordmill.read import mixing
 from recordmill.read.dataset import Dataset, _columns, undecoded
 from recordmill.read.dataset import open as open_dataset
+from recordmill.read.shared_orders import shared_order
 
 __all__ = ["Mixture", "mix"]
 
@@ -156,13 +157,11 @@ class Mixture:
         steps = self.epoch_steps(epoch)
         key = (epoch, steps, tuple(self._blocks()))
         if self._order is None or self._order[0] != key:
-            plan = mixing.plan_epoch(
-                self.sizes, steps, self.seed, epoch, self.until, self.rows_per_epoch
-            )
-            ids = np.empty(len(plan), dtype=np.int64)
-            for i in range(len(self.datasets)):
-                where = np.flatnonzero(plan.source == i)
-                ids[where] = self.offsets[i] + self._rows_of(i, epoch, plan.nth[where])
+            # Drawn once a machine where it is large (read/shared_orders.py), by what it is of.
+            named = (self.identity(), self.seed, self.until, self.rows_per_epoch, self.shuffle)
+            rows = self.rows_per_epoch or self.total_rows
+            orders = self.datasets[0]._groups.orders
+            ids = shared_order(orders, rows, ("mixture", *named, *key), lambda: _draw(self, epoch))
             self._order = (key, ids)
         return self._order[1]
 
@@ -280,6 +279,18 @@ class Mixture:
             raise ValueError(f"cannot resume: the saved state's weights are {saved['steps']!r}")
         self._resumed = (epoch, _continued(tuple(before), self.steps, position))
         self.blocks = [int(b) for b in saved.get("blocks", self._blocks())]
+
+
+def _draw(m: Mixture, epoch: int) -> np.ndarray:
+    """Epoch ``epoch``'s rows of ``m``, drawn (see :meth:`Mixture.order`)."""
+    plan = mixing.plan_epoch(
+        m.sizes, m.epoch_steps(epoch), m.seed, epoch, m.until, m.rows_per_epoch
+    )
+    ids = np.empty(len(plan), dtype=np.int64)
+    for i in range(len(m.datasets)):
+        where = np.flatnonzero(plan.source == i)
+        ids[where] = m.offsets[i] + m._rows_of(i, epoch, plan.nth[where])
+    return ids
 
 
 def _gather(m: Mixture, ids: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:

@@ -21,19 +21,41 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from recordmill.read.shared_orders import InPlace, Orders, shared_order
 
-def permutation(rows: int, seed: int, epoch: int = 0) -> np.ndarray:
-    """A full permutation of ``rows`` rows (what every order was before the cache)."""
-    return np.random.default_rng(seed + epoch).permutation(rows)
+
+def permutation(rows: int, seed: int, epoch: int = 0, orders: Orders | None = None) -> np.ndarray:
+    """A full permutation of ``rows`` rows (what every order was before the cache), numpy's
+    ``default_rng(seed + epoch).permutation(rows)``; a large one drawn once a machine in
+    ``orders`` (:mod:`~.read.shared_orders`)."""
+
+    def fill(out: np.ndarray) -> None:  # what numpy's permutation does, in ``out``
+        for lo in range(0, rows, 1 << 20):  # a row number at a time, never a copy of them all
+            out[lo : lo + (1 << 20)] = np.arange(lo, min(rows, lo + (1 << 20)))
+        np.random.default_rng(seed + epoch).shuffle(out)
+
+    return shared_order(orders, rows, ("permutation", rows, seed + epoch), InPlace(rows, fill))
 
 
 def block_order(
-    parts: Sequence[tuple[int, int]], capacity: int, seed: int, epoch: int = 0
+    parts: Sequence[tuple[int, int]],
+    capacity: int,
+    seed: int,
+    epoch: int = 0,
+    orders: Orders | None = None,
 ) -> np.ndarray:
     """Rows ``start`` to ``stop`` of each part in ``parts`` (in order, together every row),
     in the block-shuffled order of ``epoch`` for a cache of ``capacity`` parts."""
+    rows = sum(stop - start for start, stop in parts)
     if capacity >= len(parts):
-        return permutation(sum(stop - start for start, stop in parts), seed, epoch)
+        return permutation(rows, seed, epoch, orders)
+    key = ("blocks", tuple(parts), capacity, seed, epoch)
+    return shared_order(orders, rows, key, lambda: _block_order(parts, capacity, seed, epoch))
+
+
+def _block_order(
+    parts: Sequence[tuple[int, int]], capacity: int, seed: int, epoch: int
+) -> np.ndarray:
     order = part_order(len(parts), capacity, seed, epoch)
     rng = np.random.default_rng([seed, epoch, 1])
     window = max(1, capacity // 2)

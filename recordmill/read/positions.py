@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 from recordmill.dataset.versions import fingerprint
+from recordmill.read import order
+from recordmill.read.shared_orders import Orders
 
 __all__ = ["Position", "Ranks"]
 
@@ -130,16 +132,18 @@ class Position:
         bind = getattr(self, "_bind", None)  # Ranks'
         return bind() if bind is not None else (0, 1)
 
-    def _order(self) -> np.ndarray:
-        """This epoch's rows not yet handed out, in order."""
+    def _order(self) -> np.ndarray | range:
+        """This epoch's rows not yet handed out, in order (a ``range`` when not shuffled: an
+        epoch's order is never a copy of its own a process)."""
         if self.shuffle:
             return self._shuffled()[self.position :]
-        return np.arange(self.position, self._length())
+        return range(self.position, self._length())
 
     def _shuffled(self) -> np.ndarray:
-        """This epoch's permutation: drawn from ``seed + epoch``, or the dataset's own order
-        (a block shuffle where its disk cache holds only some of it)."""
-        return np.random.default_rng(self.seed + self.epoch).permutation(self._length())
+        """This epoch's permutation: drawn from ``seed + epoch`` (once a machine where it is
+        large: ``read/shared_orders.py``), or the dataset's own order (a block shuffle where its
+        disk cache holds only some of it)."""
+        return order.permutation(self._length(), self.seed, self.epoch, Orders())
 
     def _advance(self, rows: int) -> None:
         self.position = min(self._length(), self.position + rows)
@@ -215,6 +219,20 @@ class Ranks:
 
     rank: int | None
     world_size: int | None
+
+    def _given(self, rank: int | None, world_size: int | None) -> None:
+        """``rank`` of ``world_size`` as given: both or neither (then torch.distributed's)."""
+        if rank is None and world_size is None:
+            self.rank, self.world_size = None, None
+            return
+        whole = all(type(n) is int for n in (rank, world_size))
+        if not whole or not 0 <= rank < world_size:  # type: ignore[operator]
+            raise ValueError(
+                f"rank and world_size go together, world_size a whole number from 1 and rank 0 "
+                f"to world_size - 1 (or neither: torch.distributed's), got rank={rank!r}, "
+                f"world_size={world_size!r}"
+            )
+        self.rank, self.world_size = rank, world_size
 
     def _bind(self) -> tuple[int, int]:
         """This process's (rank, world size), kept once a process group gave them."""

@@ -128,7 +128,7 @@ class Sampler(Position, Ranks, torch_data.Sampler):
         Position.__init__(self, shuffle, seed)
         self.even = even
         self.rows = data_source if isinstance(data_source, int) else len(data_source)
-        self.rank, self.world_size = rank, world_size
+        self._given(rank, world_size)
         self._bind()
         self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
         self._data = data_source.source if isinstance(data_source, MapDataset) else None
@@ -147,23 +147,30 @@ class Sampler(Position, Ranks, torch_data.Sampler):
 
     def __iter__(self) -> Iterator[int]:
         rank, world = self._bind()
-        return iter(self._evened(self._order(), world)[rank::world][self.stream :].tolist())
+        order = self._order()  # now: the epoch and position as they are when it starts
+        return _indices(order, range(rank, self._left(), world)[self.stream :])
 
     def __len__(self) -> int:
         rank, world = self._bind()
         return len(range(rank, self._left(), world))
 
     def _left(self) -> int:
-        return len(self._evened(np.arange(self._length() - self.position), self._bind()[1]))
+        """Rows of the order still to hand out, made a whole number per rank when ``even``
+        asks it: ``"pad"`` repeats the order's first rows, ``"drop"`` leaves its last out."""
+        rows, world = self._length() - self.position, self._bind()[1]
+        short = -rows % world
+        if not short or self.even is None or not rows:
+            return rows
+        return rows - (world - short) if self.even == "drop" else rows + short
 
-    def _evened(self, order: np.ndarray, world: int) -> np.ndarray:
-        """The order, made a whole number of rows per rank when ``even`` asks it."""
-        short = -len(order) % world
-        if not short or self.even is None or not len(order):
-            return order
-        if self.even == "drop":
-            return order[: len(order) - (world - short)]
-        return np.concatenate([order, np.resize(order, short)])
+
+def _indices(order: np.ndarray | range, at: range) -> Iterator[int]:
+    """``order[p % len(order)]`` for each position ``p`` of ``at`` (past its end: the order
+    again from its start), a slice at a time: never a list of the whole epoch."""
+    for lo in range(0, len(at), 1 << 16):
+        part = at[lo : lo + (1 << 16)]
+        where = np.arange(part.start, part.stop, part.step) % len(order)
+        yield from (where + order.start if isinstance(order, range) else order[where]).tolist()
 
 
 class IterableDataset(Position, Ranks, torch_data.IterableDataset):
@@ -210,7 +217,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         self.source.dataset()
         _mixture_order(self)
         self.transform = transform
-        self.rank, self.world_size = rank, world_size
+        self._given(rank, world_size)
         self._bind()
         self.batch_size = batch_size
         self.read_batch_size = read_batch_size
@@ -223,46 +230,30 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         if multiprocessing.context.get_spawning_popen() is None:
             # Not a worker being started (a copy, a checkpoint): shared memory does not travel.
             state.pop("_shared", None)
-            state.pop("_shared_order", None)
         return state
 
     def _follow(self) -> None:
-        """Share the epoch's order with the DataLoader's workers: the loader computes it once
-        (it is 8 bytes a row) and every worker reads its share from the same memory, instead of
-        each drawing the whole permutation; persistent workers, which outlive an epoch, read
-        where each epoch starts from it too."""
-        # epoch, position, blocks, rows in the order, this rank's rows read past the position
-        self._shared = multiprocessing.RawArray("q", 5)
-        rows = self._length()
-        if self.source.mixture is not None:  # later epochs may draw a few rows more
-            rows += rows // 8 + 1024
-        self._shared_order = multiprocessing.RawArray("q", max(1, rows))
+        """Let the DataLoader's workers follow where each epoch starts (persistent workers
+        outlive an epoch): the loader's process publishes it before they start. The order
+        itself is not shared here: a large one is drawn once a machine and mapped by each
+        (``read/shared_orders.py``)."""
+        self._shared = multiprocessing.RawArray("q", 4)  # epoch, position, blocks, stream
 
     def _publish(self) -> None:
-        """In the loader's process, as an epoch starts: its order and where it stands."""
+        """In the loader's process, as an epoch starts: where it stands (and its order drawn,
+        so that the workers find it drawn)."""
         if getattr(self, "_shared", None) is None:
             return
-        order = self._order()
-        fits = len(order) <= len(self._shared_order)
-        if fits:
-            np.frombuffer(self._shared_order, np.int64, count=len(order))[:] = order
+        self._order()
         blocks = -1 if self.blocks is None else self.blocks
-        # An order that does not fit (-1): each worker draws it itself, as without sharing.
-        self._shared[:] = [
-            self.epoch,
-            self.position,
-            blocks,
-            len(order) if fits else -1,
-            self.stream,
-        ]
+        self._shared[:] = [self.epoch, self.position, blocks, self.stream]
 
-    def _shared_rows(self) -> np.ndarray | None:
-        """In a worker: the order the loader published (its epoch and position taken too)."""
+    def _take_position(self) -> None:
+        """In a worker: the epoch and position the loader published."""
         if getattr(self, "_shared", None) is None or torch_data.get_worker_info() is None:
-            return None
-        self.epoch, self.position, blocks, rows, self.stream = self._shared[:]
+            return
+        self.epoch, self.position, blocks, self.stream = self._shared[:]
         self.blocks = None if blocks < 0 else blocks
-        return None if rows < 0 else np.frombuffer(self._shared_order, np.int64, count=rows)
 
     def _length(self) -> int:
         return self.source.rows(self.epoch)
@@ -282,9 +273,9 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         return rank + worker * world, world * workers
 
     def __iter__(self) -> Iterator[Any]:
-        shared = self._shared_rows()
+        self._take_position()
         ds = self.source.dataset()
-        order = self._order() if shared is None else shared
+        order = self._order()
         for batches in self._batches(order):
             rows = [
                 _own(row) for row in ds.iter_rows(np.concatenate(batches), self.read_batch_size)
@@ -298,7 +289,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
                 lo += len(batch)
                 yield from [guarded] if self.chunked else guarded.samples
 
-    def _batches(self, order: np.ndarray) -> Iterator[list[np.ndarray]]:
+    def _batches(self, order: np.ndarray | range) -> Iterator[list[np.ndarray]]:
         """This (rank, worker)'s batches of ``order`` (rows), a few at a time (its share of the
         order is never one array), the rows of its rank's batches that a resumed state says were
         read (``stream``, with skips) left out."""
@@ -312,12 +303,20 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
                 k = (start // size - rank) // world  # the batch's number among its rank's
                 lo = start + max(0, min(size, self.stream - k * size))
             if lo < min(start + size, len(order)):
-                batches.append(order[lo : start + size])
+                batches.append(_rows(order, lo, start + size))
             if len(batches) == group:
                 yield batches
                 batches = []
         if batches:
             yield batches
+
+
+def _rows(order: np.ndarray | range, lo: int, hi: int) -> np.ndarray:
+    """``order[lo:hi]`` as an array."""
+    if isinstance(order, range):
+        part = order[lo:hi]
+        return np.arange(part.start, part.stop, dtype=np.int64)
+    return order[lo:hi]
 
 
 def _guarded(

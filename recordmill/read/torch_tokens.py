@@ -115,8 +115,8 @@ class TokenBlocks(IterableDataset):
         return self._epoch_stream[1]
 
     def __iter__(self) -> Iterator[Any]:
-        shared = self._shared_rows()
-        order = self._order() if shared is None else shared
+        self._take_position()
+        order = self._order()
         epoch = self._epoch()
         for batches in self._batches(order):
             for block in epoch.read(np.concatenate(batches)):

@@ -370,3 +370,29 @@ def test_an_empty_source_ends_a_first_exhausted_epoch_and_cannot_repeat(sources,
     with pytest.raises(ValueError, match="source 'empty' has no rows, so it cannot start over"):
         recordmill.mix([sources[0], str(empty)], [1, 1], rows=10)
     assert len(recordmill.mix([sources[0], str(empty)], [1, 0], rows=10)) == 10
+
+
+def test_a_mixtures_order_is_drawn_once_a_machine_by_all_it_depends_on(
+    sources, monkeypatch, tmp_path
+):
+    from recordmill.read import shared_orders
+
+    unshared = {}
+    for weights, shuffle in (
+        ((0.6, 0.3, 0.1), True),
+        ((0.2, 0.3, 0.5), True),
+        ((0.6, 0.3, 0.1), False),
+    ):
+        for epoch in (0, 1):
+            m = recordmill.mix(sources, list(weights), seed=4, shuffle=shuffle)
+            unshared[weights, shuffle, epoch] = m.order(epoch).tolist()
+    monkeypatch.setattr(shared_orders, "SHARE_ROWS", 1)
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RECORDMILL_ORDER_LOG", str(tmp_path / "drawn"))
+    drawn = tmp_path / "drawn"
+    for _job in range(2):  # a second job finds every order drawn
+        for (weights, shuffle, epoch), expected in unshared.items():
+            m = recordmill.mix(sources, list(weights), seed=4, shuffle=shuffle)
+            assert m.order(epoch).tolist() == expected
+        # 6 mixture orders, and each source's shuffled order of each epoch (one for both weights)
+        assert len(drawn.read_text().splitlines()) == 6 + 3 * 2

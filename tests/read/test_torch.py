@@ -470,25 +470,28 @@ def test_persistent_workers_follow_the_epoch_and_a_resume(dataset, style, contex
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create 3 worker processes")
-def test_the_epoch_order_is_drawn_once_by_the_loader_not_by_each_worker(dataset, monkeypatch):
-    """Each worker once drew the whole permutation (8 bytes a row, per worker per rank): the
-    loader draws it once and its workers read their shares of it from shared memory."""
-    from torch.utils.data import get_worker_info
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_an_epochs_order_is_drawn_once_a_machine_not_by_each_rank_or_worker(
+    dataset, style, monkeypatch, tmp_path
+):
+    """Each worker once drew the whole permutation (8 bytes a row, per worker per rank): two
+    ranks of three workers each, two epochs, then a job after them, draw it once an epoch."""
+    from recordmill.read import shared_orders
 
-    drawn = []
-    real = rtorch.IterableDataset._shuffled
-
-    def spy(self):
-        if get_worker_info() is not None:  # fork: the workers run this very function
-            raise AssertionError("a worker drew the epoch's permutation")
-        drawn.append(self.epoch)
-        return real(self)
-
-    monkeypatch.setattr(rtorch.IterableDataset, "_shuffled", spy)
-    data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
-    loader = rtorch.DataLoader(data, batch_size=7, num_workers=3, multiprocessing_context="fork")
-    assert epoch_ids(loader) == formula_batches(dataset, "iterable", 0, 1, 7, 4)
-    assert drawn == [0]  # once, in the loader's process
+    monkeypatch.setattr(shared_orders, "SHARE_ROWS", 1)  # the workers are forked: they see it
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RECORDMILL_ORDER_LOG", str(tmp_path / "drawn"))
+    drawn = tmp_path / "drawn"
+    loaders = [rank_loader(dataset, style, rank, 2, workers=3) for rank in (0, 1)]
+    for epoch in (0, 1):
+        for rank, loader in enumerate(loaders):
+            expected = formula_batches(dataset, style, rank, 2, 7, 4 + epoch)
+            assert epoch_ids(loader) == expected
+        assert len(drawn.read_text().splitlines()) == epoch + 1  # one draw an epoch, 2x3 readers
+    assert {line.split()[1] for line in drawn.read_text().splitlines()} == {"153"}
+    later = rank_loader(dataset, style, 1, 2, workers=3)  # a job after: the order is there
+    assert epoch_ids(later) == formula_batches(dataset, style, 1, 2, 7, 4)
+    assert len(drawn.read_text().splitlines()) == 2
 
 
 def test_a_loaders_dataset_can_still_be_copied_and_pickled(dataset):

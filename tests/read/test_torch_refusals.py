@@ -124,3 +124,18 @@ def test_recordmill_torch_without_torch_says_what_to_install():
         'ImportError: recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip '
         "install torch)"
     )
+
+
+@pytest.mark.parametrize(
+    "rank, world", [(0, 0), (2, 2), (-1, 2), (0, None), (None, 2), (1.0, 2), (True, 2)]
+)
+def test_a_rank_outside_its_world_is_refused(paths, rank, world):
+    """rank 2 of 2 once read rows of its own choosing, world_size 0 failed in a worker."""
+    for make in (
+        lambda: rtorch.IterableDataset(paths["a"], rank=rank, world_size=world),
+        lambda: rtorch.Sampler(10, rank=rank, world_size=world),
+        lambda: rtorch.TokenBlocks(paths["a"], "tokens", 4, rank=rank, world_size=world),
+    ):
+        with pytest.raises(ValueError, match="rank and world_size go together, world_size a") as e:
+            make()
+        assert str(e.value).endswith(f"got rank={rank!r}, world_size={world!r}")

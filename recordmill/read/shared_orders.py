@@ -1,0 +1,204 @@
+"""Epoch orders drawn once a machine: a large order (8 bytes a row: 800 MB at 10^8 rows) is
+drawn by the first process that needs it into a file of the user's private cache folder
+(``cache_dir/user-UID/orders/``), and every other process of the node (the ranks, their
+DataLoader workers, the workers started again each epoch, the jobs after them) maps that file
+instead of holding an order of its own. The file's pages are page cache, counted once a node.
+
+An order is a pure function of what its key names (rows, seed, epoch, the parts of a block
+order, a mixture's sources and weights), so a file only ever holds what a process would draw
+itself. It is drawn under a lock (the others wait for it rather than draw it too), flushed to
+disk and renamed into place whole, and opened only if it is a regular file of this user's, of
+whole rows, in a folder no other user may write (``cache_folder.py``'s checks). The folder keeps
+the most recently used orders up to ``ORDERS_BYTES`` (a file removed while mapped stays readable
+to those that mapped it). Orders of fewer than ``SHARE_ROWS`` rows are drawn by each process
+(8 MB at most); where the folder cannot be used, each process draws its own, said once in the log.
+
+``RECORDMILL_ORDER_LOG``: a file each order drawn appends its rows to (``pid rows``), for
+benchmarks and tests that count the orders drawn across processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import mmap
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from recordmill.read.cache_folder import (
+    NOFOLLOW,
+    PRIVATE_FILE,
+    UnsafeCache,
+    alive,
+    default_cache_dir,
+    filler,
+    make_private,
+)
+
+SHARE_ROWS = 1 << 20  # smaller orders are drawn in each process
+ORDERS_BYTES = 4 << 30  # what the orders folder keeps, the order just drawn aside
+ORDER_LOG_ENV = "RECORDMILL_ORDER_LOG"
+ROW = np.dtype(np.int64).itemsize
+
+
+class Orders:
+    """The orders folder, ``cache_dir/user-UID/orders/``."""
+
+    def __init__(self, cache_dir: str | os.PathLike[str] | None = None):
+        """The orders in ``cache_dir`` (default: the user's cache folder), made and checked at
+        the first large order."""
+        self.root = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
+        self.folder = self.root / f"user-{os.geteuid()}" / "orders"
+        self._made = False
+
+    def get(self, key: str, draw: Callable[[], np.ndarray]) -> np.ndarray:
+        """The order ``key`` names, mapped from its file (read-only), which ``draw`` fills the
+        first time on this machine."""
+        if not self._made:
+            make_private(self.root, self.folder)
+            self._made = True
+        path = self.folder / f"{key}.order"
+        with self._locked(path):
+            found = _mapped(path)
+            if found is not None:
+                os.utime(path)  # used: the last out of the folder
+                return found
+            _write(path, draw)
+        self._evict(keep=path)
+        mapped = _mapped(path)
+        if mapped is None:  # removed at once by another job's eviction: drawn again
+            return drawn(draw)
+        return mapped
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path) -> Iterator[None]:
+        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _evict(self, keep: Path) -> None:
+        """Remove the least recently used orders past ``ORDERS_BYTES`` (``keep`` aside), and
+        what a process killed while writing an order left."""
+        found = []
+        for entry in os.scandir(self.folder):
+            with contextlib.suppress(FileNotFoundError):
+                if entry.name.endswith(".partial") and not alive(filler(entry.name)):
+                    os.unlink(entry.path)
+                elif entry.name.endswith(".order") and entry.path != str(keep):
+                    info = entry.stat(follow_symlinks=False)
+                    found.append((info.st_mtime_ns, info.st_size, entry.path))
+        total = sum(size for _, size, _ in found)
+        for _, size, path in sorted(found):
+            if total <= ORDERS_BYTES:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            total -= size
+
+
+def shared_order(
+    orders: Orders | None, rows: int, key: tuple[object, ...], draw: Callable[[], np.ndarray]
+) -> np.ndarray:
+    """The order ``draw`` gives (of about ``rows`` rows), from this machine's orders when it
+    is large and there are some, else drawn here; ``key`` names everything it depends on."""
+    if orders is None or rows < SHARE_ROWS:
+        return drawn(draw)
+    # numpy may draw other numbers from a seed in another version (its policy for Generator)
+    named = repr((np.__version__, key)).encode()
+    digest = hashlib.sha256(named).hexdigest()[:40]
+    try:
+        return orders.get(digest, draw)
+    except (OSError, UnsafeCache) as e:  # a full disk, a folder not safe: this process's own
+        _say_once(f"epoch orders are drawn in each process, {orders.folder} not used: {e}")
+        return drawn(draw)
+
+
+class InPlace:
+    """An order of ``rows`` rows drawn into the array it is given (``fill(out)``): in the
+    file's own pages where it is shared, with no copy of its own."""
+
+    def __init__(self, rows: int, fill: Callable[[np.ndarray], None]):
+        self.rows, self.fill = rows, fill
+
+    def __call__(self) -> np.ndarray:
+        out = np.empty(self.rows, np.int64)
+        self.fill(out)
+        return out
+
+
+def drawn(draw: Callable[[], np.ndarray]) -> np.ndarray:
+    """``draw()``, counted in ``RECORDMILL_ORDER_LOG`` where it is set."""
+    order = draw()
+    _count(len(order))
+    return order
+
+
+def _count(rows: int) -> None:
+    log = os.environ.get(ORDER_LOG_ENV)
+    if log:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        try:
+            os.write(fd, f"{os.getpid()} {rows}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def _write(path: Path, draw: Callable[[], np.ndarray]) -> None:
+    """The order ``draw`` gives in ``path``, whole or not at all: written aside, flushed,
+    renamed into place."""
+    partial = path.parent / f".{path.name}.{os.getpid()}.partial"
+    fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW, PRIVATE_FILE)
+    try:
+        if isinstance(draw, InPlace) and draw.rows:
+            os.ftruncate(fd, draw.rows * ROW)
+            with mmap.mmap(fd, draw.rows * ROW) as pages:
+                draw.fill(np.frombuffer(pages, np.int64))
+                _count(draw.rows)
+        else:
+            with os.fdopen(fd, "wb", closefd=False) as out:
+                out.write(memoryview(np.ascontiguousarray(drawn(draw), np.int64)).cast("B"))
+        os.fsync(fd)
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _mapped(path: Path) -> np.ndarray | None:
+    """The order in ``path``, mapped read-only; None if there is none, or what is there is not
+    an order of this user's (another kind of file, another owner, a part of a row)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        ours = stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+        if not ours or info.st_size % ROW:
+            return None
+        if info.st_size == 0:
+            return np.zeros(0, np.int64)
+        return np.frombuffer(mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ), np.int64)
+    finally:
+        os.close(fd)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        logging.getLogger("recordmill").warning(message)

@@ -1,0 +1,172 @@
+"""Epoch orders drawn once a machine: the same order every process would draw, drawn by one."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from recordmill.read import order, shared_orders
+from recordmill.read.shared_orders import Orders, shared_order
+
+ROWS = 5000
+
+
+@pytest.fixture
+def drawn(monkeypatch, tmp_path):
+    """The order draws of this test, counted in a log (each line: pid rows)."""
+    monkeypatch.setattr(shared_orders, "SHARE_ROWS", 1000)
+    log = tmp_path / "drawn"
+    monkeypatch.setenv("RECORDMILL_ORDER_LOG", str(log))
+    return lambda: log.read_text().splitlines() if log.exists() else []
+
+
+def order_files(orders: Orders) -> list[str]:
+    return sorted(p.name for p in orders.folder.iterdir() if p.suffix == ".order")
+
+
+def draw_in_a_process(cache, rows, seed, out):
+    out.put(order.permutation(rows, seed, orders=Orders(cache)).tolist())
+
+
+def test_a_large_order_is_numpys_drawn_once_for_every_process(drawn, tmp_path):
+    expected = np.random.default_rng(7).permutation(ROWS).tolist()
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    workers = [
+        context.Process(target=draw_in_a_process, args=(tmp_path / "c", ROWS, 7, out))
+        for _ in range(4)
+    ]
+    for w in workers:
+        w.start()
+    results = [out.get(timeout=60) for _ in workers]
+    for w in workers:
+        w.join()
+    assert all(r == expected for r in results)
+    assert len(drawn()) == 1  # four processes at once: one drew, three waited and mapped it
+    mine = order.permutation(ROWS, 3, epoch=4, orders=Orders(tmp_path / "c"))
+    assert mine.tolist() == expected and len(drawn()) == 1  # seed + epoch: the same order
+    assert not mine.flags.writeable  # the machine's copy: no process may change it
+
+
+def test_small_orders_and_no_folder_are_drawn_in_each_process(drawn, tmp_path):
+    small = order.permutation(999, 1, orders=Orders(tmp_path / "c"))
+    assert small.flags.writeable and len(drawn()) == 1
+    assert not (tmp_path / "c").exists()  # nothing made for an order drawn here
+    unshared = order.permutation(ROWS, 1, orders=None)
+    assert unshared.tolist() == np.random.default_rng(1).permutation(ROWS).tolist()
+    assert len(drawn()) == 2
+
+
+def test_a_block_order_is_shared_by_what_shapes_it(drawn, tmp_path):
+    orders = Orders(tmp_path / "c")
+    parts = [(k * 500, (k + 1) * 500) for k in range(10)]
+    first = order.block_order(parts, 4, seed=2, epoch=1, orders=orders)
+    assert first.tolist() == order.block_order(parts, 4, seed=2, epoch=1).tolist()
+    assert order.block_order(parts, 4, 2, 1, orders).tolist() == first.tolist()
+    assert len(drawn()) == 2  # the second was drawn here (no orders), the third mapped
+    other = order.block_order(parts, 6, 2, 1, orders)  # another capacity: another order
+    assert other.tolist() != first.tolist() and len(drawn()) == 3
+    assert len(order_files(orders)) == 2
+
+
+def test_what_is_not_a_whole_order_of_this_users_is_not_used(drawn, tmp_path):
+    orders = Orders(tmp_path / "c")
+    expected = order.permutation(ROWS, 5, orders=orders).tolist()
+    (name,) = order_files(orders)
+    path = orders.folder / name
+    path.write_bytes(path.read_bytes()[:-3])  # a part of a row
+    assert order.permutation(ROWS, 5, orders=orders).tolist() == expected
+    assert len(drawn()) == 2 and path.stat().st_size == 8 * ROWS  # drawn and written again
+    path.unlink()
+    target = tmp_path / "planted"
+    target.write_bytes(np.zeros(ROWS, np.int64).tobytes())
+    path.symlink_to(target)  # a link planted in its place is not followed
+    assert order.permutation(ROWS, 5, orders=orders).tolist() == expected
+    assert len(drawn()) == 3 and target.read_bytes() == np.zeros(ROWS, np.int64).tobytes()
+
+
+def test_an_unsafe_folder_is_not_used_and_said_once(drawn, tmp_path, caplog):
+    cache = tmp_path / "c"
+    (cache / f"user-{os.geteuid()}").mkdir(parents=True, mode=0o777)
+    os.chmod(cache / f"user-{os.geteuid()}", 0o777)
+    shared_orders._SAID.clear()
+    with caplog.at_level(logging.WARNING, logger="recordmill"):
+        for seed in (1, 2):
+            assert order.permutation(ROWS, seed, orders=Orders(cache)).flags.writeable
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "may be read or written by other users" in said[0]
+    assert "drawn in each process" in said[0] and len(drawn()) == 2
+    assert not (cache / f"user-{os.geteuid()}" / "orders").exists()
+
+
+def test_the_least_recently_used_orders_go_past_the_limit(drawn, tmp_path, monkeypatch):
+    monkeypatch.setattr(shared_orders, "ORDERS_BYTES", 2 * 8 * ROWS)
+    orders = Orders(tmp_path / "c")
+    for seed in range(3):
+        order.permutation(ROWS, seed, orders=orders)
+        time.sleep(0.01)  # times a filesystem tells apart
+    order.permutation(ROWS, 0, orders=orders)  # used again: now the most recent
+    time.sleep(0.01)
+    order.permutation(ROWS, 3, orders=orders)  # over the limit: seed 1's goes, 0's stays
+    assert len(order_files(orders)) == 3 and len(drawn()) == 4
+    order.permutation(ROWS, 0, orders=orders)
+    assert len(drawn()) == 4
+    order.permutation(ROWS, 1, orders=orders)
+    assert len(drawn()) == 5
+
+
+def test_a_draw_killed_or_failed_leaves_no_order(drawn, tmp_path):
+    orders = Orders(tmp_path / "c")
+    key = ("killed",)
+
+    def slow():
+        time.sleep(60)
+        return np.arange(ROWS)
+
+    def fails():
+        raise RuntimeError("no order")
+
+    child = os.fork()
+    if child == 0:  # the killed one: it writes nothing before its draw returns
+        try:
+            shared_order(orders, ROWS, key, slow)
+        finally:
+            os._exit(1)
+    time.sleep(1)
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    with pytest.raises(RuntimeError, match="no order"):
+        shared_order(orders, ROWS, key, fails)
+    assert order_files(orders) == []
+    leftover = orders.folder / f".x.order.{child}.partial"  # as a process killed writing leaves
+    leftover.write_bytes(b"1234")
+    assert shared_order(orders, ROWS, key, lambda: np.arange(ROWS)).tolist() == list(range(ROWS))
+    assert not leftover.exists() and len(order_files(orders)) == 1
+
+
+def test_another_numpy_draws_its_own(drawn, tmp_path, monkeypatch):
+    """numpy's Generator may draw other numbers from a seed in another version."""
+    orders = Orders(tmp_path / "c")
+    order.permutation(ROWS, 1, orders=orders)
+    monkeypatch.setattr(np, "__version__", "0.0.0")
+    order.permutation(ROWS, 1, orders=orders)
+    assert len(drawn()) == 2 and len(order_files(orders)) == 2
+
+
+def test_an_order_is_on_disk_before_it_takes_its_name(drawn, tmp_path, monkeypatch):
+    """A machine that loses power must not find a named order whose rows never reached disk."""
+    calls = []
+    fsync, replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: calls.append(("fsync", fd)) or fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda a, b: calls.append(("replace", b)) or replace(a, b))
+    orders = Orders(tmp_path / "c")
+    order.permutation(ROWS, 1, orders=orders)
+    (name,) = order_files(orders)
+    assert [c[0] for c in calls] == ["fsync", "replace"]
+    assert calls[1][1] == orders.folder / name
