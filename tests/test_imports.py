@@ -230,3 +230,21 @@ def test_import_recordmill_loads_nothing_until_a_name_is_used():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:2] == ["[]", "True False"]
+
+
+def test_a_write_imports_no_yaml_without_a_config_or_schema_file(tmp_path):
+    """The saving itself (9 ms of a small write's start, in its main process): yaml is read
+    only for --config or a schema file."""
+    code = (
+        "import sys\n"
+        "from recordmill.cli import write_main\n"
+        "assert write_main(sys.argv[1:]) == 0\n"
+        "print('yaml loaded:', 'yaml' in sys.modules)\n"
+    )
+    template = str(PACKAGE.parent / "templates" / "template")
+    args = ["--script", template, "--output", str(tmp_path / "out"), "--quiet", "--workers", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "yaml loaded: False"

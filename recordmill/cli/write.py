@@ -15,8 +15,6 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from recordmill import executors
 from recordmill.cli.parsing import OneLineParser, say_warnings
 from recordmill.engine import settings
@@ -55,6 +53,8 @@ def _write_parser(add_help: bool = True) -> argparse.ArgumentParser:
 
 
 def _load_config(path: str) -> dict[str, Any]:
+    import yaml  # only for --config: a small write imports it for nothing
+
     try:
         with open(path) as f:
             config = yaml.safe_load(f) or {}

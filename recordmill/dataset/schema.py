@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import yaml
 
 from recordmill.errors import RowError, SchemaError
 
@@ -238,6 +237,8 @@ def from_yaml(
     """A schema from a YAML file (``label: int32`` or ``feat: {type: float32, shape: [3]}``),
     checked, in the dict form a ``schema()`` hook returns. Read with ``yaml.safe_load``.
     ``rename`` maps the file's names to field names (a plugin's rule, such as :func:`safe_name`)."""
+    import yaml  # only for a schema file: every write imports this module
+
     try:
         with open(path) as f:
             declared = yaml.safe_load(f)

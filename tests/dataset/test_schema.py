@@ -511,3 +511,23 @@ def test_an_empty_list_first_takes_its_type_from_the_next_non_empty_one():
         "row 0, field 'tokens': every value seen is an empty list (2 rows); declare its element "
         "type in schema()"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "low", "high"),
+    [
+        ("int8", -128, 127),
+        ("uint8", 0, 255),
+        ("int32", -(2**31), 2**31 - 1),
+        ("uint32", 0, 2**32 - 1),
+    ],
+)
+def test_an_int_that_an_int_field_cannot_hold_is_refused(name, low, high):
+    """Narrowed on numpy (no pyarrow.compute in a worker): every value checked, both ends."""
+    fits = convert({"x": {"type": name}}, [{"x": low}, {"x": high}])
+    assert fits.column(0).to_pylist() == [low, high] and fits.column(0).type == SCALARS[name][1]
+    for bad in (low - 1, high + 1):
+        with pytest.raises(
+            RowError, match=rf"row 1, field 'x': value out of range for {name} \({low} to {high}\)"
+        ):
+            convert({"x": {"type": name}}, [{"x": 1}, {"x": bad}])
