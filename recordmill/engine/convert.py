@@ -205,7 +205,9 @@ def _narrowed(ints: np.ndarray, target: pa.DataType) -> pa.Array:
     dtype = numpy_dtype(target)
     bounds = np.iinfo(dtype)
     if len(ints) and (ints.min() < bounds.min or ints.max() > bounds.max):
-        raise _Mismatch(f"value out of range for {dtype.name} ({bounds.min} to {bounds.max})")
+        raise _Mismatch(
+            f"value out of range for {dtype.name}: it holds {bounds.min} to {bounds.max}"
+        )
     return _numpy_array(ints.astype(dtype))
 
 
