@@ -283,8 +283,8 @@ print(" ".join(sorted(m for m in set(sys.modules) - before if m in ("pyarrow.com
 
 
 def test_a_workers_first_rows_import_neither_pyarrow_compute_nor_numpy_ma():
-    """pyarrow.compute (0.05 s, for a cast) and numpy.ma (0.015 s, which pa.array of an array
-    looks for) were imported by each worker's first task: a third of a small write's tasks."""
+    """pyarrow.compute (for an int cast) and numpy.ma (which pa.array of an array looks for)
+    were imported by each worker's first rows: 32 ms of its CPU, 1.4 ms without them."""
     out = subprocess.run(
         [sys.executable, "-c", FIRST_TASK], capture_output=True, text=True, check=True
     )
