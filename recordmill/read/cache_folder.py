@@ -197,6 +197,18 @@ def check_private(folder: Path) -> None:
         raise UnsafeCache(f"{folder} {problem}: it is not used as this user's disk cache")
 
 
+def log_count(env: str, count: int) -> None:
+    """Append ``PID COUNT`` to the file the environment variable ``env`` names, where it is set:
+    what benchmarks and tests count across processes (bytes checked, orders drawn)."""
+    path = os.environ.get(env)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
+        try:
+            os.write(fd, f"{os.getpid()} {count}\n".encode())  # one write: lines never mix
+        finally:
+            os.close(fd)
+
+
 def filler(partial: str) -> int:
     """The process filling a part, from its temporary name ``.PART.PID.partial``."""
     try:

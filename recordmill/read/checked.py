@@ -31,6 +31,7 @@ from recordmill.read.cache_folder import (
     PRIVATE_FILE,
     UnsafeCache,
     default_cache_dir,
+    log_count,
     make_private,
 )
 
@@ -118,10 +119,4 @@ def file_key(path: str | os.PathLike[str], checksum: str) -> str | None:
 
 def log_checked(size: int) -> None:
     """Append a check's bytes to ``RECORDMILL_CHECK_LOG``, where it is set."""
-    path = os.environ.get(CHECK_LOG_ENV)
-    if path:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
-        try:
-            os.write(fd, f"{os.getpid()} {size}\n".encode())
-        finally:
-            os.close(fd)
+    log_count(CHECK_LOG_ENV, size)

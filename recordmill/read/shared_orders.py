@@ -38,6 +38,7 @@ from recordmill.read.cache_folder import (
     alive,
     default_cache_dir,
     filler,
+    log_count,
     make_private,
 )
 
@@ -100,8 +101,11 @@ class Orders:
         for _, size, path in sorted(found):
             if total <= ORDERS_BYTES:
                 break
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            # its lock too (one an order: an epoch's): a process that still waits on the
+            # removed lock may draw the order beside another, into a file of its own
+            for name in (path, f"{path}.lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name)
             total -= size
 
 
@@ -138,18 +142,8 @@ class InPlace:
 def drawn(draw: Callable[[], np.ndarray]) -> np.ndarray:
     """``draw()``, counted in ``RECORDMILL_ORDER_LOG`` where it is set."""
     order = draw()
-    _count(len(order))
+    log_count(ORDER_LOG_ENV, len(order))
     return order
-
-
-def _count(rows: int) -> None:
-    log = os.environ.get(ORDER_LOG_ENV)
-    if log:
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
-        try:
-            os.write(fd, f"{os.getpid()} {rows}\n".encode())
-        finally:
-            os.close(fd)
 
 
 def _write(path: Path, draw: Callable[[], np.ndarray]) -> None:
@@ -162,7 +156,7 @@ def _write(path: Path, draw: Callable[[], np.ndarray]) -> None:
             os.ftruncate(fd, draw.rows * ROW)
             with mmap.mmap(fd, draw.rows * ROW) as pages:
                 draw.fill(np.frombuffer(pages, np.int64))
-                _count(draw.rows)
+                log_count(ORDER_LOG_ENV, draw.rows)
         else:
             with os.fdopen(fd, "wb", closefd=False) as out:
                 out.write(memoryview(np.ascontiguousarray(drawn(draw), np.int64)).cast("B"))

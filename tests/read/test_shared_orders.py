@@ -115,6 +115,8 @@ def test_the_least_recently_used_orders_go_past_the_limit(drawn, tmp_path, monke
     time.sleep(0.01)
     order.permutation(ROWS, 3, orders=orders)  # over the limit: seed 1's goes, 0's stays
     assert len(order_files(orders)) == 3 and len(drawn()) == 4
+    locks = [p for p in orders.folder.iterdir() if p.suffix == ".lock"]
+    assert sorted(p.name[: -len(".lock")] for p in locks) == order_files(orders)  # gone with it
     order.permutation(ROWS, 0, orders=orders)
     assert len(drawn()) == 4
     order.permutation(ROWS, 1, orders=orders)
