@@ -217,7 +217,7 @@ def _numpy_array(values: np.ndarray) -> pa.Array:
     worker's first rows.)"""
     if values.dtype.kind not in "iuf":
         return pa.array(values)
-    values = np.ascontiguousarray(values)
+    values = np.ascontiguousarray(values, values.dtype.newbyteorder("="))  # Arrow's: native
     data = pa.py_buffer(values) if values.size else pa.py_buffer(b"")
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, data])
 

@@ -41,6 +41,7 @@ from recordmill.read.cache_folder import (
     log_count,
     make_private,
 )
+from recordmill.version import __version__
 
 SHARE_ROWS = 1 << 20  # smaller orders are drawn in each process
 ORDERS_BYTES = 4 << 30  # what the orders folder keeps, the order just drawn aside
@@ -65,16 +66,17 @@ class Orders:
             make_private(self.root, self.folder)
             self._made = True
         path = self.folder / f"{key}.order"
+        rows = draw.rows if isinstance(draw, InPlace) else None
         with self._locked(path):
-            found = _mapped(path)
+            found = _mapped(path, rows)
             if found is not None:
                 os.utime(path)  # used: the last out of the folder
                 return found
             _write(path, draw)
         self._evict(keep=path)
-        mapped = _mapped(path)
+        mapped = _mapped(path, rows)
         if mapped is None:  # removed at once by another job's eviction: drawn again
-            return drawn(draw)
+            return _read_only(drawn(draw))
         return mapped
 
     @contextlib.contextmanager
@@ -115,15 +117,16 @@ def shared_order(
     """The order ``draw`` gives (of about ``rows`` rows), from this machine's orders when it
     is large and there are some, else drawn here; ``key`` names everything it depends on."""
     if orders is None or rows < SHARE_ROWS:
-        return drawn(draw)
-    # numpy may draw other numbers from a seed in another version (its policy for Generator)
-    named = repr((np.__version__, key)).encode()
+        return _read_only(drawn(draw))
+    # numpy may draw other numbers from a seed in another version (its policy for Generator),
+    # and another recordmill may draw orders otherwise
+    named = repr((np.__version__, __version__, key)).encode()
     digest = hashlib.sha256(named).hexdigest()[:40]
     try:
         return orders.get(digest, draw)
     except (OSError, UnsafeCache) as e:  # a full disk, a folder not safe: this process's own
         _say_once(f"epoch orders are drawn in each process, {orders.folder} not used: {e}")
-        return drawn(draw)
+        return _read_only(drawn(draw))
 
 
 class InPlace:
@@ -153,10 +156,12 @@ def _write(path: Path, draw: Callable[[], np.ndarray]) -> None:
     fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW, PRIVATE_FILE)
     try:
         if isinstance(draw, InPlace) and draw.rows:
-            os.ftruncate(fd, draw.rows * ROW)
-            with mmap.mmap(fd, draw.rows * ROW) as pages:
-                draw.fill(np.frombuffer(pages, np.int64))
-                log_count(ORDER_LOG_ENV, draw.rows)
+            # Its blocks taken now: a disk that fills up under a mapping kills the process
+            # (SIGBUS) where this raises ENOSPC, and the order is drawn in memory instead.
+            os.posix_fallocate(fd, 0, draw.rows * ROW)
+            # Left for the collector to close: an error in fill() keeps a view of it alive.
+            draw.fill(np.frombuffer(mmap.mmap(fd, draw.rows * ROW), np.int64))
+            log_count(ORDER_LOG_ENV, draw.rows)
         else:
             with os.fdopen(fd, "wb", closefd=False) as out:
                 out.write(memoryview(np.ascontiguousarray(drawn(draw), np.int64)).cast("B"))
@@ -170,9 +175,10 @@ def _write(path: Path, draw: Callable[[], np.ndarray]) -> None:
         os.close(fd)
 
 
-def _mapped(path: Path) -> np.ndarray | None:
+def _mapped(path: Path, rows: int | None = None) -> np.ndarray | None:
     """The order in ``path``, mapped read-only; None if there is none, or what is there is not
-    an order of this user's (another kind of file, another owner, a part of a row)."""
+    an order of this user's (another kind of file, another owner, a part of a row, other than
+    ``rows`` rows where that is known)."""
     try:
         fd = os.open(path, os.O_RDONLY | NOFOLLOW)
     except OSError:
@@ -180,13 +186,20 @@ def _mapped(path: Path) -> np.ndarray | None:
     try:
         info = os.fstat(fd)
         ours = stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
-        if not ours or info.st_size % ROW:
+        if not ours or info.st_size % ROW or rows not in (None, info.st_size // ROW):
             return None
         if info.st_size == 0:
             return np.zeros(0, np.int64)
         return np.frombuffer(mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ), np.int64)
     finally:
         os.close(fd)
+
+
+def _read_only(order: np.ndarray) -> np.ndarray:
+    """An order drawn here, read-only as a shared one is: whatever its size, no caller may
+    change it."""
+    order.flags.writeable = False
+    return order
 
 
 _SAID: set[str] = set()

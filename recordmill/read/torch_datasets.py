@@ -230,30 +230,43 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         if multiprocessing.context.get_spawning_popen() is None:
             # Not a worker being started (a copy, a checkpoint): shared memory does not travel.
             state.pop("_shared", None)
+            state.pop("_shared_order", None)
         return state
 
     def _follow(self) -> None:
         """Let the DataLoader's workers follow where each epoch starts (persistent workers
-        outlive an epoch): the loader's process publishes it before they start. The order
-        itself is not shared here: a large one is drawn once a machine and mapped by each
-        (``read/shared_orders.py``)."""
-        self._shared = multiprocessing.RawArray("q", 4)  # epoch, position, blocks, stream
+        outlive an epoch): the loader's process publishes it before they start. A dataset's
+        order is not shared here (a large one is drawn once a machine and mapped by each:
+        ``read/shared_orders.py``); a mixture's is, since a resume may have given the loader's
+        mixture weights that the workers' copies do not have."""
+        # epoch, position, blocks, this rank's rows read past the position, the order's rows
+        self._shared = multiprocessing.RawArray("q", 5)
+        if self.source.mixture is not None:  # later epochs may draw a few rows more
+            rows = self._length()
+            self._shared_order = multiprocessing.RawArray("q", max(1, rows + rows // 8 + 1024))
 
     def _publish(self) -> None:
-        """In the loader's process, as an epoch starts: where it stands (and its order drawn,
-        so that the workers find it drawn)."""
+        """In the loader's process, as an epoch starts: where it stands, and a mixture's order
+        (a dataset's is drawn here, so that the workers find it drawn)."""
         if getattr(self, "_shared", None) is None:
             return
-        self._order()
+        order = self._order()
+        published = getattr(self, "_shared_order", None)
+        rows = -1  # none: each worker draws it (or maps the machine's)
+        if published is not None and len(order) <= len(published):
+            np.frombuffer(published, np.int64, count=len(order))[:] = order
+            rows = len(order)
         blocks = -1 if self.blocks is None else self.blocks
-        self._shared[:] = [self.epoch, self.position, blocks, self.stream]
+        self._shared[:] = [self.epoch, self.position, blocks, self.stream, rows]
 
-    def _take_position(self) -> None:
-        """In a worker: the epoch and position the loader published."""
+    def _take_position(self) -> np.ndarray | None:
+        """In a worker: the epoch and position the loader published, and the order where it
+        published one."""
         if getattr(self, "_shared", None) is None or torch_data.get_worker_info() is None:
-            return
-        self.epoch, self.position, blocks, self.stream = self._shared[:]
+            return None
+        self.epoch, self.position, blocks, self.stream, rows = self._shared[:]
         self.blocks = None if blocks < 0 else blocks
+        return None if rows < 0 else np.frombuffer(self._shared_order, np.int64, count=rows)
 
     def _length(self) -> int:
         return self.source.rows(self.epoch)
@@ -273,9 +286,9 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         return rank + worker * world, world * workers
 
     def __iter__(self) -> Iterator[Any]:
-        self._take_position()
+        published = self._take_position()
         ds = self.source.dataset()
-        order = self._order()
+        order = self._order() if published is None else published
         for batches in self._batches(order):
             rows = [
                 _own(row) for row in ds.iter_rows(np.concatenate(batches), self.read_batch_size)

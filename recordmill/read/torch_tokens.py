@@ -115,8 +115,8 @@ class TokenBlocks(IterableDataset):
         return self._epoch_stream[1]
 
     def __iter__(self) -> Iterator[Any]:
-        self._take_position()
-        order = self._order()
+        published = self._take_position()
+        order = self._order() if published is None else published
         epoch = self._epoch()
         for batches in self._batches(order):
             for block in epoch.read(np.concatenate(batches)):

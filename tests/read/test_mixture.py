@@ -323,6 +323,25 @@ def test_persistent_workers_follow_a_resumed_mixture(sources):
     assert [b["id"].tolist() for b in persistent] == want[3:]
 
 
+def test_persistent_workers_follow_a_resume_with_other_weights(sources):
+    """The workers' copies of the mixture never see the resume's weights: they read the order
+    the loader drew with them."""
+    first = loader(recordmill.mix(sources, [0.6, 0.3, 0.1], seed=3), 1)
+    it = iter(first)
+    [next(it) for _ in range(5)]
+    state = first.state_dict()
+    del it
+    after = recordmill.mix(sources, [0.1, 0.1, 0.8], seed=3)
+    plain = loader(after, 0)
+    plain.load_state_dict(state)
+    want = ids_of(plain)
+    data = rtorch.IterableDataset(after, columns=["id"])
+    persistent = rtorch.DataLoader(data, batch_size=16, num_workers=2, persistent_workers=True)
+    next(iter(persistent))  # the workers start, on the mixture as it was made
+    persistent.load_state_dict(state)
+    assert ids_of(persistent) == want
+
+
 def test_a_resume_at_the_row_where_a_schedule_steps_goes_on_exactly(sources):
     steps = [(0, [1, 1, 0]), (160, [0, 1, 1])]  # the step falls where a batch of 16 begins
 
@@ -396,3 +415,36 @@ def test_a_mixtures_order_is_drawn_once_a_machine_by_all_it_depends_on(
             assert m.order(epoch).tolist() == expected
         # 6 mixture orders, and each source's shuffled order of each epoch (one for both weights)
         assert len(drawn.read_text().splitlines()) == 6 + 3 * 2
+
+
+PADDED = """
+    def task_number():
+        return 4
+
+    def schema():
+        return {"id": {"type": "int64"}, "pad": {"type": "bytes"}}
+
+    def dict_data(task_id):
+        for i in range(100):
+            yield {"id": task_id * 100 + i, "pad": bytes(2000)}
+"""
+
+
+def test_shards_of_one_source_are_told_apart_by_the_machines_orders(monkeypatch, tmp_path):
+    """Two shards of a source have its identity; through a small disk cache each has a block
+    order of its own rows, which one drawn for the other must not stand in for."""
+    from recordmill.read import shared_orders
+
+    recordmill.write(make_plugin(tmp_path / "p", PADDED), tmp_path / "ds", partitions=4,
+                     row_group_size=10, progress=False)  # fmt: skip
+    cache = {"cache_dir": str(tmp_path / "cache"), "cache_limit": 60_000}  # 2 parts of 10
+
+    def mixtures():
+        ds = recordmill.open(str(tmp_path / "ds"), **cache)
+        return [recordmill.mix([ds.shard(rank, 2), ds.shard(rank, 2)], seed=1) for rank in (0, 1)]
+
+    assert mixtures()[0].datasets[0].order_blocks() > 0
+    unshared = [m.order(0).tolist() for m in mixtures()]
+    assert unshared[0] != unshared[1]
+    monkeypatch.setattr(shared_orders, "SHARE_ROWS", 1)
+    assert [m.order(0).tolist() for m in mixtures()] == unshared

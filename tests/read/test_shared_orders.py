@@ -6,6 +6,8 @@ import logging
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -56,7 +58,7 @@ def test_a_large_order_is_numpys_drawn_once_for_every_process(drawn, tmp_path):
 
 def test_small_orders_and_no_folder_are_drawn_in_each_process(drawn, tmp_path):
     small = order.permutation(999, 1, orders=Orders(tmp_path / "c"))
-    assert small.flags.writeable and len(drawn()) == 1
+    assert not small.flags.writeable and len(drawn()) == 1  # read-only as a shared one is
     assert not (tmp_path / "c").exists()  # nothing made for an order drawn here
     unshared = order.permutation(ROWS, 1, orders=None)
     assert unshared.tolist() == np.random.default_rng(1).permutation(ROWS).tolist()
@@ -83,12 +85,15 @@ def test_what_is_not_a_whole_order_of_this_users_is_not_used(drawn, tmp_path):
     path.write_bytes(path.read_bytes()[:-3])  # a part of a row
     assert order.permutation(ROWS, 5, orders=orders).tolist() == expected
     assert len(drawn()) == 2 and path.stat().st_size == 8 * ROWS  # drawn and written again
+    path.write_bytes(path.read_bytes()[:-8])  # whole rows, one short
+    assert order.permutation(ROWS, 5, orders=orders).tolist() == expected
+    assert len(drawn()) == 3 and path.stat().st_size == 8 * ROWS
     path.unlink()
     target = tmp_path / "planted"
     target.write_bytes(np.zeros(ROWS, np.int64).tobytes())
     path.symlink_to(target)  # a link planted in its place is not followed
     assert order.permutation(ROWS, 5, orders=orders).tolist() == expected
-    assert len(drawn()) == 3 and target.read_bytes() == np.zeros(ROWS, np.int64).tobytes()
+    assert len(drawn()) == 4 and target.read_bytes() == np.zeros(ROWS, np.int64).tobytes()
 
 
 def test_an_unsafe_folder_is_not_used_and_said_once(drawn, tmp_path, caplog):
@@ -98,7 +103,8 @@ def test_an_unsafe_folder_is_not_used_and_said_once(drawn, tmp_path, caplog):
     shared_orders._SAID.clear()
     with caplog.at_level(logging.WARNING, logger="recordmill"):
         for seed in (1, 2):
-            assert order.permutation(ROWS, seed, orders=Orders(cache)).flags.writeable
+            got = order.permutation(ROWS, seed, orders=Orders(cache)).tolist()
+            assert got == np.random.default_rng(seed).permutation(ROWS).tolist()
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and "may be read or written by other users" in said[0]
     assert "drawn in each process" in said[0] and len(drawn()) == 2
@@ -135,7 +141,7 @@ def test_a_draw_killed_or_failed_leaves_no_order(drawn, tmp_path):
         raise RuntimeError("no order")
 
     child = os.fork()
-    if child == 0:  # the killed one: it writes nothing before its draw returns
+    if child == 0:  # the killed one, in the middle of its draw
         try:
             shared_order(orders, ROWS, key, slow)
         finally:
@@ -172,3 +178,40 @@ def test_an_order_is_on_disk_before_it_takes_its_name(drawn, tmp_path, monkeypat
     (name,) = order_files(orders)
     assert [c[0] for c in calls] == ["fsync", "replace"]
     assert calls[1][1] == orders.folder / name
+
+
+def test_an_error_while_drawing_is_that_error_and_leaves_nothing(drawn, tmp_path):
+    orders = Orders(tmp_path / "c")
+    with pytest.raises(ValueError, match="negative"):  # numpy's, for a seed below 0
+        order.permutation(ROWS, -5, orders=orders)
+    assert [p.name for p in orders.folder.iterdir() if not p.name.endswith(".lock")] == []
+
+
+FULL_DISK = """
+import logging, sys
+import numpy as np
+from recordmill.read import order, shared_orders
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+shared_orders.SHARE_ROWS = 1000
+got = order.permutation(100_000, 3, orders=shared_orders.Orders(sys.argv[1]))
+assert got.tolist() == np.random.default_rng(3).permutation(100_000).tolist()
+print("drawn in memory")
+"""
+
+
+def test_a_disk_too_full_for_an_order_draws_it_in_memory(tmp_path):
+    """Written through a mapping, an order on a full disk would kill the process (SIGBUS)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)])
+    if mounted.returncode:
+        pytest.skip("a small filesystem cannot be mounted here (not root)")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", FULL_DISK, str(small)], capture_output=True, text=True
+        )
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    assert done.returncode == 0, done.stderr  # not -7 (SIGBUS)
+    assert done.stdout.strip() == "drawn in memory"
+    assert "not used: [Errno 28] No space left on device" in done.stderr
