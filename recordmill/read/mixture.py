@@ -159,8 +159,8 @@ class Mixture:
         if self._order is None or self._order[0] != key:
             # Drawn once a machine where it is large (read/shared_orders.py), by what it is of.
             views = [(ds._start, ds._stop) for ds in self.datasets]  # shards share identities
-            named = (self.identity(), views, self.seed, self.until, self.rows_per_epoch)
-            named += (self.shuffle,)
+            settings = (self.seed, self.until, self.rows_per_epoch, self.shuffle)
+            named = (self.identity(), views, *settings)
             rows = self.rows_per_epoch or self.total_rows
             orders = self.datasets[0]._groups.orders
             ids = shared_order(orders, rows, ("mixture", *named, *key), lambda: _draw(self, epoch))

@@ -76,7 +76,7 @@ class Orders:
         self._evict(keep=path)
         mapped = _mapped(path, rows)
         if mapped is None:  # removed at once by another job's eviction: drawn again
-            return _read_only(drawn(draw))
+            return drawn(draw)
         return mapped
 
     @contextlib.contextmanager
@@ -117,7 +117,7 @@ def shared_order(
     """The order ``draw`` gives (of about ``rows`` rows), from this machine's orders when it
     is large and there are some, else drawn here; ``key`` names everything it depends on."""
     if orders is None or rows < SHARE_ROWS:
-        return _read_only(drawn(draw))
+        return drawn(draw)
     # numpy may draw other numbers from a seed in another version (its policy for Generator),
     # and another recordmill may draw orders otherwise
     named = repr((np.__version__, __version__, key)).encode()
@@ -126,7 +126,7 @@ def shared_order(
         return orders.get(digest, draw)
     except (OSError, UnsafeCache) as e:  # a full disk, a folder not safe: this process's own
         _say_once(f"epoch orders are drawn in each process, {orders.folder} not used: {e}")
-        return _read_only(drawn(draw))
+        return drawn(draw)
 
 
 class InPlace:
@@ -143,9 +143,11 @@ class InPlace:
 
 
 def drawn(draw: Callable[[], np.ndarray]) -> np.ndarray:
-    """``draw()``, counted in ``RECORDMILL_ORDER_LOG`` where it is set."""
+    """``draw()``, counted in ``RECORDMILL_ORDER_LOG`` where it is set, and read-only as a
+    shared order is: whatever its size, no caller may change it."""
     order = draw()
     log_count(ORDER_LOG_ENV, len(order))
+    order.flags.writeable = False
     return order
 
 
@@ -193,13 +195,6 @@ def _mapped(path: Path, rows: int | None = None) -> np.ndarray | None:
         return np.frombuffer(mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ), np.int64)
     finally:
         os.close(fd)
-
-
-def _read_only(order: np.ndarray) -> np.ndarray:
-    """An order drawn here, read-only as a shared one is: whatever its size, no caller may
-    change it."""
-    order.flags.writeable = False
-    return order
 
 
 _SAID: set[str] = set()
