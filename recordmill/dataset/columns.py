@@ -65,16 +65,30 @@ _NARROW_FLOATS = {pa.float32(): np.float32, pa.float16(): np.float16}
 
 def row_values(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The rows of a batch as dicts: scalars as Python values, arrays as numpy."""
-    columns = {}
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        values = to_numpy(column, batch.schema.field(name))
-        narrow = _NARROW_FLOATS.get(column.type)
-        if narrow is not None:  # float32 as itself: 17.99, not 17.989999771118164
-            values = [None if v is None else narrow(v) for v in values]
-        elif isinstance(values, np.ndarray) and values.ndim == 1:
-            values = values.tolist()
-        columns[name] = values
-    return [{name: values[i] for name, values in columns.items()} for i in range(batch.num_rows)]
+    return rows_of(batch.schema, batch.columns, batch.num_rows)
+
+
+def rows_of(schema: pa.Schema, columns: list[Any], rows: int) -> list[dict[str, Any]]:
+    """``row_values`` of a schema's columns: Arrow arrays, or lists of the values already made."""
+    values = [
+        c if isinstance(c, list) else column_values(c, f)
+        for c, f in zip(columns, schema, strict=True)
+    ]
+    if not values:
+        return [{} for _ in range(rows)]
+    names = schema.names
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+
+def column_values(column: pa.Array, field: pa.Field) -> Any:
+    """A column's values as ``row_values`` puts them in its rows, indexed by row."""
+    values = to_numpy(column, field)
+    narrow = _NARROW_FLOATS.get(column.type)
+    if narrow is not None:  # float32 as itself: 17.99, not 17.989999771118164
+        return [None if v is None else narrow(v) for v in values]
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        return values.tolist()
+    return values
 
 
 def row_getter(field: pa.Field) -> RowGetter:

@@ -48,6 +48,9 @@ class Checked:
 
     def __init__(self, folder: Path):
         self.folder = folder
+        # Per file key: its record as this process first read it. A byte once set is never
+        # cleared (a changed file has another key), so a set one needs no lock or look again.
+        self._seen: dict[str, bytes] = {}
 
     @classmethod
     def at(cls, cache_dir: str | os.PathLike[str] | None = None) -> Checked | None:
@@ -66,6 +69,8 @@ class Checked:
         group) of the file ``key`` was checked on this machine; record it when it passes. A
         lock on the item's byte makes the processes that want it at once wait for the one
         checking it, instead of each checking it too. Returns whether it checked."""
+        if self._seen_set(key, index):
+            return False
         fd = self._open(key)
         if fd is None:
             check()
@@ -79,6 +84,20 @@ class Checked:
             return True
         finally:
             os.close(fd)  # and the lock with it
+
+    def _seen_set(self, key: str, index: int) -> bool:
+        """Whether the record, read whole once a process, had item ``index`` set: one look at
+        a file's record, not one a row group."""
+        seen = self._seen.get(key)
+        if seen is None:
+            fd = self._open(key)
+            if fd is None:
+                return False
+            try:
+                seen = self._seen[key] = os.pread(fd, os.fstat(fd).st_size, 0)
+            finally:
+                os.close(fd)
+        return seen[index : index + 1] == SET
 
     def _open(self, key: str) -> int | None:
         try:

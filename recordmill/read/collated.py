@@ -20,10 +20,16 @@ import pyarrow as pa
 import torch
 from torch.utils.data import default_collate
 
-from recordmill.dataset.columns import row_values, to_numpy
+from recordmill.dataset.columns import column_values, to_numpy
 from recordmill.dataset.schema import tensor_spec
 
-__all__ = ["cut", "from_columns", "join", "layout", "writable"]
+__all__ = ["as_tensors", "cut", "from_columns", "join", "layout", "worker_collate", "writable"]
+
+# A tensor crosses from a DataLoader worker through shared memory: the loader's process asks the
+# worker for its file descriptor (a round trip through a socket, each tensor of each batch).
+# A small one costs less as bytes in the batch's pickle: it stays a numpy array until it is
+# there (``as_tensors``), in the batches of recordmill's DataLoader.
+SMALL_BYTES = 256 << 10
 
 Layout = Any  # "stack", "list", ("map", {key: Layout}), ("seq", type or None, [Layout])
 
@@ -79,21 +85,50 @@ def join(batches: list[Any], shape: Layout) -> Any:
     return shape[1](*columns) if shape[1] is not None else columns
 
 
-def from_columns(batch: pa.RecordBatch) -> dict[str, Any]:
-    """What ``default_collate`` makes of the batch's row dicts, made a column at a time: a
-    column of numbers or of fixed-shape arrays without nulls is one tensor over the batch's
-    bytes (a gather's own, so not copied again; bytes the batch does not own, such as mapped
-    ones, are copied once), any other column the default collate of its values."""
+def from_columns(schema: pa.Schema, columns: list[Any]) -> dict[str, Any]:
+    """What ``default_collate`` makes of the rows' dicts, made a column at a time from their
+    gathered columns (Arrow arrays, or lists of values made already: a binary column's bytes,
+    which it leaves as they are). A column of numbers or of fixed-shape arrays without nulls is
+    one tensor over the column's bytes (a gather's own, so not copied again; bytes it does not
+    own, such as mapped ones, are copied once); under ``SMALL_BYTES``, a numpy array instead,
+    which :func:`as_tensors` makes the tensor in the loader's process. Any other column is the
+    default collate of its values."""
     out = {}
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        field = batch.schema.field(name)
+    for field, column in zip(schema, columns, strict=True):
+        if isinstance(column, list):
+            out[field.name] = default_collate(column)
+            continue
         stacked = _stacked(column, field)
         if stacked is None:
-            one = pa.RecordBatch.from_arrays([column], schema=pa.schema([field]))
-            values = [writable(row[name]) for row in row_values(one)]
-            stacked = default_collate(values)
-        out[name] = stacked
+            stacked = default_collate([writable(v) for v in column_values(column, field)])
+        out[field.name] = stacked
     return out
+
+
+def worker_collate(samples: list[Any]) -> Any:
+    """``default_collate`` for a batch that crosses from a DataLoader worker: its small tensors
+    (fields of a dict or list batch) as numpy arrays, which :func:`as_tensors` makes tensors."""
+    batch = default_collate(samples)
+    fields = (
+        batch.items() if type(batch) is dict else enumerate(batch) if type(batch) is list else ()
+    )
+    for key, value in fields:
+        if isinstance(value, torch.Tensor) and value.nbytes < SMALL_BYTES:
+            batch[key] = value.numpy()
+    return batch
+
+
+def as_tensors(batch: Any, pin: bool) -> Any:
+    """A batch of :func:`from_columns` or :func:`worker_collate`, in the loader's process: its
+    numpy arrays made the tensors ``default_collate`` makes (pinned if ``pin``)."""
+    fields = (
+        batch.items() if type(batch) is dict else enumerate(batch) if type(batch) is list else ()
+    )
+    for key, value in fields:
+        if isinstance(value, np.ndarray):
+            tensor = torch.from_numpy(value)
+            batch[key] = tensor.pin_memory() if pin else tensor
+    return batch
 
 
 def _stacked(column: pa.Array, field: pa.Field) -> torch.Tensor | None:
@@ -107,7 +142,7 @@ def _stacked(column: pa.Array, field: pa.Field) -> torch.Tensor | None:
         data = column.buffers()[1]
         count = len(column) * int(np.prod(shape))
         values = np.frombuffer(data, dtype, count, column.offset * column.type.byte_width)
-        return torch.from_numpy(writable(values.reshape(len(column), *shape)))
+        return _tensor(writable(values.reshape(len(column), *shape)))
     values = to_numpy(column, field)
     if not isinstance(values, np.ndarray) or values.dtype.kind not in "biuf":
         return None
@@ -115,7 +150,12 @@ def _stacked(column: pa.Array, field: pa.Field) -> torch.Tensor | None:
         if values.dtype == np.uint64:  # beyond int64: collated row by row (and refused)
             return None
         values = values.astype(np.int64, copy=False)
-    return torch.from_numpy(writable(values))
+    return _tensor(writable(values))
+
+
+def _tensor(values: np.ndarray) -> torch.Tensor | np.ndarray:
+    """A stacked column as a tensor; a small one as the array (see ``SMALL_BYTES``)."""
+    return values if values.nbytes < SMALL_BYTES else torch.from_numpy(values)
 
 
 def writable(value: Any) -> Any:

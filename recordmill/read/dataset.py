@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from recordmill.dataset.columns import row_getter, row_values, to_numpy
+from recordmill.dataset.columns import row_getter, row_values, rows_of, to_numpy
 from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
@@ -31,7 +31,7 @@ from recordmill.read import order, passes, tokens
 from recordmill.read.cache import DiskCache, cache_location, plan_parts
 from recordmill.read.checked import Checked
 from recordmill.read.files import group_rows, open_files, open_partition
-from recordmill.read.gather import Gatherer
+from recordmill.read.gather import Gatherer, Taken
 from recordmill.read.groups import Groups, ReadStats
 from recordmill.read.skips import ReadReject, one_line, skips
 
@@ -225,7 +225,8 @@ class Dataset:
 
     def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """The row dicts ``ds[i]`` gives, for many rows at once (a DataLoader batch)."""
-        return _rows(self._gather(rows := self._global(indices), keep=True), self._decoding(rows))
+        rows = self._global(indices)
+        return _decoded(_rows_at(self, rows, keep=True), self._decoding(rows))
 
     def gather(self, indices: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """The rows ``rows`` reads, as one Arrow batch of newly made arrays, not decoded."""
@@ -314,12 +315,14 @@ class Dataset:
         self, rows: np.ndarray, keep: bool | None = None, check: bool = False
     ) -> pa.RecordBatch:
         """Global rows in the given order, as one batch (see :class:`Gatherer`). Parquet groups
-        are cached when ``keep``; by default only when all of them fit the cache (else a sweep
-        over every group would only churn it)."""
-        if keep is None:
-            total = self._groups.ready().files.index.total
-            keep = self._row_bytes() * total <= self._groups.cache_limit
-        return self._gatherer.take(rows, keep, check)
+        are cached when ``keep`` (by default, ``_keeps()``)."""
+        return self._gatherer.take(rows, self._keeps() if keep is None else keep, check)
+
+    def _keeps(self) -> bool:
+        """Whether a gather keeps the groups it reads in the cache: only when all of them fit
+        it (else a sweep over every group would only churn it)."""
+        total = self._groups.ready().files.index.total
+        return self._row_bytes() * total <= self._groups.cache_limit
 
 
 def undecoded(ds: Dataset) -> tuple[Dataset, dict[str, Callable[[Any], Any]]]:
@@ -344,16 +347,17 @@ def _iter_rows(
     if indices is None:
         at = ds._start
         for batch in ds.iter_batches(batch_size, format="arrow"):
-            yield from _rows(batch, ds._decoding(at + np.arange(len(batch))))
+            yield from _decoded(row_values(batch), ds._decoding(at + np.arange(len(batch))))
             at += len(batch)
         return
     rows = ds._global(indices)
     window = ds._window(batch_size)
     for lo in range(0, len(rows), window):
-        gathered = ds._gather(rows[lo : lo + window])
-        for start in range(0, gathered.num_rows, batch_size):
-            numbers = rows[lo + start : lo + start + batch_size]
-            yield from _rows(gathered.slice(start, batch_size), ds._decoding(numbers))
+        numbers = rows[lo : lo + window]
+        gathered = _rows_at(ds, numbers, keep=ds._keeps())
+        for start in range(0, len(gathered), batch_size):
+            part = slice(start, start + batch_size)
+            yield from _decoded(gathered[part], ds._decoding(numbers[part]))
 
 
 def _batches_in_order(view: Dataset, batch_size: int, fmt: str) -> Iterator[Any]:
@@ -464,10 +468,19 @@ def _kept(values: Any, keep: list[int]) -> Any:
     return values[keep] if isinstance(values, np.ndarray) else [values[k] for k in keep]
 
 
-def _rows(batch: pa.RecordBatch, decode: Any) -> list[dict[str, Any]]:
-    """A batch as row dicts, their values decoded (with skips, the rows that do not decode
-    left out)."""
-    rows = row_values(batch)
+def gathered(ds: Dataset, indices: Sequence[int] | np.ndarray) -> list[Taken]:
+    """The columns of the rows ``ds.rows`` reads, not decoded: Arrow arrays, a binary column's
+    values as ``bytes`` (``Gatherer.values``)."""
+    return ds._gatherer.values(ds._global(indices), keep=True)
+
+
+def _rows_at(ds: Dataset, rows: np.ndarray, keep: bool) -> list[dict[str, Any]]:
+    """Row dicts of global ``rows``, not decoded."""
+    return rows_of(ds.schema, ds._gatherer.values(rows, keep), len(rows))
+
+
+def _decoded(rows: list[dict[str, Any]], decode: Any) -> list[dict[str, Any]]:
+    """Row dicts, their values decoded (with skips, the rows that do not decode left out)."""
     if isinstance(decode, _Skipping):
         failed: set[int] = set()
         for name, decoder in decode.items():

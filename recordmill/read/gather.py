@@ -16,6 +16,9 @@ import pyarrow as pa
 
 from recordmill.read.groups import Groups
 
+# A gathered column: an Arrow array, or a binary column's values as bytes.
+Taken = pa.Array | list[bytes]
+
 # A column of small values (labels, names) up to this size is joined into one array for gathers.
 JOIN_BYTES = 16 << 20
 # A column of large values of at most this many bytes of places (24 a row) has each row's place
@@ -37,11 +40,23 @@ class Gatherer:
         first (Parquet checks its pages always)."""
         if rows.size == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
+        columns, index = self._located(rows, keep, check)
+        return columns.take(index)
+
+    def values(self, rows: np.ndarray, keep: bool, check: bool = False) -> list[Taken]:
+        """The columns ``take`` gives, a binary one as a list of ``bytes`` made straight from
+        where each value lies (no Arrow array of them first: a copy of every value fewer)."""
+        if rows.size == 0:
+            return pa.RecordBatch.from_pylist([], schema=self.schema).columns
+        columns, index = self._located(rows, keep, check)
+        return columns.values(index)
+
+    def _located(self, rows: np.ndarray, keep: bool, check: bool) -> tuple[Columns, np.ndarray]:
+        """Where the rows lie: columns laid end to end, and each row's place in them."""
         groups = self.groups.ready()
-        files = groups.files
         if groups.mapped:  # local Arrow IPC: every group is mapped already
-            return self._laid_end_to_end(check).take(rows)
-        plan = files.index.gather(rows)
+            return self._laid_end_to_end(check), rows
+        plan = groups.files.index.gather(rows)
 
         def cut(n: int) -> pa.RecordBatch:
             group = groups.group(plan.groups[n], self.schema, keep=keep)
@@ -52,9 +67,9 @@ class Gatherer:
             mapped = [groups.group(g, self.schema) for g in plan.groups]
             starts = np.cumsum([0] + [b.num_rows for b in mapped])
             # Each row taken once from the groups laid end to end, as from mapped Arrow IPC.
-            return Columns(mapped, self.schema).take(starts[plan.slot] + plan.local)
+            return Columns(mapped, self.schema), starts[plan.slot] + plan.local
         pieces = list(groups.pool.map(cut, range(len(plan.groups))))
-        return Columns(pieces, self.schema).take(plan.inverse)
+        return Columns(pieces, self.schema), plan.inverse
 
     def _laid_end_to_end(self, check: bool) -> Columns:
         groups, schema = self.groups, self.schema
@@ -95,11 +110,21 @@ class Columns:
                 self.columns.append(Chunked(chunks))
 
     def take(self, index: np.ndarray) -> pa.RecordBatch:
-        arrays = [
-            c.take(index) if isinstance(c, (Values, Chunked)) else c.take(pa.array(index))
+        arrays = [_taken(c, index) for c in self.columns]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def values(self, index: np.ndarray) -> list[Taken]:
+        """``Gatherer.values`` of the rows at ``index``."""
+        return [
+            c.bytes_at(index) if isinstance(c, Values) and c.binary else _taken(c, index)
             for c in self.columns
         ]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _taken(column: pa.Array | Chunked | Values, index: np.ndarray) -> pa.Array:
+    if isinstance(column, (Values, Chunked)):
+        return column.take(index)
+    return column.take(pa.array(index))
 
 
 class Spans:
@@ -163,6 +188,7 @@ class Values:
 
     def __init__(self, chunks: list[pa.Array], lookup: bool = False):
         self.type = t = chunks[0].type
+        self.binary = pa.types.is_binary(t)  # values that are bytes as they lie
         self.spans = Spans([len(c) for c in chunks])
         # Per batch: its value offsets as they lie (None: fixed width), and the shift and the
         # width that make them byte offsets into its data.
@@ -213,12 +239,23 @@ class Values:
         values = sum(len(c) for c in chunks)
         return values > 0 and total // values >= 1024
 
+    def _places(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._lookup is not None:
+            return tuple(places[index] for places in self._lookup)
+        return self._bounds(index)
+
+    def bytes_at(self, index: np.ndarray) -> list[bytes]:
+        """The rows' values of a binary column as ``bytes``, each copied once from its place."""
+        chunk, starts, ends = self._places(index)
+        data = self.data
+        return [
+            data[k][a:b].tobytes()
+            for k, a, b in zip(chunk.tolist(), starts.tolist(), ends.tolist(), strict=True)
+        ]
+
     def take(self, index: np.ndarray) -> pa.Array:
         t = self.type
-        if self._lookup is not None:
-            chunk, starts, ends = (places[index] for places in self._lookup)
-        else:
-            chunk, starts, ends = self._bounds(index)
+        chunk, starts, ends = self._places(index)
         offsets = np.concatenate([[0], np.cumsum(ends - starts)])
         if offsets[-1] >= 2**31:
             raise OverflowError("more than 2 GB of values in one gather; take fewer rows at once")

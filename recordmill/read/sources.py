@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from recordmill.read.dataset import Dataset, undecoded
 from recordmill.read.dataset import open as open_dataset
@@ -67,6 +68,16 @@ class Source:
             plain, decode = undecoded(ds)  # the decode of the columns read, not of every one
             self._dataset, self._decoders = (plain if self.raw else ds), [decode]
         return self._dataset
+
+    def scalars_only(self) -> bool:
+        """Whether no value it reads can be a numpy array: one dataset, nothing decoded, no
+        column of arrays (tensors, lists)."""
+        ds = self.dataset()
+        if self.mixture is not None or self.decode:
+            return False
+        return not any(
+            pa.types.is_nested(t) or pa.types.is_fixed_size_binary(t) for t in ds.schema.types
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_dataset": None}

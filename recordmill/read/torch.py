@@ -35,6 +35,7 @@ except ImportError as e:  # the line torch_datasets.py gives, before a bare "No 
 
 from recordmill.read import collated
 from recordmill.read.mixture import Mixture
+from recordmill.read.pipes import wide_pipes
 from recordmill.read.skips import Chunk, Ledger, ReadReject, Rebatcher
 from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
 from recordmill.read.torch_tokens import TokenBlocks
@@ -108,6 +109,8 @@ class DataLoader(torch_data.DataLoader):
         elif isinstance(dataset, MapDataset):  # how this loader reads it is its own, not the
             dataset = copy.copy(dataset)  # dataset's: another loader of it reads its own way
         self.ledger = Ledger(max_read_rejects, rejects_log)
+        if kwargs.get("num_workers"):  # batches cross from the workers in fewer turns
+            kwargs["multiprocessing_context"] = wide_pipes(kwargs.get("multiprocessing_context"))
         self.skip = dataset.skip
         if self.skip:  # the workers hand out chunks; __iter__ cuts them into batches
             collate = kwargs.pop("collate_fn", None)
@@ -118,6 +121,11 @@ class DataLoader(torch_data.DataLoader):
                 kwargs.pop("drop_last", False),
             )
             kwargs["collate_fn"] = _as_is
+        # Batches cross from the workers with their small tensors as numpy arrays, made tensors
+        # here (collated.SMALL_BYTES): where this loader collates, by default.
+        self.arrays = not self.skip and "collate_fn" not in kwargs and batch_size is not None
+        if self.arrays:
+            kwargs["collate_fn"] = collated.worker_collate
         if isinstance(dataset, IterableDataset):
             dataset.batch_size = batch_size
             if kwargs.get("num_workers"):
@@ -126,8 +134,7 @@ class DataLoader(torch_data.DataLoader):
             super().__init__(dataset, batch_size=None if self.skip else batch_size, **kwargs)
             return
         # Batches of a plain read collated a column at a time (the same tensors, fewer copies).
-        columnar = not self.skip and dataset.transform is None and "collate_fn" not in kwargs
-        dataset.columnar = columnar and batch_size is not None
+        dataset.columnar = self.arrays and dataset.transform is None
         if dataset.columnar:
             kwargs["collate_fn"] = _as_is
         sampler = _sampler(dataset, kwargs.pop("sampler", None), shuffle, seed)
@@ -154,7 +161,7 @@ class DataLoader(torch_data.DataLoader):
         else:
             for batch in super().__iter__():
                 self.position._advance(self.batch_size * world)
-                yield batch
+                yield collated.as_tensors(batch, self.pin_memory) if self.arrays else batch
         self.position._end_epoch()
         self.ledger.epoch_count = 0
 

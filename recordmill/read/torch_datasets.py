@@ -14,7 +14,6 @@ import numpy as np
 try:
     import torch
     from torch.utils import data as torch_data
-    from torch.utils.data import default_collate
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
@@ -23,7 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 import pyarrow as pa
 
 from recordmill.read import collated
-from recordmill.read.dataset import Dataset
+from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
 from recordmill.read.positions import Position, Ranks
 from recordmill.read.skips import Chunk, Guard, skips
@@ -43,6 +42,12 @@ def _own(row: dict[str, Any]) -> dict[str, Any]:
     for name, value in row.items():
         row[name] = collated.writable(value)
     return row
+
+
+def _owned(rows: list[dict[str, Any]], source: _Source) -> list[dict[str, Any]]:
+    """``_own`` of every row, unless none of the source's values can be an array (it looks at
+    every value)."""
+    return rows if source.scalars_only() else [_own(row) for row in rows]
 
 
 class MapDataset(torch_data.Dataset):
@@ -96,13 +101,13 @@ class MapDataset(torch_data.Dataset):
         for recordmill's loader collating by default, the batch collated."""
         ds = self.source.dataset()
         if self.columnar and isinstance(ds, Dataset) and not self.source.decode:
-            return collated.from_columns(ds.gather(indices))
-        rows = [_own(row) for row in ds.rows(indices)]
+            return collated.from_columns(ds.schema, gathered(ds, indices))
+        rows = _owned(ds.rows(indices), self.source)
         if self.skip:
             chunk = _guarded(self, np.asarray(indices), rows)
             return chunk if self.chunked else chunk.samples
         if self.columnar:  # decoded rows, or a mixture's: collated as the loader would
-            return default_collate(rows)
+            return collated.worker_collate(rows)
         return [self.transform(row) for row in rows] if self.transform else rows
 
 
@@ -290,9 +295,9 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         ds = self.source.dataset()
         order = self._order() if published is None else published
         for batches in self._batches(order):
-            rows = [
-                _own(row) for row in ds.iter_rows(np.concatenate(batches), self.read_batch_size)
-            ]
+            rows = _owned(
+                list(ds.iter_rows(np.concatenate(batches), self.read_batch_size)), self.source
+            )
             if not self.skip:
                 yield from (self.transform(row) for row in rows) if self.transform else rows
                 continue

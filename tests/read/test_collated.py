@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 from torch.utils.data import default_collate  # noqa: E402
 
 from recordmill.read import collated  # noqa: E402
+from recordmill.read.dataset import gathered  # noqa: E402
 
 Pair = namedtuple("Pair", "a b")
 
@@ -113,7 +114,8 @@ def test_a_batch_collated_by_columns_is_the_default_collate_of_its_rows(typed):
     rows = [12, 0, 7, 39, 31, 12, 25]  # the first with a string in "maybe": torch needs it
     given = [{k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()}
              for row in ds.rows(rows)]  # fmt: skip
-    fast, slow = collated.from_columns(ds.gather(rows)), default_collate(given)
+    fast = collated.as_tensors(collated.from_columns(ds.schema, gathered(ds, rows)), pin=False)
+    slow = default_collate(given)
     assert fast.keys() == slow.keys()
     for name in fast:
         if isinstance(slow[name], torch.Tensor):  # the same values, dtype and shape
@@ -125,13 +127,16 @@ def test_a_batch_collated_by_columns_is_the_default_collate_of_its_rows(typed):
     assert fast["img"].shape == (7, 4, 3) and fast["maybe"][:3] == ["x", "x", None]
 
 
-def test_a_gathered_column_becomes_a_tensor_without_a_copy_and_mapped_bytes_are_copied(typed):
+def test_a_gathered_column_becomes_a_tensor_without_a_copy_and_mapped_bytes_are_copied(
+    typed, monkeypatch
+):
     import pyarrow as pa
 
     import recordmill
 
+    monkeypatch.setattr(collated, "SMALL_BYTES", 0)  # a tensor however small
     batch = recordmill.open(typed).select(["img"]).gather([3, 1, 2])
-    img = collated.from_columns(batch)["img"]
+    img = collated.from_columns(batch.schema, batch.columns)["img"]
     # The gather's own bytes: the tensor is a view of them (the copy saved).
     assert img.data_ptr() == batch.column("img").buffers()[1].address
     # Bytes the batch does not own (a memory-mapped file) are copied, never written through.
@@ -139,7 +144,7 @@ def test_a_gathered_column_becomes_a_tensor_without_a_copy_and_mapped_bytes_are_
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as w:
         w.write_batch(batch)
     mapped = pa.ipc.open_file(pa.memory_map(str(path))).get_batch(0)
-    img = collated.from_columns(mapped)["img"]
+    img = collated.from_columns(mapped.schema, mapped.columns)["img"]
     assert img.data_ptr() != mapped.column("img").buffers()[1].address
     img += 1
     assert mapped.column("img").buffers()[1].to_pybytes()[0] == 3
