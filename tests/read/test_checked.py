@@ -81,6 +81,18 @@ def test_a_machine_checks_each_group_once_whatever_its_processes(arrow, tmp_path
     assert len(ds.to_arrow()) == 160 and ds.stats.bytes_checked == 0
 
 
+def test_a_process_reads_a_files_record_once_not_once_a_group(arrow, tmp_path, monkeypatch):
+    assert len(recordmill.open(str(arrow)).to_arrow()) == 160  # every group recorded
+    groups = sum(len(p["group_offsets"]) - 1 for p in recordmill.read_manifest(arrow)["partitions"])
+    opened = []
+    record_open = checked.Checked._open
+    monkeypatch.setattr(checked.Checked, "_open", lambda self, key: opened.append(key)
+                        or record_open(self, key))  # fmt: skip
+    ds = recordmill.open(str(arrow))  # another job: every group found checked
+    assert len(ds.to_arrow()) == 160 and ds.stats.bytes_checked == 0
+    assert groups == 10 and len(opened) == len(set(opened)) == 2  # one look a partition file
+
+
 def test_without_the_record_each_process_checks_for_itself(arrow, tmp_path, monkeypatch):
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))  # cannot be used

@@ -180,3 +180,39 @@ def test_loaders_of_one_dataset_each_read_it_their_own_way(typed):
     rows = next(iter(rtorch.DataLoader(data, batch_size=4, collate_fn=list)))
     assert len(rows) == 4 and isinstance(rows[0], dict)  # a collate of its own: the rows
     assert torch.equal(next(iter(rtorch.DataLoader(data, batch_size=4)))["img"], ours["img"])
+
+
+def test_small_tensors_cross_from_workers_as_bytes_and_arrive_as_torchs(typed):
+    """A small tensor of a worker's batch crosses in the batch's pickle, not through shared
+    memory (which costs a socket round trip per tensor): what arrives is the tensor torch's
+    loader gives, made in the loader's process (not shared)."""
+    import recordmill.torch as rtorch
+    from torch.utils.data import DataLoader
+
+    columns = ["i64", "f16", "img", "name"]
+    for transform in (None, lambda row: (row["i64"], row["img"], row["name"])):
+        data = rtorch.MapDataset(typed, columns=columns, transform=transform)
+        ours = list(rtorch.DataLoader(data, batch_size=6, shuffle=True, seed=5, num_workers=2))
+        sampler = rtorch.Sampler(data, shuffle=True, seed=5)
+        theirs = list(DataLoader(data, batch_size=6, sampler=sampler, num_workers=2))
+        assert len(ours) == len(theirs) == 7
+        for a, b in zip(ours, theirs, strict=True):
+            assert same(a, b)
+            tensors = [v for v in (a.values() if transform is None else a) if torch.is_tensor(v)]
+            assert len(tensors) == (3 if transform is None else 2)
+            assert not any(t.is_shared() for t in tensors)  # made here, not mapped from a worker
+            theirs_shared = b.values() if transform is None else b
+            assert all(t.is_shared() for t in theirs_shared if torch.is_tensor(t))
+
+
+def test_a_worker_collate_is_the_default_collate_once_its_arrays_are_tensors(monkeypatch):
+    samples = [{"x": np.full((2, 2), i, np.float32), "n": i, "s": str(i)} for i in range(4)]
+    pairs = [(np.arange(3) + i, i) for i in range(4)]
+    for batch in (samples, pairs):
+        crossing = collated.worker_collate(batch)
+        fields = crossing.values() if isinstance(crossing, dict) else crossing
+        assert all(not torch.is_tensor(v) for v in fields)  # every field is small
+        assert same(collated.as_tensors(crossing, pin=False), default_collate(batch))
+    monkeypatch.setattr(collated, "SMALL_BYTES", 40)  # 4 x 2 x 2 floats: 64 bytes, a tensor
+    crossing = collated.worker_collate(samples)
+    assert torch.is_tensor(crossing["x"]) and isinstance(crossing["n"], np.ndarray)

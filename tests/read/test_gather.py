@@ -63,6 +63,28 @@ def test_any_rows_in_any_order_equal_pyarrows_take(monkeypatch, limit):
         assert taken.equals(whole.take(pa.array(index))), index
 
 
+@pytest.mark.parametrize("limit", [0, 1 << 30], ids=["found-at-each-take", "looked-up"])
+def test_a_binary_columns_bytes_are_made_from_where_they_lie(monkeypatch, limit):
+    monkeypatch.setattr(gather, "LOOKUP_BYTES", limit)
+    parts = batches()
+    columns = gather.Columns(parts, parts[0].schema, lookup=True)
+    whole = pa.Table.from_batches(parts).combine_chunks()
+    index = np.random.default_rng(1).integers(0, 24, 40)
+    expected = whole.take(pa.array(index))
+
+    def no_array(self, index):  # the copy saved: no Arrow array of the bytes first
+        assert not self.binary, "a binary column was taken as an Arrow array"
+        return taken(self, index)
+
+    taken = gather.Values.take
+    monkeypatch.setattr(gather.Values, "take", no_array)
+    values = columns.values(index)
+    assert values[2] == expected.column("blob").to_pylist()  # bytes, in the order asked
+    assert all(type(v) is bytes for v in values[2])
+    for c in (0, 1, 3, 4):  # the others: Arrow arrays, as take gives them
+        assert values[c].equals(expected.column(c).chunk(0)), c
+
+
 def owned_bytes(value, seen=None) -> int:
     """The bytes of the numpy arrays ``value`` holds of its own (not views of batches)."""
     seen = seen if seen is not None else set()

@@ -132,6 +132,18 @@ def test_batches_collate_without_warnings_and_keep_their_dtype(dataset):
         assert batch["img"].dtype == torch.uint8 and batch["x"].dtype == torch.float32
 
 
+def test_rows_of_numbers_only_are_not_looked_over_for_arrays(dataset, monkeypatch):
+    from recordmill.read import torch_datasets
+
+    looked = []
+    own = torch_datasets._own
+    monkeypatch.setattr(torch_datasets, "_own", lambda row: looked.append(1) or own(row))
+    for data in (rtorch.MapDataset(dataset, columns=["id"]), rtorch.IterableDataset(dataset)):
+        batch = next(iter(DataLoader(data, batch_size=4, num_workers=0)))
+        assert batch["id"].tolist() == [0, 1, 2, 3]
+    assert len(looked) == 153  # every row the iterable read (they hold tensors); none of the map
+
+
 def epoch_ids(loader):
     return [batch["id"].tolist() for batch in loader]
 
