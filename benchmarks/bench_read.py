@@ -97,7 +97,9 @@ DATA = HERE / "data"
 IMAGES = DATA / "images"
 DOUBLED = DATA / "images-x2"
 
-READERS = ("floor", "parquet", "parquet-cache", "arrow", "arrow-unchecked", "hf", "mds")
+READERS = (
+    "floor", "parquet", "parquet-cache", "arrow", "arrow-unchecked", "arrow-torch-loader", "hf", "mds"
+)  # fmt: skip
 DATASETS = ("images", "tensors")
 MEASURES = ("sequential", "shuffled", "random", "map", "iter")
 READER_NAMES = {
@@ -106,6 +108,7 @@ READER_NAMES = {
     "parquet-cache": "recordmill parquet, through the disk cache (filled)",
     "arrow": "recordmill arrow",
     "arrow-unchecked": "recordmill arrow, checksums=False",
+    "arrow-torch-loader": "recordmill arrow, torch's own DataLoader",
     "hf": "HF datasets",
     "mds": "MDS (streaming)",
 }
@@ -229,7 +232,7 @@ class Layout:
     def path(self, reader: str, dataset: str) -> Path:
         if reader == "floor":
             return self.source(dataset)
-        if reader == "arrow-unchecked":  # the same files, read without their checksums
+        if reader in ("arrow-unchecked", "arrow-torch-loader"):  # the same files, read otherwise
             reader = "arrow"
         if reader == "parquet-cache":  # the same files, read through the disk cache
             reader = "parquet"
@@ -307,6 +310,7 @@ class Reader:
         self.kind = kind_of(dataset)
         self.columns = COLUMNS[self.kind]
         self.value = VALUE_COLUMN[self.kind]
+        self.loader: Any = None  # the DataLoader class the reader's docs use (None: torch's)
         if measure in ("map", "iter"):
             import torch.utils.data  # noqa: F401
 
@@ -430,6 +434,9 @@ class Recordmill(Reader):
         if measure in ("map", "iter"):
             import recordmill.torch
 
+            if reader != "arrow-torch-loader":  # the loader recordmill's docs train with
+                self.loader = recordmill.torch.DataLoader
+
     def _batches(self, **shuffle: Any) -> Tally:
         ds = self.recordmill.open(str(self.path), checksums=self.checksums, **self.cache)
         tally = Tally()
@@ -526,21 +533,26 @@ READER_CLASSES: dict[str, type[Reader]] = {
     "parquet-cache": Recordmill,
     "arrow": Recordmill,
     "arrow-unchecked": Recordmill,
+    "arrow-torch-loader": Recordmill,
     "hf": HuggingFace,
     "mds": Mosaic,
 }
 
 
-def loader_epoch(dataset: Any, kind: str, map_style: bool) -> Tally:
-    """One epoch of a DataLoader (batches of 64, 2 workers); shuffled by the sampler when
-    ``map_style`` (seeded), by the dataset itself otherwise."""
+def loader_epoch(dataset: Any, kind: str, map_style: bool, own: Any = None) -> Tally:
+    """One epoch of a DataLoader (batches of 64, 2 workers): torch's, or the reader's ``own``
+    class; shuffled by the sampler when ``map_style`` (seeded), by the dataset otherwise."""
     import torch
     from torch.utils.data import DataLoader
 
     shuffle: dict[str, Any] = {}
-    if map_style:
+    if map_style and own is not None:  # recordmill's: its own seeded sampler
+        shuffle = {"shuffle": True, "seed": SEED}
+    elif map_style:
         shuffle = {"shuffle": True, "generator": torch.Generator().manual_seed(SEED)}
-    loader = DataLoader(dataset, batch_size=LOADER_BATCH, num_workers=LOADER_WORKERS, **shuffle)
+    loader = (own or DataLoader)(
+        dataset, batch_size=LOADER_BATCH, num_workers=LOADER_WORKERS, **shuffle
+    )
     tally = Tally()
     for batch in loader:
         tally.batch(kind, batch["label"], batch[VALUE_COLUMN[kind]])
@@ -591,8 +603,8 @@ def run_one(layout: Layout, reader: str, dataset: str, measure: str) -> dict[str
         "sequential": source.sequential,
         "shuffled": source.shuffled,
         "random": source.random,
-        "map": lambda: loader_epoch(source.map_dataset(), kind, map_style=True),
-        "iter": lambda: loader_epoch(source.iterable_dataset(), kind, map_style=False),
+        "map": lambda: loader_epoch(source.map_dataset(), kind, True, source.loader),
+        "iter": lambda: loader_epoch(source.iterable_dataset(), kind, False, source.loader),
     }
     rss_start = _status_mb("VmRSS")
     sampler = AnonSampler()
@@ -767,6 +779,7 @@ def prepare(layout: Layout, cases: list[tuple[str, str, str]], rewrite: bool) ->
         "parquet": lambda lay, d: write_recordmill(lay, d, "parquet"),
         "arrow": lambda lay, d: write_recordmill(lay, d, "arrow"),
         "arrow-unchecked": lambda lay, d: write_recordmill(lay, d, "arrow"),
+        "arrow-torch-loader": lambda lay, d: write_recordmill(lay, d, "arrow"),
         "hf": write_hf,
         "mds": write_mds,
     }
@@ -934,6 +947,10 @@ def report(
             vs = " (vs HF's map-style)" if m == "iter" else ""
             hf = ("hf", d, "map" if m == "iter" else m)
             goal(f"{d}: arrow <= HF, {MEASURE_NAMES[m]}{vs}", ("arrow", d, m), hf, 1.0)
+        for m in ("map", "iter"):  # recordmill's datasets in torch's own loader, as HF's are
+            hf = ("hf", d, "map")
+            name = f"{d}: arrow in torch's own DataLoader <= HF, {MEASURE_NAMES[m]}"
+            goal(name, ("arrow-torch-loader", d, m), hf, 1.0)
     for d in base:
         goal(
             f"{d}: arrow random ds[i] <= 1.5x MDS's",

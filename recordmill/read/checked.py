@@ -89,7 +89,7 @@ class Checked:
         """Whether the record, read whole once a process, had item ``index`` set: one look at
         a file's record, not one a row group."""
         seen = self._seen.get(key)
-        if seen is None:
+        if seen is None:  # (two read-ahead threads may both read it: no lock a fork could copy)
             fd = self._open(key)
             if fd is None:
                 return False
