@@ -315,14 +315,8 @@ class Dataset:
         self, rows: np.ndarray, keep: bool | None = None, check: bool = False
     ) -> pa.RecordBatch:
         """Global rows in the given order, as one batch (see :class:`Gatherer`). Parquet groups
-        are cached when ``keep`` (by default, ``_keeps()``)."""
-        return self._gatherer.take(rows, self._keeps() if keep is None else keep, check)
-
-    def _keeps(self) -> bool:
-        """Whether a gather keeps the groups it reads in the cache: only when all of them fit
-        it (else a sweep over every group would only churn it)."""
-        total = self._groups.ready().files.index.total
-        return self._row_bytes() * total <= self._groups.cache_limit
+        are cached when ``keep`` (by default, ``_keeps``)."""
+        return self._gatherer.take(rows, _keeps(self) if keep is None else keep, check)
 
 
 def undecoded(ds: Dataset) -> tuple[Dataset, dict[str, Callable[[Any], Any]]]:
@@ -354,7 +348,7 @@ def _iter_rows(
     window = ds._window(batch_size)
     for lo in range(0, len(rows), window):
         numbers = rows[lo : lo + window]
-        gathered = _rows_at(ds, numbers, keep=ds._keeps())
+        gathered = _rows_at(ds, numbers, keep=_keeps(ds))
         for start in range(0, len(gathered), batch_size):
             part = slice(start, start + batch_size)
             yield from _decoded(gathered[part], ds._decoding(numbers[part]))
@@ -466,6 +460,12 @@ def _columns(batch: pa.RecordBatch, decode: Any) -> dict[str, Any]:
 
 def _kept(values: Any, keep: list[int]) -> Any:
     return values[keep] if isinstance(values, np.ndarray) else [values[k] for k in keep]
+
+
+def _keeps(ds: Dataset) -> bool:
+    """Whether a gather keeps the groups it reads in the cache: only when all of them fit it
+    (else a sweep over every group would only churn it)."""
+    return ds._row_bytes() * ds._groups.ready().files.index.total <= ds._groups.cache_limit
 
 
 def gathered(ds: Dataset, indices: Sequence[int] | np.ndarray) -> list[Taken]:
