@@ -48,13 +48,18 @@ def in_order(
         wait_for(ahead)
 
 
+def mapped(groups: Groups) -> bool:
+    """Whether rows are taken from mapped bytes (local Arrow IPC, the disk cache's parts): no
+    group is decoded, so gathering more rows at once saves nothing."""
+    return groups.mapped or groups.disk is not None
+
+
 def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:
     """Rows gathered at once by a shuffle, a whole number of batches. Memory-mapped Arrow IPC:
     about ``MAPPED_WINDOW_BYTES``, as nothing is decoded. Otherwise about the cache's size, since
     each window decodes every row group it touches (nearly all of them) and a larger window
     decodes less per row; the groups are kept for the next window only when all of them fit."""
-    mapped = groups.mapped or groups.disk is not None
-    budget = MAPPED_WINDOW_BYTES if mapped else groups.cache_limit
+    budget = MAPPED_WINDOW_BYTES if mapped(groups) else groups.cache_limit
     return batch_size * max(1, budget // row_bytes // batch_size)
 
 

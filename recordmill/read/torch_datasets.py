@@ -24,6 +24,7 @@ import pyarrow as pa
 from recordmill.read import collated
 from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
+from recordmill.read.passes import mapped
 from recordmill.read.positions import Position, Ranks
 from recordmill.read.skips import Chunk, Guard, skips
 from recordmill.read.sources import Source as _Source
@@ -314,7 +315,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         index, count = self._share()
         rank, world = self._bind()
         size = max(1, self.batch_size)
-        group, batches = max(1, self.read_batch_size // size), []
+        group, batches = max(1, self._rows_at_once() // size), []
         for start in range(index * size, len(order), count * size):
             lo = start
             if self.stream:
@@ -327,6 +328,14 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
                 batches = []
         if batches:
             yield batches
+
+    def _rows_at_once(self) -> int:
+        """Rows gathered at once: ``read_batch_size``; of mapped bytes, one batch (no group is
+        decoded, so more would only hold more memory)."""
+        ds = self.source.dataset()
+        if isinstance(ds, Dataset) and mapped(ds._groups.ready()):
+            return self.batch_size
+        return self.read_batch_size
 
 
 def _rows(order: np.ndarray | range, lo: int, hi: int) -> np.ndarray:

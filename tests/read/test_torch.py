@@ -141,7 +141,25 @@ def test_rows_of_numbers_only_are_not_looked_over_for_arrays(dataset, monkeypatc
     for data in (rtorch.MapDataset(dataset, columns=["id"]), rtorch.IterableDataset(dataset)):
         batch = next(iter(DataLoader(data, batch_size=4, num_workers=0)))
         assert batch["id"].tolist() == [0, 1, 2, 3]
-    assert len(looked) == 153  # every row the iterable read (they hold tensors); none of the map
+    assert len(looked) == 4  # the iterable's rows (they hold tensors); none of the map's
+
+
+def test_an_iterable_gathers_mapped_rows_a_batch_at_a_time(dataset, tmp_path, monkeypatch):
+    from recordmill.read import gather
+
+    sizes = []
+    values = gather.Gatherer.values
+    monkeypatch.setattr(gather.Gatherer, "values", lambda self, rows, *a, **k: sizes.append(
+        len(rows)) or values(self, rows, *a, **k))  # fmt: skip
+    for fmt in ("arrow", "parquet"):
+        out = tmp_path / fmt
+        recordmill.write(make_plugin(tmp_path / "p", PLUGIN), out, partitions=3, format=fmt,
+                         row_group_size=10, progress=False)  # fmt: skip
+        data = rtorch.IterableDataset(out, shuffle=True, cache_dir=False, read_batch_size=64)
+        assert sum(map(len, epoch_ids(rtorch.DataLoader(data, batch_size=8)))) == 153
+        held = 8 if fmt == "arrow" else 64  # mapped: no more held than a batch; else decoded
+        assert max(sizes) == held and sum(sizes) == 153, fmt  # groups shared by 8 batches
+        sizes.clear()
 
 
 def epoch_ids(loader):
