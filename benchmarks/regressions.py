@@ -17,7 +17,9 @@ compare on.
 - ``template write, 4 tasks (s)``: ``python writer.py --script template`` wall time;
 - ``text bytes / 2 bytes a token``: the text plugin's dataset of a tokenized corpus;
 - ``orders drawn, 2 ranks x 2 workers``: a shuffled epoch's order (1.2 M rows) on one node
-  (``bench_worker_memory.py``'s count).
+  (``bench_worker_memory.py``'s count);
+- ``images DataLoader map`` / ``iter``: ``recordmill.torch.DataLoader`` epochs over 20,000 images
+  (``bench_read.py``'s cases and datasets) as ratios to HF's map-style epoch.
 """
 
 from __future__ import annotations
@@ -94,6 +96,33 @@ def orders() -> dict[str, float]:
     return {"orders drawn, 2 ranks x 2 workers": float(got["drawn"] or 0)}
 
 
+def loaders(runs: int) -> dict[str, float]:
+    """recordmill's DataLoader epochs over ``bench_read.py``'s 20,000 images (its datasets,
+    written by a run of it) as ratios to HF's map-style epoch, each case in a new process."""
+    root = HERE / "data" / "bench_read"
+    if not all((root / f"images-{r}").exists() for r in ("arrow", "hf")):
+        print("DataLoader epochs not measured: run bench_read.py --datasets images first")
+        return {}
+
+    def epoch(reader: str, measure: str) -> float:
+        done = subprocess.run(
+            [sys.executable, str(HERE / "bench_read.py"), "--one", reader, "images", measure,
+             "--root", str(root)],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        return json.loads(done.stdout.splitlines()[-1])["seconds"]
+
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(runs):  # interleaved, as bench_read.py's rounds are
+        for case in (("arrow", "map"), ("arrow", "iter"), ("hf", "map")):
+            times.setdefault(case, []).append(epoch(*case))
+    hf = statistics.median(times["hf", "map"])
+    return {
+        f"images DataLoader {m}, arrow / HF's map-style": statistics.median(times["arrow", m]) / hf
+        for m in ("map", "iter")
+    }
+
+
 def compare(now: dict[str, float], saved: dict[str, float]) -> int:
     print("| measure | baseline | now | now / baseline | |\n| --- | ---: | ---: | ---: | --- |")
     worse = 0
@@ -120,6 +149,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-regressions-"))
     try:
         now = {**checks(root, a.runs), **template_write(root, a.runs), **text(root), **orders()}
+        now |= loaders(a.runs)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if a.save:
