@@ -109,26 +109,26 @@ def worker_collate(samples: list[Any]) -> Any:
     """``default_collate`` for a batch that crosses from a DataLoader worker: its small tensors
     (fields of a dict or list batch) as numpy arrays, which :func:`as_tensors` makes tensors."""
     batch = default_collate(samples)
-    fields = (
-        batch.items() if type(batch) is dict else enumerate(batch) if type(batch) is list else ()
-    )
-    for key, value in fields:
+    for key, value in _fields(batch):
         if isinstance(value, torch.Tensor) and value.nbytes < SMALL_BYTES:
             batch[key] = value.numpy()
     return batch
 
 
-def as_tensors(batch: Any, pin: bool) -> Any:
+def as_tensors(batch: Any) -> Any:
     """A batch of :func:`from_columns` or :func:`worker_collate`, in the loader's process: its
-    numpy arrays made the tensors ``default_collate`` makes (pinned if ``pin``)."""
-    fields = (
-        batch.items() if type(batch) is dict else enumerate(batch) if type(batch) is list else ()
-    )
-    for key, value in fields:
+    numpy arrays made the tensors ``default_collate`` makes."""
+    for key, value in _fields(batch):
         if isinstance(value, np.ndarray):
-            tensor = torch.from_numpy(value)
-            batch[key] = tensor.pin_memory() if pin else tensor
+            batch[key] = torch.from_numpy(value)
     return batch
+
+
+def _fields(batch: Any) -> list[tuple[Any, Any]]:
+    """The fields of a dict or list batch, as (key, value); none of any other."""
+    if type(batch) is dict:
+        return list(batch.items())
+    return list(enumerate(batch)) if type(batch) is list else []
 
 
 def _stacked(column: pa.Array, field: pa.Field) -> torch.Tensor | None:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 try:
+    import torch
     from torch.utils import data as torch_data
     from torch.utils.data import default_collate
 except ImportError as e:  # the line torch_datasets.py gives, before a bare "No module named"
@@ -161,7 +162,7 @@ class DataLoader(torch_data.DataLoader):
         else:
             for batch in super().__iter__():
                 self.position._advance(self.batch_size * world)
-                yield collated.as_tensors(batch, self.pin_memory) if self.arrays else batch
+                yield self._pinned(collated.as_tensors(batch)) if self.arrays else batch
         self.position._end_epoch()
         self.ledger.epoch_count = 0
 
@@ -203,7 +204,8 @@ class DataLoader(torch_data.DataLoader):
             self.position.stream = stream + reached
 
     def _pinned(self, batch: Any) -> Any:
-        if not self.pin_memory:
+        """The batch pinned, where torch's own iterator pins (an accelerator is there)."""
+        if not (self.pin_memory and _accelerator()):
             return batch
         return torch_data._utils.pin_memory.pin_memory(batch, self.pin_memory_device or None)
 
@@ -238,6 +240,11 @@ class _Pieces:
         if shape is None:
             return self.collate([sample for part in parts for sample in part])
         return collated.join(parts, shape)
+
+
+def _accelerator() -> bool:
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6 on; before, CUDA's
+    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
 
 
 def _as_is(chunk: Chunk | dict[str, Any]) -> Chunk | dict[str, Any]:

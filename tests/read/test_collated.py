@@ -114,7 +114,7 @@ def test_a_batch_collated_by_columns_is_the_default_collate_of_its_rows(typed):
     rows = [12, 0, 7, 39, 31, 12, 25]  # the first with a string in "maybe": torch needs it
     given = [{k: np.copy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()}
              for row in ds.rows(rows)]  # fmt: skip
-    fast = collated.as_tensors(collated.from_columns(ds.schema, gathered(ds, rows)), pin=False)
+    fast = collated.as_tensors(collated.from_columns(ds.schema, gathered(ds, rows)))
     slow = default_collate(given)
     assert fast.keys() == slow.keys()
     for name in fast:
@@ -212,7 +212,19 @@ def test_a_worker_collate_is_the_default_collate_once_its_arrays_are_tensors(mon
         crossing = collated.worker_collate(batch)
         fields = crossing.values() if isinstance(crossing, dict) else crossing
         assert all(not torch.is_tensor(v) for v in fields)  # every field is small
-        assert same(collated.as_tensors(crossing, pin=False), default_collate(batch))
+        assert same(collated.as_tensors(crossing), default_collate(batch))
     monkeypatch.setattr(collated, "SMALL_BYTES", 40)  # 4 x 2 x 2 floats: 64 bytes, a tensor
     crossing = collated.worker_collate(samples)
     assert torch.is_tensor(crossing["x"]) and isinstance(crossing["n"], np.ndarray)
+
+
+@pytest.mark.filterwarnings("ignore:.*pin_memory")
+def test_batches_are_pinned_where_torchs_loader_pins_them(typed):
+    import recordmill.torch as rtorch
+    from torch.utils.data import DataLoader
+
+    data = rtorch.MapDataset(typed, columns=["i64", "img"])
+    ours = next(iter(rtorch.DataLoader(data, batch_size=4, num_workers=1, pin_memory=True)))
+    theirs = next(iter(DataLoader(data, batch_size=4, num_workers=1, pin_memory=True)))
+    assert same(ours, theirs)  # without an accelerator, neither pins (and neither fails)
+    assert ours["i64"].is_pinned() == theirs["i64"].is_pinned() == torch.accelerator.is_available()
