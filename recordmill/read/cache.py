@@ -182,6 +182,14 @@ class DiskCache:
             missing = {self.part_of[g] for g in groups} - set(self._open)
         list(pool.map(self.batches, sorted(missing)))
 
+    def every_part(self) -> list[list[pa.RecordBatch]] | None:
+        """Each part's batches in order, when this process has every part mapped; else None."""
+        self._own()
+        with self._lock:
+            if len(self._open) < len(self.parts):
+                return None
+            return [self._open[k][1] for k in range(len(self.parts))]
+
     def batches(self, k: int) -> list[pa.RecordBatch]:
         """Part ``k``'s row groups, one batch each: mapped from the cache (fetched first if it
         is not there)."""

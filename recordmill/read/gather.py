@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
+from recordmill.read.cache import DiskCache
 from recordmill.read.groups import Groups
 
 # A gathered column: an Arrow array, or a binary column's values as bytes.
@@ -33,6 +34,7 @@ class Gatherer:
         self.groups = groups
         self.schema = schema
         self._whole: Columns | None = None  # Arrow IPC: every group's columns, end to end
+        self._parts: tuple[tuple[int, ...], Columns] | None = None  # the disk cache's, the same
 
     def take(self, rows: np.ndarray, keep: bool, check: bool = False) -> pa.RecordBatch:
         """Global ``rows`` in the given order, as one batch. Parquet groups are kept in the
@@ -64,12 +66,30 @@ class Gatherer:
 
         if groups.disk is not None:  # mapped parts: only those not yet loaded need threads
             groups.disk.load(plan.groups, groups.pool)
+            every = self._every_part(groups.disk)
+            if every is not None:
+                return every, rows
             mapped = [groups.group(g, self.schema) for g in plan.groups]
             starts = np.cumsum([0] + [b.num_rows for b in mapped])
             # Each row taken once from the groups laid end to end, as from mapped Arrow IPC.
             return Columns(mapped, self.schema), starts[plan.slot] + plan.local
         pieces = list(groups.pool.map(cut, range(len(plan.groups))))
         return Columns(pieces, self.schema), plan.inverse
+
+    def _every_part(self, disk: DiskCache) -> Columns | None:
+        """Every cached part's groups laid end to end, once this process maps every part (the
+        cache holds the whole dataset): then taken from at every gather, as mapped Arrow IPC
+        is, not laid out again for each. Let go at the gather after a part is let go."""
+        parts = disk.every_part()
+        if parts is None:
+            self._parts = None
+            return None
+        key = tuple(map(id, parts))
+        if self._parts is None or self._parts[0] != key:
+            names = self.schema.names
+            batches = [batch.select(names) for part in parts for batch in part]
+            self._parts = (key, Columns(batches, self.schema, lookup=True))
+        return self._parts[1]
 
     def _laid_end_to_end(self, check: bool) -> Columns:
         groups, schema = self.groups, self.schema

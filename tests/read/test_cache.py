@@ -249,6 +249,36 @@ def test_shuffles_through_a_small_cache_are_block_orders_of_every_row(tmp_path):
     assert ids == block.tolist()
 
 
+def test_a_cache_holding_every_part_is_laid_end_to_end_once_for_all_gathers(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from recordmill.read import gather
+
+    local_parquet(tmp_path, partitions=3, row_group_size=20)  # 60 row groups
+    truth = recordmill.open(tmp_path / "pq", cache_dir=False).to_arrow()
+    laid = []  # the row groups of each Columns made
+    init = gather.Columns.__init__
+    monkeypatch.setattr(gather.Columns, "__init__", lambda self, batches, *a, **k: laid.append(
+        len(batches)) or init(self, batches, *a, **k))  # fmt: skip
+    ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
+    probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe").cache
+    small = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c2",
+                            cache_limit=2 * probe.largest)  # fmt: skip
+    for view, every in ((ds, True), (small, False)):
+        laid.clear()
+        order = view.shuffled(1, blocks=0)
+        taken = [view.take(order[lo : lo + 100]) for lo in range(0, ROWS, 100)]
+        assert pa.concat_tables(taken).equals(truth.take(order))
+        rows = view.rows(order[:30])
+        assert [r["id"] for r in rows] == truth.column("id").take(order[:30]).to_pylist()
+        # Every part mapped: one layout of all 60 groups, taken from by every later gather;
+        # else each of the 13 gathers lays out the groups it takes from.
+        if every:
+            assert laid.count(60) == 1 and laid[-1] == 60 and len(laid) < 13, laid
+        else:
+            assert max(laid) < 60 and len(laid) == 13, laid
+
+
 def test_a_part_another_thread_evicted_before_its_own_eviction_is_no_error(tmp_path):
     # Two threads of one gather fill parts at once: B's eviction may take A's new part before
     # A evicts for it (seen in a shuffled read through a cache of three parts).
