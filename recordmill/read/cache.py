@@ -182,14 +182,6 @@ class DiskCache:
             missing = {self.part_of[g] for g in groups} - set(self._open)
         list(pool.map(self.batches, sorted(missing)))
 
-    def every_part(self) -> list[list[pa.RecordBatch]] | None:
-        """Each part's batches in order, when this process has every part mapped; else None."""
-        self._own()
-        with self._lock:
-            if len(self._open) < len(self.parts):
-                return None
-            return [self._open[k][1] for k in range(len(self.parts))]
-
     def batches(self, k: int) -> list[pa.RecordBatch]:
         """Part ``k``'s row groups, one batch each: mapped from the cache (fetched first if it
         is not there)."""
@@ -398,3 +390,13 @@ def _default_limit(root: Path) -> int:
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.Table.from_batches([batch]).cast(schema).combine_chunks().to_batches()[0]
+
+
+def every_part(cache: DiskCache) -> list[list[pa.RecordBatch]] | None:
+    """Each part's batches in order, when this process has every part of ``cache`` mapped;
+    else None."""
+    cache._own()
+    with cache._lock:
+        if len(cache._open) < len(cache.parts):
+            return None
+        return [cache._open[k][1] for k in range(len(cache.parts))]

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from recordmill.read.cache import DiskCache
+from recordmill.read.cache import DiskCache, every_part
 from recordmill.read.groups import Groups
 
 # A gathered column: an Arrow array, or a binary column's values as bytes.
@@ -80,7 +80,7 @@ class Gatherer:
         """Every cached part's groups laid end to end, once this process maps every part (the
         cache holds the whole dataset): then taken from at every gather, as mapped Arrow IPC
         is, not laid out again for each. Let go at the gather after a part is let go."""
-        parts = disk.every_part()
+        parts = every_part(disk)
         if parts is None:
             self._parts = None
             return None
