@@ -13,6 +13,7 @@ its rows cross uncollated.
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -111,7 +112,9 @@ def worker_collate(samples: list[Any]) -> Any:
     batch = default_collate(samples)
     for key, value in _fields(batch):
         if isinstance(value, torch.Tensor) and value.nbytes < SMALL_BYTES:
-            batch[key] = value.numpy()
+            # No numpy array of a bfloat16 one, or of one that needs grad: it crosses as it is.
+            with contextlib.suppress(TypeError, RuntimeError):
+                batch[key] = value.numpy()
     return batch
 
 

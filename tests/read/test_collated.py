@@ -213,6 +213,10 @@ def test_a_worker_collate_is_the_default_collate_once_its_arrays_are_tensors(mon
         fields = crossing.values() if isinstance(crossing, dict) else crossing
         assert all(not torch.is_tensor(v) for v in fields)  # every field is small
         assert same(collated.as_tensors(crossing), default_collate(batch))
+    odd = [{"b": torch.ones(2, dtype=torch.bfloat16), "g": torch.ones(2, requires_grad=True)}]
+    crossing = collated.worker_collate(odd * 3)  # no numpy of these: they cross as tensors
+    assert same(collated.as_tensors(crossing), default_collate(odd * 3))
+    assert crossing["b"].dtype == torch.bfloat16 and torch.is_tensor(crossing["g"])
     monkeypatch.setattr(collated, "SMALL_BYTES", 40)  # 4 x 2 x 2 floats: 64 bytes, a tensor
     crossing = collated.worker_collate(samples)
     assert torch.is_tensor(crossing["x"]) and isinstance(crossing["n"], np.ndarray)
