@@ -111,7 +111,7 @@ def worker_collate(samples: list[Any]) -> Any:
     (fields of a dict or list batch) as numpy arrays, which :func:`as_tensors` makes tensors."""
     batch = default_collate(samples)
     for key, value in _fields(batch):
-        if isinstance(value, torch.Tensor) and value.nbytes < SMALL_BYTES:
+        if type(value) is torch.Tensor and value.nbytes < SMALL_BYTES:  # (a subclass stays)
             # No numpy array of a bfloat16 one, or of one that needs grad: it crosses as it is.
             with contextlib.suppress(TypeError, RuntimeError):
                 batch[key] = value.numpy()

@@ -34,7 +34,8 @@ class Gatherer:
         self.groups = groups
         self.schema = schema
         self._whole: Columns | None = None  # Arrow IPC: every group's columns, end to end
-        self._parts: tuple[tuple[int, ...], Columns] | None = None  # the disk cache's, the same
+        # The disk cache's parts (their batch lists), laid end to end the same way.
+        self._parts: tuple[list[list[pa.RecordBatch]], Columns] | None = None
 
     def take(self, rows: np.ndarray, keep: bool, check: bool = False) -> pa.RecordBatch:
         """Global ``rows`` in the given order, as one batch. Parquet groups are kept in the
@@ -84,11 +85,11 @@ class Gatherer:
         if parts is None:
             self._parts = None
             return None
-        key = tuple(map(id, parts))
-        if self._parts is None or self._parts[0] != key:
+        held = self._parts[0] if self._parts is not None else []
+        if len(held) != len(parts) or any(a is not b for a, b in zip(held, parts, strict=True)):
             names = self.schema.names
             batches = [batch.select(names) for part in parts for batch in part]
-            self._parts = (key, Columns(batches, self.schema, lookup=True))
+            self._parts = (parts, Columns(batches, self.schema, lookup=True))
         return self._parts[1]
 
     def _laid_end_to_end(self, check: bool) -> Columns:

@@ -8,6 +8,7 @@ from concurrent.futures import wait as wait_for
 
 import pyarrow as pa
 
+from recordmill.read.cache import every_part
 from recordmill.read.groups import READ_THREADS, Groups
 
 # A shuffle over memory-mapped Arrow IPC gathers about this many bytes of rows at a time.
@@ -52,6 +53,12 @@ def mapped(groups: Groups) -> bool:
     """Whether rows are taken from mapped bytes (local Arrow IPC, the disk cache's parts): no
     group is decoded, so gathering more rows at once saves nothing."""
     return groups.mapped or groups.disk is not None
+
+
+def laid_out_once(groups: Groups) -> bool:
+    """Whether a gather takes from columns laid out once for all gathers: local Arrow IPC, or a
+    disk cache whose every part this process maps (``Gatherer._every_part``)."""
+    return groups.mapped or (groups.disk is not None and every_part(groups.disk) is not None)
 
 
 def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:

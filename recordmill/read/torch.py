@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 try:
-    import torch
     from torch.utils import data as torch_data
     from torch.utils.data import default_collate
 except ImportError as e:  # the line torch_datasets.py gives, before a bare "No module named"
@@ -36,7 +35,7 @@ except ImportError as e:  # the line torch_datasets.py gives, before a bare "No 
 
 from recordmill.read import collated
 from recordmill.read.mixture import Mixture
-from recordmill.read.pipes import wide_pipes
+from recordmill.read.pipes import widen_results
 from recordmill.read.skips import Chunk, Ledger, ReadReject, Rebatcher
 from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
 from recordmill.read.torch_tokens import TokenBlocks
@@ -110,8 +109,10 @@ class DataLoader(torch_data.DataLoader):
         elif isinstance(dataset, MapDataset):  # how this loader reads it is its own, not the
             dataset = copy.copy(dataset)  # dataset's: another loader of it reads its own way
         self.ledger = Ledger(max_read_rejects, rejects_log)
-        if kwargs.get("num_workers"):  # batches cross from the workers in fewer turns
-            kwargs["multiprocessing_context"] = wide_pipes(kwargs.get("multiprocessing_context"))
+        # A collate of ours given back (Lightning makes a loader again from its attributes) is
+        # none given.
+        if kwargs.get("collate_fn") in (collated.worker_collate, _as_is):
+            del kwargs["collate_fn"]
         self.skip = dataset.skip
         if self.skip:  # the workers hand out chunks; __iter__ cuts them into batches
             collate = kwargs.pop("collate_fn", None)
@@ -173,12 +174,18 @@ class DataLoader(torch_data.DataLoader):
         Otherwise its first full collection writes to each one's header, and so copies every
         page of them: tens of MB a worker, where torch is imported."""
         if not self.num_workers:
-            return super()._get_iterator()
-        gc.freeze()
-        try:
-            return super()._get_iterator()
-        finally:
-            gc.unfreeze()  # here, they are collected as before
+            iterator = super()._get_iterator()
+        else:
+            gc.freeze()
+            try:
+                iterator = super()._get_iterator()
+            finally:
+                gc.unfreeze()  # here, they are collected as before
+            widen_results(iterator)  # batches cross from the workers in fewer turns
+        # Where torch pins (pin_memory, and an accelerator that can), on which device.
+        device = getattr(iterator, "_pin_memory_device", None) or None
+        self._pins = (getattr(iterator, "_pin_memory", False), device)
+        return iterator
 
     def _skipping(self, world: int) -> Iterator[Any]:
         """Full batches of the rows that did not fail, each moving the position to the row of
@@ -204,10 +211,9 @@ class DataLoader(torch_data.DataLoader):
             self.position.stream = stream + reached
 
     def _pinned(self, batch: Any) -> Any:
-        """The batch pinned, where torch's own iterator pins (an accelerator is there)."""
-        if not (self.pin_memory and _accelerator()):
-            return batch
-        return torch_data._utils.pin_memory.pin_memory(batch, self.pin_memory_device or None)
+        """The batch pinned, where and as torch's own iterator pins."""
+        pins, device = getattr(self, "_pins", (False, None))
+        return torch_data._utils.pin_memory.pin_memory(batch, device) if pins else batch
 
     def set_epoch(self, epoch: int) -> None:
         self.position.set_epoch(epoch)
@@ -240,11 +246,6 @@ class _Pieces:
         if shape is None:
             return self.collate([sample for part in parts for sample in part])
         return collated.join(parts, shape)
-
-
-def _accelerator() -> bool:
-    accelerator = getattr(torch, "accelerator", None)  # torch 2.6 on; before, CUDA's
-    return accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
 
 
 def _as_is(chunk: Chunk | dict[str, Any]) -> Chunk | dict[str, Any]:

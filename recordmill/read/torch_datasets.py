@@ -24,7 +24,7 @@ import pyarrow as pa
 from recordmill.read import collated
 from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
-from recordmill.read.passes import mapped
+from recordmill.read.passes import laid_out_once
 from recordmill.read.positions import Position, Ranks
 from recordmill.read.skips import Chunk, Guard, skips
 from recordmill.read.sources import Source as _Source
@@ -330,10 +330,11 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
             yield batches
 
     def _rows_at_once(self) -> int:
-        """Rows gathered at once: ``read_batch_size``; of mapped bytes, one batch (no group is
-        decoded, so more would only hold more memory)."""
+        """Rows gathered at once: ``read_batch_size``; of mapped bytes laid end to end once (local
+        Arrow IPC, a disk cache this process maps whole), one batch: no group is decoded or laid
+        out again, so more would only hold more memory."""
         ds = self.source.dataset()
-        if isinstance(ds, Dataset) and mapped(ds._groups.ready()):
+        if isinstance(ds, Dataset) and laid_out_once(ds._groups.ready()):
             return self.batch_size
         return self.read_batch_size
 

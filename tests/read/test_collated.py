@@ -232,3 +232,27 @@ def test_batches_are_pinned_where_torchs_loader_pins_them(typed):
     theirs = next(iter(DataLoader(data, batch_size=4, num_workers=1, pin_memory=True)))
     assert same(ours, theirs)  # without an accelerator, neither pins (and neither fails)
     assert ours["i64"].is_pinned() == theirs["i64"].is_pinned() == torch.accelerator.is_available()
+
+
+def test_a_loader_made_again_from_its_attributes_hands_out_the_same_batches(typed):
+    """Lightning makes a loader again from its attributes (for DDP): its collate_fn is then one
+    of ours, given back, which must read as none given."""
+    import recordmill.torch as rtorch
+
+    for transform in (None, lambda row: (row["i64"], row["img"])):
+        data = rtorch.MapDataset(typed, columns=["i64", "img"], transform=transform)
+        first = rtorch.DataLoader(data, batch_size=4, num_workers=1)
+        again = rtorch.DataLoader(first.dataset, batch_size=4, num_workers=1,
+                                  collate_fn=first.collate_fn)  # fmt: skip
+        ours, theirs = list(first), list(again)
+        assert len(ours) == 10 and all(same(a, b) for a, b in zip(ours, theirs, strict=True))
+        fields = theirs[0].values() if transform is None else theirs[0]
+        assert all(torch.is_tensor(v) for v in fields)
+
+
+def test_a_tensor_subclass_crosses_as_itself():
+    class Tagged(torch.Tensor):
+        pass
+
+    samples = [{"t": torch.ones(2).as_subclass(Tagged)} for _ in range(3)]
+    assert type(collated.worker_collate(samples)["t"]) is Tagged

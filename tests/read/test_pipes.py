@@ -1,10 +1,9 @@
-"""Wide pipes for recordmill's DataLoader (read/pipes.py): its queues' pipes are as wide as the
-system lets a user make them; a context the user gives is theirs."""
+"""The pipe of a DataLoader's results, widened (read/pipes.py): as wide as the system lets a
+user make it, only that one pipe of a loader, and left as it is where the system refuses."""
 
 from __future__ import annotations
 
 import fcntl
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -22,14 +21,8 @@ def width(queue) -> int:
     return fcntl.fcntl(queue._writer.fileno(), F_GETPIPE_SZ)
 
 
-def test_a_queue_of_the_context_has_a_wide_pipe():
-    widest = min(pipes.WIDEST, int(Path("/proc/sys/fs/pipe-max-size").read_text()))
-    plain = multiprocessing.get_context().Queue()
-    for method in (None, "fork", "spawn", "forkserver"):
-        context = pipes.wide_pipes(method)
-        expected = method or multiprocessing.get_start_method()
-        assert context.get_start_method() == expected
-        assert width(context.Queue()) == widest > width(plain) == 65536
+def widest() -> int:
+    return min(pipes.WIDEST, int(Path("/proc/sys/fs/pipe-max-size").read_text()))
 
 
 REFUSED = """
@@ -54,7 +47,7 @@ def test_a_refused_width_leaves_the_pipe_as_it_is():
     assert done.stdout.split() == ["None", "65536"]
 
 
-def test_recordmills_loader_takes_wide_pipes_and_keeps_a_context_given(tmp_path):
+def test_recordmills_loader_widens_its_result_pipe_only(tmp_path):
     pytest.importorskip("torch")
     from recordmill.torch import DataLoader
 
@@ -62,18 +55,27 @@ def test_recordmills_loader_takes_wide_pipes_and_keeps_a_context_given(tmp_path)
     from tests.conftest import make_plugin
 
     plugin = make_plugin(tmp_path / "p", "def task_number():\n    return 1\n\n"
-                         "def dict_data(task_id):\n    yield {'id': 1}\n")  # fmt: skip
+                         "def dict_data(task_id):\n    for i in range(8):\n"
+                         "        yield {'id': i}\n")  # fmt: skip
     recordmill.write(plugin, tmp_path / "ds", partitions=1, progress=False)
     path = str(tmp_path / "ds")
-    assert DataLoader(path).multiprocessing_context is None  # no workers: no queues
-    default = DataLoader(path, num_workers=2).multiprocessing_context
-    assert isinstance(default, pipes._Wide)
-    assert default.get_start_method() == multiprocessing.get_start_method()
-    spawn = DataLoader(path, num_workers=2, multiprocessing_context="spawn")
-    assert type(spawn.multiprocessing_context) is pipes.WideSpawn
-    given = multiprocessing.get_context("spawn")
-    assert (
-        DataLoader(path, num_workers=2, multiprocessing_context=given).multiprocessing_context
-        is given
-    )
-    assert [b["id"].tolist() for b in DataLoader(path, num_workers=1)] == [[1]]
+
+    class Kept(DataLoader):  # keeps torch's iterator, to look at its queues
+        def _get_iterator(self):
+            self.kept = super()._get_iterator()
+            return self.kept
+
+    for context in (None, "spawn"):
+        loader = Kept(path, batch_size=4, num_workers=2, multiprocessing_context=context)
+        batches = iter(loader)
+        assert next(batches)["id"].tolist() == [0, 1, 2, 3]
+        assert width(loader.kept._worker_result_queue) == widest() > 65536
+        assert {width(q) for q in loader.kept._index_queues} == {65536}  # indices: left alone
+        assert [b["id"].tolist() for b in batches] == [[4, 5, 6, 7]]
+    # Making a loader fixes no start method: a script may still choose one after it.
+    script = (f"from recordmill.torch import DataLoader\nDataLoader({path!r}, num_workers=2)\n"
+              "import multiprocessing\nmultiprocessing.set_start_method('spawn')\n")  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    assert done.returncode == 0, done.stderr
