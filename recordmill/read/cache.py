@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import mmap
 import os
 import shutil
@@ -41,7 +40,7 @@ import pyarrow as pa
 from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import ConfigError, RecordmillWarning
-from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder, default_cache_dir
+from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder, default_cache_dir, log_once
 from recordmill.read.checked import Checked, check_once, file_key, log_checked
 from recordmill.read.files import Files
 
@@ -361,18 +360,11 @@ def cache_location(
     if files.arrow and files.store.local:
         return None
     folder = str(default_cache_dir())
-    if (folder, str(files.store)) not in _SAID:
-        _SAID.add((folder, str(files.store)))
-        logging.getLogger("recordmill").info(
-            "shuffled and random reads of %s go through the disk cache in %s "
-            "(cache_dir=False: none; cache_dir=FOLDER: another)",
-            files.store,
-            folder,
-        )
+    log_once(
+        f"shuffled and random reads of {files.store} go through the disk cache in {folder} "
+        "(cache_dir=False: none; cache_dir=FOLDER: another)"
+    )
     return folder, True
-
-
-_SAID: set[tuple[str, str]] = set()  # the default caches said in the log, once a process
 
 
 def _version_key(files: Files) -> str:

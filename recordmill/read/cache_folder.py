@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import stat
 import sys
@@ -207,6 +208,16 @@ def log_count(env: str, count: int) -> None:
             os.write(fd, f"{os.getpid()} {count}\n".encode())  # one write: lines never mix
         finally:
             os.close(fd)
+
+
+def log_once(message: str, level: int = logging.INFO) -> None:
+    """``message`` in recordmill's log, the first time this process says it."""
+    if message not in _SAID:
+        _SAID.add(message)
+        logging.getLogger("recordmill").log(level, message)
+
+
+_SAID: set[str] = set()
 
 
 def filler(partial: str) -> int:

@@ -39,6 +39,7 @@ from recordmill.read.cache_folder import (
     default_cache_dir,
     filler,
     log_count,
+    log_once,
     make_private,
 )
 from recordmill.version import __version__
@@ -125,7 +126,10 @@ def shared_order(
     try:
         return orders.get(digest, draw)
     except (OSError, UnsafeCache) as e:  # a full disk, a folder not safe: this process's own
-        _say_once(f"epoch orders are drawn in each process, {orders.folder} not used: {e}")
+        log_once(
+            f"epoch orders are drawn in each process, {orders.folder} not used: {e}",
+            logging.WARNING,
+        )
         return drawn(draw)
 
 
@@ -195,12 +199,3 @@ def _mapped(path: Path, rows: int | None = None) -> np.ndarray | None:
         return np.frombuffer(mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ), np.int64)
     finally:
         os.close(fd)
-
-
-_SAID: set[str] = set()
-
-
-def _say_once(message: str) -> None:
-    if message not in _SAID:
-        _SAID.add(message)
-        logging.getLogger("recordmill").warning(message)

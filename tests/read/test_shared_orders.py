@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from recordmill.read import order, shared_orders
+from recordmill.read import cache_folder, order, shared_orders
 from recordmill.read.shared_orders import Orders, shared_order
 
 ROWS = 5000
@@ -96,11 +96,11 @@ def test_what_is_not_a_whole_order_of_this_users_is_not_used(drawn, tmp_path):
     assert len(drawn()) == 4 and target.read_bytes() == np.zeros(ROWS, np.int64).tobytes()
 
 
-def test_an_unsafe_folder_is_not_used_and_said_once(drawn, tmp_path, caplog):
+def test_an_unsafe_folder_is_not_used_and_said_once(drawn, tmp_path, caplog, monkeypatch):
     cache = tmp_path / "c"
     (cache / f"user-{os.geteuid()}").mkdir(parents=True, mode=0o777)
     os.chmod(cache / f"user-{os.geteuid()}", 0o777)
-    shared_orders._SAID.clear()
+    monkeypatch.setattr(cache_folder, "_SAID", set())  # said once a process: not yet
     with caplog.at_level(logging.WARNING, logger="recordmill"):
         for seed in (1, 2):
             got = order.permutation(ROWS, seed, orders=Orders(cache)).tolist()
@@ -190,7 +190,7 @@ def test_an_error_while_drawing_is_that_error_and_leaves_nothing(drawn, tmp_path
 FULL_DISK = """
 import logging, sys
 import numpy as np
-from recordmill.read import order, shared_orders
+from recordmill.read import cache_folder, order, shared_orders
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 shared_orders.SHARE_ROWS = 1000
 got = order.permutation(100_000, 3, orders=shared_orders.Orders(sys.argv[1]))
