@@ -2,8 +2,8 @@
 command line allows.
 
 A worker is forked from a server process that imported pyarrow and recordmill's write path once
-(0.2 s and more), plus what the plugin says its workers import (``worker_imports()``, pandas by
-default). ``python writer.py`` starts that server before it imports anything itself
+(0.2 s and more), plus what the plugin says its workers import (``worker_imports()``, nothing more
+by default). ``python writer.py`` starts that server before it imports anything itself
 (:func:`start_early`), when its command line asks for worker processes; the server imports
 recordmill's modules beside the main process's own imports, then waits for the plugin's list,
 which :func:`start` hands it once the plugin is loaded (with the environment as it is then), as
@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
-import importlib.util
 import json
 import multiprocessing
 import multiprocessing.forkserver
@@ -33,11 +32,12 @@ from recordmill.errors import ConfigError
 from recordmill.timeline import mark
 
 # Modules the fork server imports once, so every worker starts with pyarrow already loaded.
-# pandas too, where it is installed, unless the plugin says what its workers need instead:
-# pyarrow imports it at a worker's first pa.array() of a list (to ask whether the list is a
-# pandas object), which cost a small run's two workers 15% of the run's CPU time.
+# Nothing more by default: workers convert plain Python values without pa.array (engine/
+# plain.py), whose first call in a process imports pandas where it is installed (0.15 s); a
+# plugin whose rows do go through it (pandas objects, numpy float16 scalars) can name pandas in
+# its worker_imports().
 OWN_PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
-DEFAULT_IMPORTS = ["pandas"] if importlib.util.find_spec("pandas") is not None else []
+DEFAULT_IMPORTS: list[str] = []
 # In the environment of a fork server this module starts only (taken out of it at once): that
 # it is one, and an early one's pipe.
 SERVER_ENV = "RECORDMILL_FORK_SERVER"
@@ -51,7 +51,7 @@ _chosen = False  # whether this process chose what a fork server it starts impor
 
 def start(imports: list[str] | None = None) -> None:
     """The fork server running, importing recordmill's modules and ``imports`` (None: the
-    default, pandas where installed); an early one is sent ``imports`` instead. (A server
+    default, nothing more); an early one is sent ``imports`` instead. (A server
     already running, from an earlier write in this process, is kept as it is.)"""
     global _waiting
     if not sys.platform.startswith("linux"):  # workers are spawned there: nothing to start
@@ -70,7 +70,7 @@ def start(imports: list[str] | None = None) -> None:
 
 def preload(modules: list[str] | None = None) -> None:
     """What a fork server started from now on imports (None: recordmill's modules and the
-    default's pandas, unless this process chose already)."""
+    default's, unless this process chose already)."""
     global _chosen
     if modules is None and _chosen:
         return
@@ -164,7 +164,7 @@ def _value(flags: list[str], name: str) -> str | None:
 
 def _in_server() -> None:
     """In a fork server this module started: it ends without the interpreter's teardown (which
-    takes 0.1 s of pyarrow and pandas, and holds the pipes of a command's output open), and an
+    takes 0.1 s of pyarrow, more with pandas, and holds the pipes of a command's output open), and an
     early one imports what the main process names."""
     if os.environ.pop(SERVER_ENV, None) is None:
         return

@@ -26,6 +26,7 @@ from recordmill.dataset.schema import (
     numpy_dtype,
     tensor_spec,
 )
+from recordmill.engine.plain import numpy_array, plain_array
 from recordmill.errors import RowError
 
 _DTYPE = attrgetter("dtype")
@@ -169,7 +170,9 @@ _CASTS = {("int", "float"), ("float", "int")}
 def _scalar_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     numbers = pa.types.is_integer(target) or pa.types.is_floating(target)
     try:
-        array = pa.array(values)
+        array = plain_array(values)
+        if array is None:
+            array = pa.array(values)
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
         # Python ints beyond int64 (uint64 values, or 2**63 for a float), or ints beside
         # floats that Arrow will not combine: one by one.
@@ -185,17 +188,19 @@ def _scalar_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     if source != dest and source != "null" and (source, dest) not in _CASTS:
         raise _Mismatch("wrong type")
     if source == dest == "int" and not array.null_count:
-        return _narrowed(array.to_numpy(), target)
+        return _narrowed(_values_of(array), target)
     if source == "float" and numbers and any(_is_int(v) for v in values):
         # Ints among floats: Arrow made them all floats, which may have rounded a large one.
         return _one_by_one(values, target)
     if dest == "float" and source != "null":
         # Arrow's safe cast lets a float overflow to inf and refuses exact large integers;
         # numpy with explicit checks does what the README promises.
-        nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
-        source_values = array.fill_null(0).to_numpy(zero_copy_only=False)
+        nulls, source_values = None, _values_of(array)
+        if array.null_count:
+            nulls = array.is_null().to_numpy(zero_copy_only=False)
+            source_values = array.fill_null(0).to_numpy(zero_copy_only=False)
         converted = _as_numpy(source_values, numpy_dtype(target))
-        return pa.array(converted, type=target, mask=nulls)
+        return numpy_array(converted, None if nulls is None else ~nulls)
     return array.cast(target)  # a safe cast: overflow and fractional parts are errors
 
 
@@ -208,18 +213,14 @@ def _narrowed(ints: np.ndarray, target: pa.DataType) -> pa.Array:
         raise _Mismatch(
             f"value out of range for {dtype.name}: it holds {bounds.min} to {bounds.max}"
         )
-    return _numpy_array(ints.astype(dtype))
+    return numpy_array(ints.astype(dtype))
 
 
-def _numpy_array(values: np.ndarray) -> pa.Array:
-    """A one-dimensional numpy array of numbers as an Arrow array on its buffer. (``pa.array``
-    of an array imports numpy.ma to look for a masked one: with pyarrow.compute, 32 ms of each
-    worker's first rows.)"""
-    if values.dtype.kind not in "iuf":
-        return pa.array(values)
-    values = np.ascontiguousarray(values, values.dtype.newbyteorder("="))  # Arrow's: native
-    data = pa.py_buffer(values) if values.size else pa.py_buffer(b"")
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, data])
+def _values_of(array: pa.Array) -> np.ndarray:
+    """A number array's values as a numpy view of its buffer (``Array.to_numpy`` would import
+    pandas: see plain.py)."""
+    dtype = numpy_dtype(array.type)
+    return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
 
 
 def _is_int(value: Any) -> bool:
@@ -235,7 +236,7 @@ def _one_by_one(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         if value is not None:
             converted[i] = _as_numpy(np.asarray(value), dtype)
     nulls = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-    return pa.array(converted, type=target, mask=nulls if nulls.any() else None)
+    return numpy_array(converted, ~nulls if nulls.any() else None)
 
 
 def _row_array(value: Any, dtype: np.dtype) -> np.ndarray:
@@ -331,11 +332,11 @@ def _fixed_column(
     """Small fixed-shape arrays: one numpy stack, then one fixed-size list level per dimension."""
     present, mask = _split_nulls(values)
     stacked = _with_nulls(_stack(present, shape, numpy_dtype(leaf)), mask)
-    child = _numpy_array(stacked.ravel())
+    child = numpy_array(stacked.ravel())
     for level, dim in enumerate(reversed(shape)):
         outer = mask is not None and level == len(shape) - 1
         child = pa.FixedSizeListArray.from_arrays(
-            child, dim, mask=pa.array(mask) if outer else None
+            child, dim, mask=numpy_array(mask) if outer else None
         )
     return child.cast(target) if child.type != target else child
 
@@ -364,12 +365,12 @@ def _ragged_column(
             raise _Mismatch(f"wrong shape {list(array.shape)}")
         arrays.append(array)
     flat = np.concatenate([a.ravel() for a in arrays]) if arrays else np.empty(0, dtype)
-    child = _numpy_array(flat)
+    child = numpy_array(flat)
     for axis in reversed(range(len(shape))):
         outer = mask is not None and axis == 0
         if shape[axis] != -1:
             child = pa.FixedSizeListArray.from_arrays(
-                child, shape[axis], mask=pa.array(mask) if outer else None
+                child, shape[axis], mask=numpy_array(mask) if outer else None
             )
             continue
         lengths = np.concatenate(
@@ -378,7 +379,7 @@ def _ragged_column(
         )
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         child = pa.ListArray.from_arrays(
-            _numpy_array(offsets), child, mask=pa.array(mask) if outer else None
+            numpy_array(offsets), child, mask=numpy_array(mask) if outer else None
         )
     return child.cast(target) if child.type != target else child
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 from recordmill.dataset import layout
 from recordmill.dataset.rows import RowIndex
 from recordmill.dataset.storage import Store
+from recordmill.engine.plain import numpy_array
 
 
 class Fragments:
@@ -66,6 +67,6 @@ class Fragments:
             task_id, b = self.batches[i]
             if task_id not in self._readers:
                 self._readers[task_id] = self._reader(task_id)
-            pieces.append(self._readers[task_id].get_batch(b).take(pa.array(plan.local[part])))
+            pieces.append(self._readers[task_id].get_batch(b).take(numpy_array(plan.local[part])))
         table = pa.Table.from_batches(pieces, schema=self.schema)
-        return table.take(pa.array(plan.inverse))
+        return table.take(numpy_array(plan.inverse))  # (pa.array: pandas, plain.py)

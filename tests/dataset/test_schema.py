@@ -533,10 +533,3 @@ def test_an_int_that_an_int_field_cannot_hold_is_refused(name, low, high):
             convert({"x": {"type": name}}, [{"x": 1}, {"x": bad}])
     with pytest.raises(RowError, match="value out of range for int8: it holds -128 to 127"):
         convert({"x": {"type": "int8"}}, [{"x": 128}])
-
-
-def test_numbers_go_to_arrow_on_their_buffer_only_in_the_machines_byte_order():
-    from recordmill.engine.convert import _numpy_array
-
-    for values in (np.array([1, 2], ">i4"), np.arange(6, dtype=np.float16)[::2], np.zeros(0)):
-        assert _numpy_array(values).to_pylist() == values.tolist()

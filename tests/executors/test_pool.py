@@ -145,8 +145,7 @@ IMPORTS = """
         return {"pandas": {"type": "bool"}, "csv": {"type": "bool"}}
 
     def dict_data(task_id):
-        # What the worker had imported before its plugin made a row (the row's conversion
-        # imports pandas, as pyarrow asks whether a list is a pandas object).
+        # What the worker had imported before its plugin made a row.
         yield {"pandas": "pandas" in sys.modules, "csv": "pyarrow.csv" in sys.modules}
 """
 
@@ -154,7 +153,8 @@ IMPORTS = """
 @pytest.mark.parametrize(
     ("hook", "loaded"),
     [
-        ("", {"pandas": True, "csv": False}),  # the default: pandas, for rows of Python values
+        ("", {"pandas": False, "csv": False}),  # the default: nothing more than pyarrow
+        ("    def worker_imports():\n        return ['pandas']\n", {"pandas": True, "csv": False}),
         (
             "    def worker_imports():\n        return ['pyarrow.csv']\n",
             {"pandas": False, "csv": True},

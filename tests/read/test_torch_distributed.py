@@ -115,12 +115,20 @@ def test_each_rank_reads_its_share_under_a_real_process_group(dataset, tmp_path,
 
 
 LIGHTNING = """
-import json, sys
+import faulthandler, json, signal, sys
 
 import pytorch_lightning as pl
 import torch
 
 import recordmill.torch as rtorch
+
+
+def say_where_if_stuck(*_):
+    # This process's stacks on stderr, should it still run after 200 s (the test waits 300 s).
+    # (An alarm, which a fork does not inherit: dump_traceback_later's thread would hang a
+    # forked worker that calls it again.)
+    faulthandler.register(signal.SIGALRM, all_threads=True)
+    signal.alarm(200)
 
 
 class Model(pl.LightningModule):
@@ -132,7 +140,8 @@ class Model(pl.LightningModule):
 
     def train_dataloader(self):
         data = rtorch.MapDataset(self.path, columns=["id"])
-        return rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4, num_workers=1)
+        return rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4, num_workers=1,
+                                 worker_init_fn=say_where_if_stuck)
 
     def training_step(self, batch, index):
         self.seen.append(batch["id"].tolist())
@@ -143,6 +152,7 @@ class Model(pl.LightningModule):
 
 
 if __name__ == "__main__":
+    say_where_if_stuck()
     path, out = sys.argv[1:]
     model = Model(path)
     trainer = pl.Trainer(strategy="ddp", devices=2, accelerator="cpu", max_epochs=1,
