@@ -195,3 +195,18 @@ def test_a_server_that_cannot_start_early_starts_when_the_workers_do(tmp_path):
         "folder"
     ]
     assert not list(deep.glob("recordmill-forkserver-*"))
+
+
+def test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs():
+    """The server's imports are a small write's wait for its workers: no importlib.metadata
+    (crc32c's package reads its own version with it; a plugin given by path needs no entry
+    points), no importlib.abc, no pandas. The CRC-32C is still the standard one."""
+    code = (
+        "import sys\n"
+        f"import {', '.join(forkserver.OWN_PRELOAD)}\n"
+        "from recordmill.dataset.checksum import crc32c\n"
+        "print(hex(crc32c(b'123456789')))\n"
+        "print(sorted({'importlib.metadata', 'importlib.abc', 'pandas', 'crc32c'} & set(sys.modules)))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split("\n")[:2] == ["0xe3069283", "[]"]

@@ -19,17 +19,48 @@ zlib's CRC-32 runs at several GB/s and releases the GIL on large buffers.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
 import struct
+import sys
 import zlib
+from collections.abc import Callable
 from typing import Any
 
-import crc32c as _crc32c
 import pyarrow as pa
+
+
+def _crc32c_function() -> Callable[[Any, int], int]:
+    """The ``crc32c`` package's C function, loaded without the package's ``__init__``, which
+    imports importlib.metadata to read its own version: 20-40 ms of every process that
+    checksums, a write's fork server among them, before its first worker can start."""
+    name = "crc32c._crc32c"
+    try:
+        if name not in sys.modules:
+            folder = importlib.util.find_spec("crc32c").submodule_search_locations[0]
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "_crc32c" + suffix)
+                if os.path.exists(path):
+                    loader = importlib.machinery.ExtensionFileLoader(name, path)
+                    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+                    module = importlib.util.module_from_spec(spec)
+                    loader.exec_module(module)
+                    sys.modules[name] = module  # the package, imported later, takes this one
+                    break
+        return sys.modules[name].crc32c
+    except Exception:  # another layout of the package: imported as usual
+        import crc32c
+
+        return crc32c.crc32c
+
+
+_crc32c = _crc32c_function()
 
 
 def crc32c(data: Any, value: int = 0) -> int:
     """The CRC-32C of a bytes-like object (a pyarrow Buffer, a memoryview), continuing ``value``."""
-    return _crc32c.crc32c(data, value)
+    return _crc32c(data, value)
 
 
 def column_crc32(array: pa.Array) -> int:
