@@ -24,6 +24,8 @@ SAME_AS_PA_ARRAY = [
     ["a", "", "é€😀", None, "z" * 1000],
     [b"\x00\xff", b"", None, bytes(range(256))],
     [None, b"x"],
+    [b"\x01" * 600_000, None, bytes(range(256)) * 3000],  # past 1 MB: into Arrow's memory
+    ["é" * 400_000, None, "a" * 300_000],
     [np.uint8(255), np.uint8(0), None],
     [np.int8(-128), np.int8(7)],
     [np.int16(-5), None, np.int16(300)],
