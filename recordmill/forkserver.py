@@ -31,12 +31,17 @@ from collections.abc import Sequence
 from recordmill.errors import ConfigError
 from recordmill.timeline import mark
 
-# Modules the fork server imports once, so every worker starts with pyarrow already loaded.
-# Nothing more by default: workers convert plain Python values without pa.array (engine/
+# Modules the fork server imports once, so every worker starts with pyarrow already loaded
+# (and the pool's own module, which a worker would otherwise import to find its main function:
+# 18 ms each, with the executors and tqdm). Nothing more by default: workers convert plain Python values without pa.array (engine/
 # plain.py), whose first call in a process imports pandas where it is installed (0.15 s); a
 # plugin whose rows do go through it (pandas objects, numpy float16 scalars) can name pandas in
 # its worker_imports().
-OWN_PRELOAD = ["recordmill.engine.tasks", "recordmill.engine.partitions"]
+OWN_PRELOAD = [
+    "recordmill.engine.tasks",
+    "recordmill.engine.partitions",
+    "recordmill.executors.pool",
+]
 DEFAULT_IMPORTS: list[str] = []
 # In the environment of a fork server this module starts only (taken out of it at once): that
 # it is one, and an early one's pipe.

@@ -19,7 +19,6 @@ job (:meth:`Executor.check`), and runs jobs (:meth:`Executor.execute`), reportin
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,7 +51,7 @@ BUILTIN: dict[str, type[Executor]] = {
 
 
 def names() -> list[str]:
-    found = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    found = {ep.name for ep in _entry_points()}
     return sorted(set(BUILTIN) | found)
 
 
@@ -60,7 +59,7 @@ def find(name: str) -> type[Executor]:
     """The executor class called ``name``: a built-in, or from the entry-point group."""
     if name in BUILTIN:
         return BUILTIN[name]
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _entry_points():
         if ep.name == name:
             found = ep.load()
             if not (isinstance(found, type) and issubclass(found, Executor)):
@@ -69,6 +68,14 @@ def find(name: str) -> type[Executor]:
                 )
             return found
     raise ConfigError(f"no executor {name!r}; executors: {', '.join(names())}")
+
+
+def _entry_points() -> Any:
+    # importlib.metadata imported here, not with this package: a worker's fork server imports
+    # the package (for the pool), and a run's start waits for it (8-17 ms)
+    import importlib.metadata
+
+    return importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
 
 
 def add_all_options(

@@ -7,8 +7,6 @@ import sys
 import time
 from typing import Any
 
-from tqdm import tqdm
-
 
 class Progress:
     """A bar that redraws itself on a terminal; where standard error is not one (a log file, a
@@ -20,6 +18,10 @@ class Progress:
         self._start = self._shown = time.perf_counter()
         self._final_only = enabled and not _is_terminal(sys.stderr)
         self._stalled: set[str] = set()  # the jobs said to stall, in a log
+        # tqdm imported here: a worker's fork server imports this module (through the pool's
+        # package) and needs no bar, nor what tqdm imports (importlib.metadata: 10 ms)
+        from tqdm import tqdm
+
         self._bar = tqdm(
             total=total,
             desc=desc,
