@@ -31,12 +31,12 @@ from collections.abc import Sequence
 from recordmill.errors import ConfigError
 from recordmill.timeline import mark
 
-# Modules the fork server imports once, so every worker starts with pyarrow already loaded
-# (and the pool's own module, which a worker would otherwise import to find its main function:
-# 18 ms each, with the executors and tqdm). Nothing more by default: workers convert plain Python values without pa.array (engine/
-# plain.py), whose first call in a process imports pandas where it is installed (0.15 s); a
-# plugin whose rows do go through it (pandas objects, numpy float16 scalars) can name pandas in
-# its worker_imports().
+# Modules the fork server imports once, so every worker starts with pyarrow already loaded, and
+# the pool's own module, which a worker would otherwise import to find its main function (18 ms
+# each). Nothing more by default: workers convert short lists of plain values without pa.array
+# (engine/plain.py), whose first call in a process imports pandas where it is installed
+# (0.15 s); a plugin whose rows go through it (pandas objects, lists of strings) can name pandas
+# in its worker_imports().
 OWN_PRELOAD = [
     "recordmill.engine.tasks",
     "recordmill.engine.partitions",
@@ -169,8 +169,8 @@ def _value(flags: list[str], name: str) -> str | None:
 
 def _in_server() -> None:
     """In a fork server this module started: it ends without the interpreter's teardown (which
-    takes 0.1 s of pyarrow, more with pandas, and holds the pipes of a command's output open), and an
-    early one imports what the main process names."""
+    takes 0.1 s of pyarrow, more with pandas, and holds the pipes of a command's output open),
+    and an early one imports what the main process names."""
     if os.environ.pop(SERVER_ENV, None) is None:
         return
     # A Ctrl-C in the terminal reaches the server too: the main process says what it does.

@@ -37,22 +37,23 @@ def _crc32c_function() -> Callable[[Any, int], int]:
     checksums, a write's fork server among them, before its first worker can start."""
     name = "crc32c._crc32c"
     try:
-        if name not in sys.modules:
-            folder = importlib.util.find_spec("crc32c").submodule_search_locations[0]
-            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-                path = os.path.join(folder, "_crc32c" + suffix)
-                if os.path.exists(path):
-                    loader = importlib.machinery.ExtensionFileLoader(name, path)
-                    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-                    module = importlib.util.module_from_spec(spec)
-                    loader.exec_module(module)
-                    sys.modules[name] = module  # the package, imported later, takes this one
-                    break
-        return sys.modules[name].crc32c
-    except Exception:  # another layout of the package: imported as usual
-        import crc32c
+        if name in sys.modules:
+            return sys.modules[name].crc32c
+        folder = importlib.util.find_spec("crc32c").submodule_search_locations[0]
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "_crc32c" + suffix)
+            if os.path.exists(path):
+                # Not put in sys.modules: the package, imported later, imports its own
+                loader = importlib.machinery.ExtensionFileLoader(name, path)
+                spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+                module = importlib.util.module_from_spec(spec)
+                loader.exec_module(module)
+                return module.crc32c
+    except Exception:  # another layout of the package: imported as usual, below
+        pass
+    import crc32c
 
-        return crc32c.crc32c
+    return crc32c.crc32c
 
 
 _crc32c = _crc32c_function()

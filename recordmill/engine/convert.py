@@ -197,8 +197,8 @@ def _scalar_column(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         # numpy with explicit checks does what the README promises.
         nulls, source_values = None, _values_of(array)
         if array.null_count:
-            nulls = array.is_null().to_numpy(zero_copy_only=False)
-            source_values = array.fill_null(0).to_numpy(zero_copy_only=False)
+            nulls = _nulls_of(array)
+            source_values = np.where(nulls, 0, source_values)
         converted = _as_numpy(source_values, numpy_dtype(target))
         return numpy_array(converted, None if nulls is None else ~nulls)
     return array.cast(target)  # a safe cast: overflow and fractional parts are errors
@@ -221,6 +221,13 @@ def _values_of(array: pa.Array) -> np.ndarray:
     pandas: see plain.py)."""
     dtype = numpy_dtype(array.type)
     return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
+
+
+def _nulls_of(array: pa.Array) -> np.ndarray:
+    """Where an array is null, from its validity bitmap (``is_null().to_numpy()`` would import
+    pandas)."""
+    bits = np.unpackbits(np.frombuffer(array.buffers()[0], np.uint8), bitorder="little")
+    return ~bits[array.offset : array.offset + len(array)].astype(bool)
 
 
 def _is_int(value: Any) -> bool:

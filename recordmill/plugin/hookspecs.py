@@ -89,10 +89,11 @@ def worker_imports() -> list[str] | None:
     Called once, in the main process, before the other hooks. The fork server that starts the
     local workers (``--executor process``, the default) imports them once, while the main process
     plans the run, so that every worker starts with them loaded (pyarrow and recordmill's write
-    path always). The default is nothing more: recordmill converts values of numbers, bools,
-    strings and bytes, and numpy arrays of numbers, without pandas. Where a plugin's rows go
-    through pyarrow's own conversion instead (pandas objects, lists of strings, ``pa.array`` in
-    the plugin), pyarrow imports pandas where it is installed, 0.15 s that each worker would
-    pay: such a plugin returns ``["pandas"]`` (the text plugin does). One that uses a heavy module
-    in every task names it too (the csv plugin: ``["pyarrow.csv"]``).
+    path always). The default is nothing more: recordmill converts a small write's values
+    (batches of up to 4,096 numbers, bools, ASCII strings or bytes, and numpy arrays of numbers)
+    without pandas. Where rows go through pyarrow's own conversion (longer batches, other
+    strings, pandas objects, lists of strings, ``pa.array`` in the plugin), pyarrow imports
+    pandas in each worker where it is installed: 0.15 s, which a long write does not notice and
+    a plugin that always needs it saves by returning ``["pandas"]`` (the text plugin does). One
+    that uses a heavy module in every task names it too (the csv plugin: ``["pyarrow.csv"]``).
     """

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import recordmill
-from recordmill.engine.plain import numpy_array, plain_array
+from recordmill.engine.plain import SMALL, numpy_array, plain_array
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,11 +21,12 @@ SAME_AS_PA_ARRAY = [
     [1, None, 3, None],
     [0.5, float("nan"), -1e300, None],
     [True, False, None, True, True, False, True, False, True],
-    ["a", "", "é€😀", None, "z" * 1000],
+    ["a", "", "\x00", None, "z" * 1000],
     [b"\x00\xff", b"", None, bytes(range(256))],
     [None, b"x"],
-    [b"\x01" * 600_000, None, bytes(range(256)) * 3000],  # past 1 MB: into Arrow's memory
-    ["é" * 400_000, None, "a" * 300_000],
+    [b"\x01" * 600_000, None, bytes(range(256)) * 3000],  # large items: into Arrow's memory
+    [b"ab", None] * 2048,
+    ["a" * 600_000, None, "b" * 500_000],
     [np.uint8(255), np.uint8(0), None],
     [np.int8(-128), np.int8(7)],
     [np.int16(-5), None, np.int16(300)],
@@ -37,7 +38,7 @@ SAME_AS_PA_ARRAY = [
     [np.float32(1.5), np.float32(-0.0), None],
     [np.float64(2.5)],
     [np.bool_(True), np.bool_(False)],
-    [np.str_("ab"), np.str_("ü")],
+    [np.str_("ab"), np.str_("")],
     [np.bytes_(b"ab"), np.bytes_(b"")],
 ]
 
@@ -58,6 +59,8 @@ LEFT_TO_PA_ARRAY = [
     [2**63],  # past int64: Arrow makes uint64 or says it overflows
     [np.float16(1.5)],
     ["\ud800"],  # a lone surrogate is no UTF-8
+    ["a", "é€😀"],  # pa.array encodes UTF-8 quicker
+    list(range(SMALL + 1)),  # pa.array is quicker a value
     [np.int32(1), np.int64(2)],
     [bytearray(b"x")],
     [[1, 2]],
@@ -84,13 +87,19 @@ def test_a_numpy_array_with_nulls_and_bools_is_what_pa_array_makes_of_it():
 
 def test_a_write_of_plain_values_does_not_import_pandas(tmp_path):
     """The saving itself: the template's rows (ints, strings, bytes, arrays) written in this
-    process leave pandas unimported where it is installed (pa.array would import it: 0.15 s in
-    every worker, or in the fork server before any worker starts)."""
+    process, and nullable numbers cast to their fields' types, leave pandas unimported where
+    it is installed (pa.array would import it: 0.15 s in every worker, or in the fork server
+    before any worker starts)."""
     pytest.importorskip("pandas")
     code = (
         "import sys, recordmill\n"
         f"recordmill.write({str(REPO / 'templates' / 'template')!r}, {str(tmp_path / 'o')!r},"
         " partitions=2, workers=0, progress=False)\n"
+        "from recordmill.engine.convert import RowConverter\n"
+        "import pyarrow as pa\n"
+        "schema = pa.schema({'f': pa.float32(), 'g': pa.float64(), 'i': pa.int8()})\n"
+        "rows = [{'f': 1.5, 'g': 2, 'i': 3}, {'f': None, 'g': None, 'i': None}]\n"
+        "RowConverter(schema).to_batch(rows)\n"  # (nulls, casts: no pandas there either)
         "print('pandas' in sys.modules)\n"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
