@@ -56,8 +56,7 @@ _LEADING_ZERO = re.compile(r"^[+-]?0\d")
 
 
 def worker_imports():
-    # The tasks are pyarrow's tables (fast.py): the workers need pyarrow's CSV reader, not the
-    # pandas that rows of Python values would need.
+    # The tasks are pyarrow's tables (fast.py): the workers need pyarrow's CSV reader.
     return ["pyarrow.csv"]
 
 

@@ -140,8 +140,11 @@ class Model(pl.LightningModule):
 
     def train_dataloader(self):
         data = rtorch.MapDataset(self.path, columns=["id"])
+        # forkserver: a worker forked from a DDP rank, whose gloo threads may hold a lock at that
+        # moment, hung before it ran a line of ours (once in about 15 runs on 2 busy cores)
         return rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4, num_workers=1,
-                                 worker_init_fn=say_where_if_stuck)
+                                 worker_init_fn=say_where_if_stuck,
+                                 multiprocessing_context="forkserver")
 
     def training_step(self, batch, index):
         self.seen.append(batch["id"].tolist())
