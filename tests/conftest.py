@@ -84,6 +84,14 @@ def s3():
     server.wait()
 
 
+def python_prints(code: str) -> str:
+    """What ``code`` prints, run in a new interpreter (imports as a fresh process makes them);
+    it must succeed."""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
 def make_plugin(folder: Path, source: str) -> Path:
     """A plugin folder (like a copy of templates/template) holding ``source`` as plugin.py."""
     folder.mkdir(parents=True, exist_ok=True)

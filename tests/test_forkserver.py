@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from recordmill import forkserver
-from tests.conftest import REPO, make_plugin, run_writer
+from tests.conftest import REPO, make_plugin, python_prints, run_writer
 
 # A module nothing imports by itself: in a worker's sys.modules only if the fork server did.
 MARKER = "xml.dom.minidom"
@@ -209,5 +209,4 @@ def test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs():
         "left_out = {'importlib.metadata', 'importlib.abc', 'pandas', 'crc32c'}\n"
         "print(sorted(left_out & set(sys.modules)))\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert run.stdout.split("\n")[:2] == ["0xe3069283", "[]"]
+    assert python_prints(code).split("\n")[:2] == ["0xe3069283", "[]"]

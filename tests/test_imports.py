@@ -14,6 +14,7 @@ import pytest
 
 import recordmill
 from recordmill.plugin.manager import BUILTIN_DIR
+from tests.conftest import python_prints
 
 PACKAGE = Path(recordmill.__file__).resolve().parent
 WRITE_SIDE = ("engine", "plugin", "executors", "cli")
@@ -120,9 +121,7 @@ def test_reading_loads_nothing_of_the_write_side():
         "import sys, recordmill, recordmill.read.verify, recordmill.decode\n"
         "print(sorted(m for m in sys.modules if m == 'pluggy' or m.startswith('recordmill.')))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    loaded = eval(done.stdout)
+    loaded = eval(python_prints(code))
     assert "pluggy" not in loaded, loaded
     assert not [m for m in loaded if layer(m) in WRITE_SIDE], loaded
 
@@ -145,9 +144,7 @@ def test_the_old_module_names_are_the_new_modules():
         "import recordmill.formats.images, recordmill.inputs.images\n"
         "assert recordmill.formats.images is recordmill.inputs.images\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "recordmill.formats is now recordmill.inputs" in done.stdout
+    assert "recordmill.formats is now recordmill.inputs" in python_prints(code)
 
 
 def test_modules_functions_and_classes_stay_small():
@@ -228,8 +225,7 @@ def test_import_recordmill_loads_nothing_until_a_name_is_used():
         "recordmill.open, recordmill.read_manifest, recordmill.read.dataset\n"
         "print('recordmill.read.dataset' in sys.modules, 'pluggy' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split("\n")[:2] == ["[]", "True False"]
+    assert python_prints(code).split("\n")[:2] == ["[]", "True False"]
 
 
 def test_a_write_imports_no_yaml_without_a_config_or_schema_file(tmp_path):

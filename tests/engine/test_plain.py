@@ -3,8 +3,6 @@ pa.array makes, and no pandas imported on the way."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ import pytest
 
 import recordmill
 from recordmill.engine.plain import SMALL, numpy_array, plain_array
+from tests.conftest import python_prints
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,7 +101,5 @@ def test_a_write_of_plain_values_does_not_import_pandas(tmp_path):
         "RowConverter(schema).to_batch(rows)\n"  # (nulls, casts: no pandas there either)
         "print('pandas' in sys.modules)\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["False"]
+    assert python_prints(code).split() == ["False"]
     assert len(recordmill.open(tmp_path / "o")) == 400
