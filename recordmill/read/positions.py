@@ -40,8 +40,9 @@ class Position:
         self.blocks: int | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` (from its first row, unless it is the epoch already under way)."""
-        if epoch != self.epoch:
+        """Start epoch ``epoch`` (from its first row, unless it is the epoch already under way:
+        begun and not yet handed out to its end)."""
+        if epoch != self.epoch or self._handed_out():
             self.epoch, self.position, self.stream = epoch, 0, 0
 
     def state_dict(self) -> dict[str, Any]:
@@ -109,8 +110,16 @@ class Position:
             if int(state["blocks"]) < 0:
                 raise ValueError(f"cannot resume: the saved state has blocks={state['blocks']}")
             self.blocks = int(state["blocks"])
-        if rows and not self._left():  # saved after the epoch's last batch: the next epoch
+        self._begin()  # saved after the epoch's last batch: the next epoch
+
+    def _begin(self) -> None:
+        """Where every row of the epoch was handed out, the next epoch: a loop that stopped at
+        the last batch without asking for another (``zip``, ``islice``) ended the epoch too."""
+        if self._handed_out():
             self._end_epoch()
+
+    def _handed_out(self) -> bool:
+        return bool(self._length()) and not self._left()
 
     def _left(self) -> int:
         """Rows of the epoch still to hand out, by every rank together."""

@@ -156,6 +156,7 @@ class DataLoader(torch_data.DataLoader):
         # The rank is known here, in the main process, before any worker starts.
         world = self.position._bind()[1]
         self.position._agree()
+        self.position._begin()
         if isinstance(self.position, IterableDataset):
             self.position._publish()  # to the workers, before they start the epoch
         if self.skip:

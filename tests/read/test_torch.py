@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 
 import numpy as np
@@ -558,12 +559,12 @@ def test_a_sampler_can_give_every_rank_as_many_rows():
         rtorch.Sampler(10, even="yes")
 
 
-@pytest.mark.parametrize("style", ["map", "iterable", "drop"])
+@pytest.mark.parametrize("style", ["map", "iterable", "drop", "iterable, 2 workers"])
 def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(dataset, style):
     def made():
-        if style == "iterable":
+        if style.startswith("iterable"):
             data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
-            return rtorch.DataLoader(data, batch_size=10)
+            return rtorch.DataLoader(data, batch_size=10, num_workers=2 if "2" in style else 0)
         data = rtorch.MapDataset(dataset, columns=["id"])
         if style == "drop":  # rank 0 of 2, the last rows left out: its position stops short
             sampler = rtorch.Sampler(data, seed=4, rank=0, world_size=2, even="drop")
@@ -585,6 +586,12 @@ def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(da
     before = made()
     before.load_state_dict({**state, "position": state["position"] - 20})  # a step short
     assert before.state_dict()["epoch"] == 0
+    # The loop that stopped there goes on too: its next pass is the next epoch, whole.
+    assert epoch_ids(loader) == epoch1 and loader.state_dict()["epoch"] == 2
+    again = made()
+    assert len(list(itertools.islice(again, len(epoch0)))) == len(epoch0)  # asks no more
+    again.set_epoch(0)  # handed out to its end, so not under way: it starts again
+    assert epoch_ids(again) == epoch0
 
 
 def private_dirty() -> int:
