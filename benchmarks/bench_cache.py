@@ -14,7 +14,8 @@ not counted.
 
 Data: ``--rows`` (10,000) rows ``{label: int64, x: uint8 [64, 64, 3]}``, the label being the
 row's number (so the order a reader hands out is known), the pixels seeded random bytes (they
-do not compress): 123 MB. Written to bucket ``data`` by
+do not compress): 123 MB. ``--shape 32,64,3`` makes rows of 6 KB (the issue's 20,000 x 6 KB
+with ``--rows 20000``). Written to bucket ``data`` by
 
 - recordmill: ``recordmill.write`` with a small plugin, 4 partitions, Parquet and Arrow IPC,
   default row groups (about 1 MB);
@@ -29,7 +30,8 @@ interpreter), every row read and checked (row count, each label once, label sum,
 
 - recordmill: ``recordmill.open(uri, cache_dir=..., cache_limit=...)``, ``ds.shuffled(seed,
   epoch)`` then ``ds.take`` of 256 rows at a time (``--workers N``: ``recordmill.torch.DataLoader``
-  with ``num_workers=N`` instead); "no disk cache": ``recordmill.open(uri, cache_bytes=32 << 20)``
+  with ``num_workers=N`` instead, over a ``MapDataset`` of the URI; ``--iterable``: over
+  ``recordmill.torch.IterableDataset(uri, shuffle=True)``); "no disk cache": ``recordmill.open(uri, cache_bytes=32 << 20)``
   and ``iter_batches(256, shuffle=True)``, as before the cache;
 - LitData: ``StreamingDataset(url, cache_dir=..., shuffle=True, max_cache_size=...,
   storage_options={"endpoint_url": ...})`` and ``StreamingDataLoader(batch_size=256,
@@ -72,7 +74,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-SHAPE = (64, 64, 3)
+# --shape sets it for this process and every child (the plugin's workers, the peers' epochs)
+SHAPE = tuple(int(n) for n in os.environ.get("BENCH_CACHE_SHAPE", "64,64,3").split(","))
 BLOCK = 100  # rows a task / input makes
 SEED = 23  # the pixels
 SHUFFLE_SEED = 7
@@ -181,18 +184,16 @@ def epoch_recordmill(args: dict) -> dict:
         for batch in ds.iter_batches(BATCH, shuffle=True, seed=SHUFFLE_SEED):
             tally.add(batch["label"], batch["x"])
         return tally.result(time.perf_counter() - start, fetched_parts=0)
-    if workers or args["loader"]:
-        from recordmill.torch import DataLoader
+    if workers or args["loader"] or args["iterable"]:
+        from recordmill.torch import DataLoader, IterableDataset
 
-        loader = DataLoader(
-            uri,
-            batch_size=BATCH,
-            shuffle=True,
-            seed=SHUFFLE_SEED,
-            num_workers=workers,
-            cache_dir=args["cache_dir"],
-            cache_limit=args["limit"],
-        )
+        cache = {"cache_dir": args["cache_dir"], "cache_limit": args["limit"]}
+        if args["iterable"]:
+            data = IterableDataset(uri, shuffle=True, seed=SHUFFLE_SEED, **cache)
+            loader = DataLoader(data, batch_size=BATCH, num_workers=workers)
+        else:  # a MapDataset of the path
+            shuffle = {"shuffle": True, "seed": SHUFFLE_SEED}
+            loader = DataLoader(uri, batch_size=BATCH, num_workers=workers, **shuffle, **cache)
         loader.set_epoch(args["epoch"])
         for batch in loader:
             tally.add(batch["label"].numpy(), batch["x"].numpy())
@@ -572,6 +573,7 @@ def run_epoch(server, reader, case, root, args) -> dict:
         "epoch": epoch,
         "workers": args.workers,
         "loader": args.loader,
+        "iterable": args.iterable,
         "tmp": str(work),
         "options": reader.options,
     }
@@ -601,6 +603,15 @@ def main() -> int:
         help="recordmill through recordmill.torch.DataLoader also with --workers 0 (as LitData "
         "and MDS always are); else ds.shuffled() and ds.take()",
     )
+    parser.add_argument(
+        "--iterable",
+        action="store_true",
+        help="recordmill through recordmill.torch.IterableDataset (shuffle=True) in its "
+        "DataLoader, instead of a MapDataset",
+    )
+    parser.add_argument(
+        "--shape", default="64,64,3", help="each row's uint8 array (default 64,64,3: 12 KB)"
+    )
     parser.add_argument("--litdata-python", help="an interpreter with litdata installed")
     parser.add_argument("--mds-python", help="an interpreter with mosaicml-streaming installed")
     parser.add_argument(
@@ -619,6 +630,9 @@ def main() -> int:
     parser.add_argument("--tmp", type=Path, help="folder for the caches (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="also save every run's result (JSON lines)")
     args = parser.parse_args()
+    if args.shape != ",".join(map(str, SHAPE)):  # read again, in a process that has it set
+        os.environ["BENCH_CACHE_SHAPE"] = args.shape
+        return subprocess.call([sys.executable, *sys.argv])
     root = Path(tempfile.mkdtemp(prefix="bench_cache-", dir=args.tmp))
     server = Server()
     try:

@@ -331,16 +331,18 @@ def run_reader(reader: str, args: argparse.Namespace, trainer: Trainer) -> dict[
 
 
 def table(results: list[dict[str, Any]], ceiling: float, floor: str) -> str:
-    base = next(r for r in results if r["reader"] == floor)["rows_per_s"]
+    # Without the floor among --readers, there is nothing to take the ratio to.
+    base = next((r["rows_per_s"] for r in results if r["reader"] == floor), None)
     lines = [
         "| reader | first epoch s | later epoch s | img/s | img/s after 10 batches | x floor |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
         f"| gpu (one batch on the device) | | | {ceiling:,.0f} | | |",
     ]
     for r in results:
+        ratio = f"{r['rows_per_s'] / base:.2f}" if base else "-"
         lines.append(
             f"| {r['reader']} | {r['first_s']:.2f} | {r['epoch_s']:.2f} | {r['rows_per_s']:,.0f} "
-            f"| {r['steady_rows_per_s']:,.0f} | {r['rows_per_s'] / base:.2f} |"
+            f"| {r['steady_rows_per_s']:,.0f} | {ratio} |"
         )
     return "\n".join(lines)
 

@@ -20,6 +20,10 @@ compare on.
   (``bench_worker_memory.py``'s count);
 - ``images DataLoader map`` / ``iter``: ``recordmill.torch.DataLoader`` epochs over 20,000 images
   (``bench_read.py``'s cases and datasets) as ratios to HF's map-style epoch.
+
+A time more than 10% worse than its baseline is measured once more, and is a regression only if
+that run shows it too (the better of the two is printed): a 2-core machine's busy moment made
+single runs of the DataLoader epochs 20-30% slower now and then.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -123,21 +129,55 @@ def loaders(runs: int) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class Group:
+    """Measures that one function gives, and the names it gives them under."""
+
+    measure: Callable[[Path, int], dict[str, float]]
+    names: tuple[str, ...]
+    timed: bool = True  # a count is the same every run: never measured again
+
+
+GROUPS = [
+    Group(checks, ("arrow checked / unchecked, shuffled", "parquet / arrow, shuffled",
+                   "arrow checked / unchecked, random", "parquet / arrow, random")),
+    Group(template_write, ("template write, 4 tasks (s)",)),
+    Group(lambda root, runs: text(root), ("text bytes / 2 bytes a token",), timed=False),
+    Group(lambda root, runs: orders(), ("orders drawn, 2 ranks x 2 workers",), timed=False),
+    Group(lambda root, runs: loaders(runs), ("images DataLoader map, arrow / HF's map-style",
+                                             "images DataLoader iter, arrow / HF's map-style")),
+]  # fmt: skip
+
+
+def measure(root: Path, runs: int, groups: list[Group]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for group in groups:  # each in a folder of its own: a group measured again starts afresh
+        out |= group.measure(Path(tempfile.mkdtemp(dir=root)), runs)
+    return out
+
+
+def worse(now: dict[str, float], saved: dict[str, float], name: str) -> bool:
+    before, value = saved.get(name), now.get(name)
+    if before is None or value is None:
+        return False
+    return value / before > WORSE if before else bool(value)
+
+
 def compare(now: dict[str, float], saved: dict[str, float]) -> int:
     print("| measure | baseline | now | now / baseline | |\n| --- | ---: | ---: | ---: | --- |")
-    worse = 0
+    count = 0
     for name, value in now.items():
         before = saved.get(name)
         if before is None:
             print(f"| {name} | | {value:.3f} | | new |")
             continue
         ratio = value / before if before else (float("inf") if value else 1.0)
-        bad = ratio > WORSE
-        worse += bad
+        bad = worse(now, saved, name)
+        count += bad
         print(
             f"| {name} | {before:.3f} | {value:.3f} | {ratio:.2f} | {'REGRESSION' if bad else ''} |"
         )
-    return worse
+    return count
 
 
 def main() -> int:
@@ -147,9 +187,16 @@ def main() -> int:
     parser.add_argument("--baseline", type=Path, default=BASELINE)
     a = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-regressions-"))
+    saved = json.loads(a.baseline.read_text())["measures"] if a.baseline.exists() else {}
     try:
-        now = {**checks(root, a.runs), **template_write(root, a.runs), **text(root), **orders()}
-        now |= loaders(a.runs)
+        now = measure(root, a.runs, GROUPS)
+        # A time that a busy moment of the machine made worse is measured once more: a
+        # regression is one that both runs show (the better of the two is kept).
+        again = [g for g in GROUPS if g.timed and any(worse(now, saved, n) for n in g.names)]
+        if again:
+            print("measured again:", "; ".join(", ".join(g.names) for g in again))
+        for name, value in measure(root, a.runs, again).items():
+            now[name] = min(now[name], value)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if a.save:
@@ -157,12 +204,12 @@ def main() -> int:
         a.baseline.write_text(json.dumps({"machine": machine, "measures": now}, indent=1) + "\n")
         print(f"saved {len(now)} measures to {a.baseline}")
         return 0
-    if not a.baseline.exists():
+    if not saved:
         print(f"no baseline at {a.baseline}: run with --save first")
         return 1
-    worse = compare(now, json.loads(a.baseline.read_text())["measures"])
-    print(f"\n{worse} regression(s) of more than {WORSE - 1:.0%}")
-    return 1 if worse else 0
+    bad = compare(now, saved)
+    print(f"\n{bad} regression(s) of more than {WORSE - 1:.0%}")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
