@@ -118,6 +118,10 @@ class Position:
         if self._handed_out():
             self._end_epoch()
 
+    def _restart(self) -> None:
+        """This epoch again, from its first row."""
+        self.position, self.stream = 0, 0
+
     def _handed_out(self) -> bool:
         return bool(self._length()) and not self._left()
 

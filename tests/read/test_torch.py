@@ -594,6 +594,77 @@ def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(da
     assert epoch_ids(again) == epoch0
 
 
+@pytest.mark.parametrize("style", ["map", "iterable", "iterable, 2 workers"])
+def test_a_pass_left_before_its_end_is_started_again_as_torchs_loader_does(dataset, style):
+    def made():
+        if style.startswith("iterable"):
+            data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=5)
+            return rtorch.DataLoader(data, batch_size=10, num_workers=2 if "2" in style else 0)
+        data = rtorch.MapDataset(dataset, columns=["id"])
+        return rtorch.DataLoader(data, batch_size=10, shuffle=True, seed=5)
+
+    epoch0 = epoch_ids(made())
+    loader = made()
+    for k, _ in enumerate(loader):  # a sanity check, limit_val_batches, a break
+        if k == 2:
+            break
+    state = loader.state_dict()
+    assert (state["epoch"], state["position"]) == (0, 30)
+    if style == "map":  # Lightning counts a pass's batches before it starts: all of them
+        assert len(loader) == len(epoch0) and state == loader.state_dict()
+    assert epoch_ids(loader) == epoch0 and loader.state_dict()["epoch"] == 1
+    resumed = made()  # a state saved at the break still resumes there, in a new job
+    resumed.load_state_dict(state)
+    assert style != "map" or len(resumed) == len(epoch0) - 3
+    assert epoch_ids(resumed) == epoch0[3:]
+    next(iter(loader))  # another pass left before its end; then the state loaded in this job
+    loader.load_state_dict(state)
+    assert epoch_ids(loader) == epoch0[3:]
+
+
+def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path):
+    pl = pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning")
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+            self.trained, self.validated = [], []
+
+        def training_step(self, batch, _):
+            self.trained.append(batch["id"].tolist())
+            return (self.w * batch["x"].sum()).sum()
+
+        def validation_step(self, batch, _):
+            self.validated[-1] += batch["id"].tolist()
+
+        def on_validation_epoch_start(self):
+            self.validated.append([])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+        def train_dataloader(self):
+            return rtorch.DataLoader(str(dataset), batch_size=10, shuffle=True, seed=3)
+
+        def val_dataloader(self):
+            return rtorch.DataLoader(str(dataset), batch_size=10)
+
+    model = Model()
+    quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+    pl.Trainer(
+        max_epochs=2, limit_train_batches=2, accelerator="cpu", enable_checkpointing=False,
+        default_root_dir=tmp_path, **quiet,
+    ).fit(model)  # fmt: skip
+    ids = all_ids(dataset)
+    sanity, *epochs = model.validated  # the sanity check reads its 2 batches and breaks off
+    assert sanity == ids[:20] and epochs == [ids, ids]  # then every row, each validation
+    for epoch in (0, 1):  # each epoch's first 2 batches of its own order
+        assert model.trained[2 * epoch : 2 * epoch + 2] == [
+            permutation_ids(dataset, 3, epoch)[k : k + 10] for k in (0, 10)
+        ]
+
+
 def private_dirty() -> int:
     """The bytes of pages this process has written of its own (Linux)."""
     with open("/proc/self/smaps_rollup") as f:
