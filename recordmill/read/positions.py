@@ -38,12 +38,15 @@ class Position:
         # The disk cache's capacity in parts that shapes a block-shuffled order (0: a full
         # permutation); None until a state or the ranks' agreement fixes it: this reader's own.
         self.blocks: int | None = None
+        # A loader's pass over this epoch began and has not reached its end: one left (a break)
+        # makes the next pass the next epoch, as a new pass of torch's loader draws a new order.
+        self.left_off = False
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` (from its first row, unless it is the epoch already under way:
-        begun and not yet handed out to its end)."""
-        if epoch != self.epoch or self._handed_out():
-            self.epoch, self.position, self.stream = epoch, 0, 0
+        """Start epoch ``epoch`` from its first row, unless it is the epoch a loaded state
+        resumes (begun, not handed out to its end, and no pass over it left off since)."""
+        if epoch != self.epoch or self._handed_out() or self.left_off:
+            self.epoch, self.position, self.stream, self.left_off = epoch, 0, 0, False
 
     def state_dict(self) -> dict[str, Any]:
         state = {
@@ -110,17 +113,16 @@ class Position:
             if int(state["blocks"]) < 0:
                 raise ValueError(f"cannot resume: the saved state has blocks={state['blocks']}")
             self.blocks = int(state["blocks"])
+        self.left_off = False
         self._begin()  # saved after the epoch's last batch: the next epoch
 
     def _begin(self) -> None:
-        """Where every row of the epoch was handed out, the next epoch: a loop that stopped at
-        the last batch without asking for another (``zip``, ``islice``) ended the epoch too."""
-        if self._handed_out():
+        """Where a loader's pass starts: the next epoch where every row of this one was handed
+        out (a loop that stopped at the last batch without asking for another, ``zip`` or
+        ``islice``, ended the epoch too) or where a pass over it was left off (a ``break``,
+        Lightning's sanity check or ``limit_train_batches``)."""
+        if self._handed_out() or self.left_off:
             self._end_epoch()
-
-    def _restart(self) -> None:
-        """This epoch again, from its first row."""
-        self.position, self.stream = 0, 0
 
     def _handed_out(self) -> bool:
         return bool(self._length()) and not self._left()
@@ -162,7 +164,7 @@ class Position:
         self.position = min(self._length(), self.position + rows)
 
     def _end_epoch(self) -> None:
-        self.epoch, self.position, self.stream = self.epoch + 1, 0, 0
+        self.epoch, self.position, self.stream, self.left_off = self.epoch + 1, 0, 0, False
 
     def _length(self) -> int:
         raise NotImplementedError

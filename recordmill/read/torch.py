@@ -78,8 +78,8 @@ class DataLoader(torch_data.DataLoader):
     complete pass moves to the next epoch. With ``persistent_workers``, an
     ``IterableDataset``'s workers read the epoch and position from memory they share with the
     loader each time an epoch starts, so they follow it (and a resume). Only a loaded state
-    resumes mid-epoch: a pass left before its end (a ``break``) is read again from the epoch's
-    first row by the next one, as torch's loader does.
+    resumes mid-epoch: after a pass left before its end (a ``break``), the next pass is the next
+    epoch (a new order, as a new pass of torch's loader draws), unless ``set_epoch`` says which.
 
     A dataset made with ``on_error="skip"`` leaves out the rows whose ``decode`` or
     ``transform`` raises and still gives full batches, the next rows of the order taking their
@@ -87,8 +87,6 @@ class DataLoader(torch_data.DataLoader):
     ``rejects_log`` appends each to a JSON-lines file, and more than ``max_read_rejects`` in an
     epoch (a count, or a fraction of its rows) is an error naming the first.
     """
-
-    _under_way = False  # a pass began and has not reached the epoch's end
 
     def __init__(
         self,
@@ -160,10 +158,10 @@ class DataLoader(torch_data.DataLoader):
         # The rank is known here, in the main process, before any worker starts.
         world = self.position._bind()[1]
         self.position._agree()
-        if self._under_way:
+        if self.position.left_off:
             self.ledger.epoch_count = 0
-        self._start_pass()
-        self._under_way = True
+        self.position._begin()
+        self.position.left_off = True  # until the pass reaches the epoch's end
         if isinstance(self.position, IterableDataset):
             self.position._publish()  # to the workers, before they start the epoch
         if self.skip:
@@ -174,27 +172,18 @@ class DataLoader(torch_data.DataLoader):
                 yield self._pinned(collated.as_tensors(batch)) if self.arrays else batch
         self.position._end_epoch()
         self.ledger.epoch_count = 0
-        self._under_way = False
 
     def __len__(self) -> int:
-        """The batches the next pass hands out (where one is under way: a pass from its start)."""
-        if not self._under_way:
-            return super().__len__()
+        """The batches of a whole epoch, as torch's loader counts them, also where a resumed
+        pass hands out fewer: Lightning counts the batches a resumed epoch had done itself."""
         p = self.position
-        kept = (p.epoch, p.position, p.stream)
-        self._start_pass()
+        kept = (p.epoch, p.position, p.stream, p.left_off)
+        p._begin()
+        p.position, p.stream = 0, 0
         try:
             return super().__len__()
         finally:
-            p.epoch, p.position, p.stream = kept
-
-    def _start_pass(self) -> None:
-        """Where a pass starts: the next epoch after one handed out to its end; the epoch's first
-        row after a pass left before its end with no state loaded since (a ``break``, Lightning's
-        sanity check or ``limit_val_batches``), as torch's loader starts every pass afresh."""
-        self.position._begin()
-        if self._under_way:
-            self.position._restart()
+            p.epoch, p.position, p.stream, p.left_off = kept
 
     def _get_iterator(self) -> Any:
         """torch's iterator, which starts the workers (each epoch, or once if persistent).
@@ -258,7 +247,6 @@ class DataLoader(torch_data.DataLoader):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next batch is the one after the last one handed out."""
         self.position.load_state_dict(state)
-        self._under_way = False
         self.ledger.epoch_count = int(state.get("read_rejects", 0))
 
 

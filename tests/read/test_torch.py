@@ -595,7 +595,7 @@ def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(da
 
 
 @pytest.mark.parametrize("style", ["map", "iterable", "iterable, 2 workers"])
-def test_a_pass_left_before_its_end_is_started_again_as_torchs_loader_does(dataset, style):
+def test_a_pass_left_before_its_end_is_followed_by_the_next_epoch(dataset, style):
     def made():
         if style.startswith("iterable"):
             data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=5)
@@ -603,26 +603,34 @@ def test_a_pass_left_before_its_end_is_started_again_as_torchs_loader_does(datas
         data = rtorch.MapDataset(dataset, columns=["id"])
         return rtorch.DataLoader(data, batch_size=10, shuffle=True, seed=5)
 
-    epoch0 = epoch_ids(made())
+    first = made()
+    epoch0, epoch1 = epoch_ids(first), epoch_ids(first)
     loader = made()
-    for k, _ in enumerate(loader):  # a sanity check, limit_val_batches, a break
+    for k, _ in enumerate(loader):  # a sanity check, limit_train_batches, a break
         if k == 2:
             break
     state = loader.state_dict()
     assert (state["epoch"], state["position"]) == (0, 30)
     if style == "map":  # Lightning counts a pass's batches before it starts: all of them
         assert len(loader) == len(epoch0) and state == loader.state_dict()
-    assert epoch_ids(loader) == epoch0 and loader.state_dict()["epoch"] == 1
-    resumed = made()  # a state saved at the break still resumes there, in a new job
+    # The next pass is the next epoch, a new order, as a new pass of torch's loader draws.
+    assert epoch_ids(loader) == epoch1 and loader.state_dict()["epoch"] == 2
+    resumed = made()  # a state saved at the break resumes there, in a new job
     resumed.load_state_dict(state)
-    assert style != "map" or len(resumed) == len(epoch0) - 3
+    resumed.set_epoch(0)  # as Lightning does as the resumed epoch starts: the epoch resumed
+    # len counts the whole epoch: Lightning counts the batches done before the state itself.
+    assert style != "map" or len(resumed) == len(epoch0)
     assert epoch_ids(resumed) == epoch0[3:]
-    next(iter(loader))  # another pass left before its end; then the state loaded in this job
+    next(iter(loader))  # another pass left off; then the state loaded in this job
     loader.load_state_dict(state)
     assert epoch_ids(loader) == epoch0[3:]
+    next(iter(loader))  # a pass over epoch 1 left off
+    loader.set_epoch(1)  # the epoch named (as Lightning does each epoch): from its first row
+    assert epoch_ids(loader) == epoch1
 
 
-def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path):
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path, style):
     pl = pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning")
 
     class Model(pl.LightningModule):
@@ -644,7 +652,10 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path)
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
-        def train_dataloader(self):
+        def train_dataloader(self):  # Lightning's set_epoch reaches a map-style loader only
+            if style == "iterable":
+                data = rtorch.IterableDataset(dataset, shuffle=True, seed=3)
+                return rtorch.DataLoader(data, batch_size=10)
             return rtorch.DataLoader(str(dataset), batch_size=10, shuffle=True, seed=3)
 
         def val_dataloader(self):
@@ -659,7 +670,7 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path)
     ids = all_ids(dataset)
     sanity, *epochs = model.validated  # the sanity check reads its 2 batches and breaks off
     assert sanity == ids[:20] and epochs == [ids, ids]  # then every row, each validation
-    for epoch in (0, 1):  # each epoch's first 2 batches of its own order
+    for epoch in (0, 1):  # each epoch's first 2 batches, of its own order
         assert model.trained[2 * epoch : 2 * epoch + 2] == [
             permutation_ids(dataset, 3, epoch)[k : k + 10] for k in (0, 10)
         ]
