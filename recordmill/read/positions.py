@@ -150,9 +150,11 @@ class Position:
     def _order(self) -> np.ndarray | range:
         """This epoch's rows not yet handed out, in order (a ``range`` when not shuffled: an
         epoch's order is never a copy of its own a process)."""
-        if self.shuffle:
-            return self._shuffled()[self.position :]
-        return range(self.position, self._length())
+        return self._epoch_order()[self.position :]
+
+    def _epoch_order(self) -> np.ndarray | range:
+        """This epoch's rows, all of them, in order."""
+        return self._shuffled() if self.shuffle else range(self._length())
 
     def _shuffled(self) -> np.ndarray:
         """This epoch's permutation: drawn from ``seed + epoch`` (once a machine where it is

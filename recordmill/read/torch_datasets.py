@@ -153,8 +153,10 @@ class Sampler(Position, Ranks, torch_data.Sampler):
 
     def __iter__(self) -> Iterator[int]:
         rank, world = self._bind()
-        order = self._order()  # now: the epoch and position as they are when it starts
-        return _indices(order, range(rank, self._left(), world)[self.stream :])
+        # Now: the epoch and position as they are when it starts. Positions count from the
+        # epoch's first row, so that "pad" repeats the order's first rows after a resume too.
+        order, start = self._epoch_order(), self.position
+        return _indices(order, range(start + rank, start + self._left(), world)[self.stream :])
 
     def __len__(self) -> int:
         rank, world = self._bind()

@@ -559,6 +559,22 @@ def test_a_sampler_can_give_every_rank_as_many_rows():
         rtorch.Sampler(10, even="yes")
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_padded_rank_resumed_mid_epoch_pads_with_the_same_rows(dataset, rank):
+    def made():
+        data = rtorch.MapDataset(dataset, columns=["id"])
+        sampler = rtorch.Sampler(data, shuffle=True, seed=1, rank=rank, world_size=2, even="pad")
+        return rtorch.DataLoader(data, batch_size=10, sampler=sampler)
+
+    whole = epoch_ids(made())
+    assert len(all_ids(dataset)) % 2 and whole[-1][-1] == permutation_ids(dataset, 1)[rank - 1]
+    loader = made()
+    head = [batch["id"].tolist() for batch in itertools.islice(loader, 3)]
+    resumed = made()
+    resumed.load_state_dict(loader.state_dict())
+    assert head + epoch_ids(resumed) == whole  # the pad: the order's first row, as unbroken
+
+
 @pytest.mark.parametrize("style", ["map", "iterable", "drop", "iterable, 2 workers"])
 def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(dataset, style):
     def made():
