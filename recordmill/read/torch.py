@@ -66,6 +66,30 @@ def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
     )
 
 
+def _given_batches(kwargs: dict[str, Any], skip: bool) -> tuple[Any, Any]:
+    """The ``batch_sampler`` given to a map-style loader (torch's ``BatchSampler`` of a
+    :class:`Sampler`, or Lightning's wrapper of one for ``predict``), checked, and the sampler
+    given (the batch sampler's); each None where none is."""
+    batches, sampler = kwargs.pop("batch_sampler", None), kwargs.pop("sampler", None)
+    if batches is None:
+        return None, sampler
+    if sampler is not None:  # as torch's loader says it
+        raise ValueError("sampler option is mutually exclusive with batch_sampler")
+    if skip:
+        raise TypeError(
+            "on_error='skip' makes full batches itself: give batch_size, not batch_sampler"
+        )
+    if isinstance(getattr(batches, "sampler", None), Sampler) and isinstance(
+        getattr(batches, "batch_size", None), int
+    ):
+        return batches, batches.sampler
+    raise TypeError(
+        "give a batch_sampler that draws from a recordmill.torch.Sampler, as "
+        "torch's BatchSampler(Sampler(dataset), batch_size, drop_last) does; got "
+        f"{type(batches).__name__} of {type(getattr(batches, 'sampler', None)).__name__}"
+    )
+
+
 class DataLoader(torch_data.DataLoader):
     """A ``torch.utils.data.DataLoader`` over a ``MapDataset`` or an ``IterableDataset`` that
     can resume mid-epoch: ``state_dict()`` / ``load_state_dict()``.
@@ -141,10 +165,10 @@ class DataLoader(torch_data.DataLoader):
         dataset.columnar = self.arrays and dataset.transform is None
         if dataset.columnar:
             kwargs["collate_fn"] = _as_is
-        sampler = _sampler(dataset, kwargs.pop("sampler", None), shuffle, seed)
-        self.position = sampler
-        if self.skip:
-            batches = torch_data.BatchSampler(sampler, batch_size, drop_last=False)
+        batches, given = _given_batches(kwargs, self.skip)
+        self.position = sampler = _sampler(dataset, given, shuffle, seed)
+        if batches is not None or self.skip:
+            batches = batches or torch_data.BatchSampler(sampler, batch_size, drop_last=False)
             super().__init__(dataset, batch_sampler=batches, **kwargs)
         else:
             super().__init__(dataset, batch_size=batch_size, sampler=sampler, **kwargs)
@@ -168,7 +192,7 @@ class DataLoader(torch_data.DataLoader):
             yield from self._skipping(world)
         else:
             for batch in super().__iter__():
-                self.position._advance(self.batch_size * world)
+                self.position._advance((self.batch_size or self.batch_sampler.batch_size) * world)
                 yield self._pinned(collated.as_tensors(batch)) if self.arrays else batch
         self.position._end_epoch()
         self.ledger.epoch_count = 0

@@ -559,6 +559,23 @@ def test_a_sampler_can_give_every_rank_as_many_rows():
         rtorch.Sampler(10, even="yes")
 
 
+def test_a_given_batch_sampler_of_a_sampler_reads_and_resumes_as_batch_size_does(dataset):
+    def made():
+        data = rtorch.MapDataset(dataset, columns=["id"])
+        sampler = rtorch.Sampler(data, shuffle=True, seed=2)
+        batches = torch.utils.data.BatchSampler(sampler, 7, drop_last=False)
+        return rtorch.DataLoader(data, batch_sampler=batches)
+
+    whole = epoch_ids(rtorch.DataLoader(dataset, batch_size=7, shuffle=True, seed=2))
+    assert epoch_ids(made()) == whole and len(made()) == len(whole)
+    loader = made()
+    head = [batch["id"].tolist() for batch in itertools.islice(loader, 4)]
+    assert loader.state_dict()["position"] == 28
+    resumed = made()
+    resumed.load_state_dict(loader.state_dict())
+    assert head + epoch_ids(resumed) == whole
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_padded_rank_resumed_mid_epoch_pads_with_the_same_rows(dataset, rank):
     def made():
@@ -662,6 +679,9 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path,
         def validation_step(self, batch, _):
             self.validated[-1] += batch["id"].tolist()
 
+        def predict_step(self, batch, _):
+            return batch["id"]
+
         def on_validation_epoch_start(self):
             self.validated.append([])
 
@@ -679,10 +699,11 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path,
 
     model = Model()
     quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
-    pl.Trainer(
+    trainer = pl.Trainer(
         max_epochs=2, limit_train_batches=2, accelerator="cpu", enable_checkpointing=False,
         default_root_dir=tmp_path, **quiet,
-    ).fit(model)  # fmt: skip
+    )  # fmt: skip
+    trainer.fit(model)
     ids = all_ids(dataset)
     sanity, *epochs = model.validated  # the sanity check reads its 2 batches and breaks off
     assert sanity == ids[:20] and epochs == [ids, ids]  # then every row, each validation
@@ -690,6 +711,9 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path,
         assert model.trained[2 * epoch : 2 * epoch + 2] == [
             permutation_ids(dataset, 3, epoch)[k : k + 10] for k in (0, 10)
         ]
+    # predict re-makes the loader with a batch_sampler of its own around the loader's
+    predicted = trainer.predict(model, rtorch.DataLoader(str(dataset), batch_size=10))
+    assert [i for batch in predicted for i in batch.tolist()] == ids
 
 
 def private_dirty() -> int:

@@ -116,6 +116,24 @@ def test_a_sampler_of_another_dataset_or_kind_is_refused(paths):
     )
 
 
+def test_a_batch_sampler_not_of_a_recordmill_sampler_is_refused(paths):
+    data = rtorch.MapDataset(paths["a"])
+    theirs = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(data), 2, False)
+    with pytest.raises(TypeError) as caught:
+        rtorch.DataLoader(data, batch_sampler=theirs)
+    assert str(caught.value) == (
+        "give a batch_sampler that draws from a recordmill.torch.Sampler, as torch's "
+        "BatchSampler(Sampler(dataset), batch_size, drop_last) does; got BatchSampler of "
+        "RandomSampler"
+    )
+    ours = torch.utils.data.BatchSampler(rtorch.Sampler(data), 2, False)
+    with pytest.raises(ValueError, match=r"^sampler option is mutually exclusive with batch_sa"):
+        rtorch.DataLoader(data, batch_sampler=ours, sampler=rtorch.Sampler(data))
+    skipping = rtorch.MapDataset(paths["a"], on_error="skip")
+    with pytest.raises(TypeError, match=r"^on_error='skip' makes full batches itself: give bat"):
+        rtorch.DataLoader(skipping, batch_sampler=ours)
+
+
 def test_recordmill_torch_without_torch_says_what_to_install():
     code = "import sys; sys.modules['torch'] = None; import recordmill.torch"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
