@@ -155,7 +155,7 @@ class DataLoader(torch_data.DataLoader):
         if self.arrays:
             kwargs["collate_fn"] = collated.worker_collate
         if isinstance(dataset, IterableDataset):
-            dataset.batch_size = batch_size
+            dataset.batch_size = batch_size or 1  # None: samples one at a time, as torch's
             if kwargs.get("num_workers"):
                 dataset._follow()
             self.position: Sampler | IterableDataset = dataset
@@ -192,7 +192,7 @@ class DataLoader(torch_data.DataLoader):
             yield from self._skipping(world)
         else:
             for batch in super().__iter__():
-                self.position._advance((self.batch_size or self.batch_sampler.batch_size) * world)
+                self.position._advance(self._rows_a_batch() * world)
                 yield self._pinned(collated.as_tensors(batch)) if self.arrays else batch
         self.position._end_epoch()
         self.ledger.epoch_count = 0
@@ -251,6 +251,12 @@ class DataLoader(torch_data.DataLoader):
             self.position.position = position + reached
         else:
             self.position.stream = stream + reached
+
+    def _rows_a_batch(self) -> int:
+        """The rows of the order a batch takes (``batch_size=None``: a sample, one row)."""
+        if self.batch_size is not None or self.batch_sampler is None:
+            return self.batch_size or 1
+        return self.batch_sampler.batch_size  # a batch_sampler given
 
     def _pinned(self, batch: Any) -> Any:
         """The batch pinned, where and as torch's own iterator pins."""

@@ -576,6 +576,24 @@ def test_a_given_batch_sampler_of_a_sampler_reads_and_resumes_as_batch_size_does
     assert head + epoch_ids(resumed) == whole
 
 
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_batch_size_none_hands_out_rows_one_at_a_time_and_resumes(dataset, style):
+    def made():
+        if style == "iterable":
+            data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=6)
+            return rtorch.DataLoader(data, batch_size=None)
+        return rtorch.DataLoader(dataset, batch_size=None, shuffle=True, seed=6)
+
+    whole = [int(row["id"]) for row in made()]
+    assert whole == permutation_ids(dataset, 6)  # torch's samples, not batches
+    loader = made()
+    head = [int(row["id"]) for row in itertools.islice(loader, 5)]
+    assert loader.state_dict()["position"] == 5
+    resumed = made()
+    resumed.load_state_dict(loader.state_dict())
+    assert head + [int(row["id"]) for row in resumed] == whole
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_padded_rank_resumed_mid_epoch_pads_with_the_same_rows(dataset, rank):
     def made():
