@@ -184,7 +184,7 @@ class DataLoader(torch_data.DataLoader):
         self.position._agree()
         if self.position.left_off:
             self.ledger.epoch_count = 0
-        self.position._begin()
+        self._begin()
         self.position.left_off = True  # until the pass reaches the epoch's end
         if isinstance(self.position, IterableDataset):
             self.position._publish()  # to the workers, before they start the epoch
@@ -192,7 +192,7 @@ class DataLoader(torch_data.DataLoader):
             yield from self._skipping(world)
         else:
             for batch in super().__iter__():
-                self.position._advance(self._rows_a_batch() * world)
+                self.position._advance(_rows_a_batch(self) * world)
                 yield self._pinned(collated.as_tensors(batch)) if self.arrays else batch
         self.position._end_epoch()
         self.ledger.epoch_count = 0
@@ -202,7 +202,7 @@ class DataLoader(torch_data.DataLoader):
         pass hands out fewer: Lightning counts the batches a resumed epoch had done itself."""
         p = self.position
         kept = (p.epoch, p.position, p.stream, p.left_off)
-        p._begin()
+        self._begin()
         p.position, p.stream = 0, 0
         try:
             return super().__len__()
@@ -252,11 +252,14 @@ class DataLoader(torch_data.DataLoader):
         else:
             self.position.stream = stream + reached
 
-    def _rows_a_batch(self) -> int:
-        """The rows of the order a batch takes (``batch_size=None``: a sample, one row)."""
-        if self.batch_size is not None or self.batch_sampler is None:
-            return self.batch_size or 1
-        return self.batch_sampler.batch_size  # a batch_sampler given
+    def _begin(self) -> None:
+        """Where a pass starts (``Position._begin``); also the next epoch where this rank has no
+        batch of this one left: ``drop_last`` leaves a short batch's rows, and ranks' shares of
+        the last rows differ (a loop stopped at its last batch by ``zip`` or ``islice``)."""
+        p = self.position
+        p._begin()
+        if p.position and not self.skip and not _batches_left(self):
+            p._end_epoch()
 
     def _pinned(self, batch: Any) -> Any:
         """The batch pinned, where and as torch's own iterator pins."""
@@ -277,7 +280,26 @@ class DataLoader(torch_data.DataLoader):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next batch is the one after the last one handed out."""
         self.position.load_state_dict(state)
+        self._begin()  # saved after this rank's last batch: the next epoch
         self.ledger.epoch_count = int(state.get("read_rejects", 0))
+
+
+def _rows_a_batch(loader: DataLoader) -> int:
+    """The rows of the order a batch takes (``batch_size=None``: a sample, one row)."""
+    if loader.batch_size is not None or loader.batch_sampler is None:
+        return loader.batch_size or 1
+    return loader.batch_sampler.batch_size  # a batch_sampler given
+
+
+def _batches_left(loader: DataLoader) -> int:
+    """This rank's batches of the epoch that ``loader`` has not handed out yet."""
+    position = loader.position
+    if isinstance(position, Sampler):  # torch counts them: the batch sampler's length
+        return torch_data.DataLoader.__len__(loader)
+    rank, world = position._bind()
+    rows, size = position._left(), _rows_a_batch(loader)
+    batches = rows // size if loader.drop_last else -(-rows // size)
+    return len(range(rank, batches, world))  # batch b to rank b % world
 
 
 class _Pieces:

@@ -610,17 +610,24 @@ def test_a_padded_rank_resumed_mid_epoch_pads_with_the_same_rows(dataset, rank):
     assert head + epoch_ids(resumed) == whole  # the pad: the order's first row, as unbroken
 
 
-@pytest.mark.parametrize("style", ["map", "iterable", "drop", "iterable, 2 workers"])
+STOPS_SHORT = ["drop", "map, drop_last", "iterable, drop_last", "iterable, rank 1 of 2"]
+
+
+@pytest.mark.parametrize("style", ["map", "iterable", "iterable, 2 workers", *STOPS_SHORT])
 def test_a_state_saved_after_an_epochs_last_batch_resumes_into_the_next_epoch(dataset, style):
-    def made():
+    def made():  # in the last four, the position stops short of the epoch's 153 rows
+        drop = {"drop_last": "drop_last" in style}
         if style.startswith("iterable"):
-            data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
-            return rtorch.DataLoader(data, batch_size=10, num_workers=2 if "2" in style else 0)
+            ranks = {"rank": 1, "world_size": 2} if "rank" in style else {}
+            data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4, **ranks)
+            workers = 2 if "2 workers" in style else 0
+            size = 9 if ranks else 10  # 17 batches: rank 1 has 8, rank 0 the last
+            return rtorch.DataLoader(data, batch_size=size, num_workers=workers, **drop)
         data = rtorch.MapDataset(dataset, columns=["id"])
-        if style == "drop":  # rank 0 of 2, the last rows left out: its position stops short
+        if style == "drop":  # rank 0 of 2, the last rows left out
             sampler = rtorch.Sampler(data, seed=4, rank=0, world_size=2, even="drop")
             return rtorch.DataLoader(data, batch_size=10, sampler=sampler)
-        return rtorch.DataLoader(data, batch_size=10, shuffle=True, seed=4)
+        return rtorch.DataLoader(data, batch_size=10, shuffle=True, seed=4, **drop)
 
     first = made()
     epoch0, epoch1 = epoch_ids(first), epoch_ids(first)
