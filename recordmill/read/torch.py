@@ -205,6 +205,9 @@ class DataLoader(torch_data.DataLoader):
         self._begin()
         p.position, p.stream = 0, 0
         try:
+            if self.skip and isinstance(p, IterableDataset):  # its rows, cut into batches here
+                size, _, drop = self.cut
+                return len(p) // size if drop else -(-len(p) // size)
             return super().__len__()
         finally:
             p.epoch, p.position, p.stream, p.left_off = kept

@@ -279,6 +279,16 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
     def _length(self) -> int:
         return self.source.rows(self.epoch)
 
+    def __len__(self) -> int:
+        """This rank's rows of a whole epoch (batch b to rank ``b % world_size``), of which a
+        DataLoader counts its batches: a sized loader, which Lightning reads no batch ahead of
+        the step it trains (its checkpoint's state is then the step's)."""
+        rank, world = self._bind()
+        size = max(1, self.batch_size)
+        full, short = divmod(self._length(), size)
+        mine = len(range(rank, full, world)) * size
+        return mine + (short if full % world == rank else 0)
+
     def _source(self) -> _Source | None:
         return self.source
 

@@ -228,7 +228,9 @@ def test_each_rank_reads_the_batches_of_the_formula_whatever_the_workers(dataset
     for rank in range(world):
         expected = formula_batches(dataset, style, rank, world, 7, 4)
         for workers in (1, 2, 3):
-            batches = epoch_ids(rank_loader(dataset, style, rank, world, workers))
+            loader = rank_loader(dataset, style, rank, world, workers)
+            assert len(loader) == len(expected)  # counted before, as Lightning does
+            batches = epoch_ids(loader)
             assert batches == expected, f"rank {rank} of {world}, {workers} workers"
         every += [i for batch in expected for i in batch]
     assert sorted(every) == sorted(all_ids(dataset))  # every row once, over the ranks
@@ -669,15 +671,15 @@ def test_a_pass_left_before_its_end_is_followed_by_the_next_epoch(dataset, style
             break
     state = loader.state_dict()
     assert (state["epoch"], state["position"]) == (0, 30)
-    if style == "map":  # Lightning counts a pass's batches before it starts: all of them
-        assert len(loader) == len(epoch0) and state == loader.state_dict()
+    # Lightning counts a pass's batches before it starts: all of them.
+    assert len(loader) == len(epoch0) and state == loader.state_dict()
     # The next pass is the next epoch, a new order, as a new pass of torch's loader draws.
     assert epoch_ids(loader) == epoch1 and loader.state_dict()["epoch"] == 2
     resumed = made()  # a state saved at the break resumes there, in a new job
     resumed.load_state_dict(state)
     resumed.set_epoch(0)  # as Lightning does as the resumed epoch starts: the epoch resumed
     # len counts the whole epoch: Lightning counts the batches done before the state itself.
-    assert style != "map" or len(resumed) == len(epoch0)
+    assert len(resumed) == len(epoch0)
     assert epoch_ids(resumed) == epoch0[3:]
     next(iter(loader))  # another pass left off; then the state loaded in this job
     loader.load_state_dict(state)
@@ -739,6 +741,45 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path,
     # predict re-makes the loader with a batch_sampler of its own around the loader's
     predicted = trainer.predict(model, rtorch.DataLoader(str(dataset), batch_size=10))
     assert [i for batch in predicted for i in batch.tolist()] == ids
+
+
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_lightning_resumes_a_mid_epoch_checkpoint_at_the_next_batch(dataset, tmp_path, style):
+    pl = pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning")
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+            self.trained = []
+
+        def training_step(self, batch, _):
+            self.trained.append(batch["id"].tolist())
+            return (self.w * batch["x"].sum()).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+        def train_dataloader(self):  # 16 batches an epoch
+            if style == "iterable":
+                data = rtorch.IterableDataset(dataset, shuffle=True, seed=3)
+                return rtorch.DataLoader(data, batch_size=10)
+            return rtorch.DataLoader(str(dataset), batch_size=10, shuffle=True, seed=3)
+
+    def fit(model, **options):
+        quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+        trainer = pl.Trainer(max_epochs=2, accelerator="cpu", default_root_dir=tmp_path, **quiet)
+        trainer.callbacks.append(
+            ModelCheckpoint(tmp_path, "{step}", every_n_train_steps=20, save_top_k=-1)
+        )
+        trainer.fit(model, **options)
+
+    whole, resumed = Model(), Model()
+    fit(whole)
+    fit(resumed, ckpt_path=tmp_path / "step=20.ckpt")  # epoch 1, after its 4th batch
+    assert resumed.trained == whole.trained[20:] and len(whole.trained) == 32
+    assert sorted(i for b in whole.trained[16:] for i in b) == sorted(all_ids(dataset))
 
 
 def private_dirty() -> int:
