@@ -689,8 +689,9 @@ def test_a_pass_left_before_its_end_is_followed_by_the_next_epoch(dataset, style
     assert epoch_ids(loader) == epoch1
 
 
-@pytest.mark.parametrize("style", ["map", "iterable"])
-def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path, style):
+def lightning_model(dataset, style):
+    """A LightningModule of one weight that trains on ``dataset`` (a ``style`` loader, batches
+    of 10 of the order of seed 3), validates on it in order and records the ids of each step."""
     pl = pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning")
 
     class Model(pl.LightningModule):
@@ -703,14 +704,14 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path,
             self.trained.append(batch["id"].tolist())
             return (self.w * batch["x"].sum()).sum()
 
+        def on_validation_epoch_start(self):
+            self.validated.append([])
+
         def validation_step(self, batch, _):
             self.validated[-1] += batch["id"].tolist()
 
         def predict_step(self, batch, _):
             return batch["id"]
-
-        def on_validation_epoch_start(self):
-            self.validated.append([])
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -724,12 +725,18 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path,
         def val_dataloader(self):
             return rtorch.DataLoader(str(dataset), batch_size=10)
 
-    model = Model()
-    quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
-    trainer = pl.Trainer(
-        max_epochs=2, limit_train_batches=2, accelerator="cpu", enable_checkpointing=False,
-        default_root_dir=tmp_path, **quiet,
-    )  # fmt: skip
+    return pl, Model()
+
+
+def quiet_trainer(pl, tmp_path, **options):
+    shown = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+    return pl.Trainer(accelerator="cpu", default_root_dir=tmp_path, **shown, **options)
+
+
+@pytest.mark.parametrize("style", ["map", "iterable"])
+def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path, style):
+    pl, model = lightning_model(dataset, style)
+    trainer = quiet_trainer(pl, tmp_path, max_epochs=2, limit_train_batches=2)
     trainer.fit(model)
     ids = all_ids(dataset)
     sanity, *epochs = model.validated  # the sanity check reads its 2 batches and breaks off
@@ -745,41 +752,20 @@ def test_lightning_validates_every_row_after_its_sanity_check(dataset, tmp_path,
 
 @pytest.mark.parametrize("style", ["map", "iterable"])
 def test_lightning_resumes_a_mid_epoch_checkpoint_at_the_next_batch(dataset, tmp_path, style):
-    pl = pytest.importorskip("pytorch_lightning", reason="pip install pytorch-lightning")
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
-    class Model(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.zeros(1))
-            self.trained = []
-
-        def training_step(self, batch, _):
-            self.trained.append(batch["id"].tolist())
-            return (self.w * batch["x"].sum()).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-        def train_dataloader(self):  # 16 batches an epoch
-            if style == "iterable":
-                data = rtorch.IterableDataset(dataset, shuffle=True, seed=3)
-                return rtorch.DataLoader(data, batch_size=10)
-            return rtorch.DataLoader(str(dataset), batch_size=10, shuffle=True, seed=3)
-
-    def fit(model, **options):
-        quiet = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
-        trainer = pl.Trainer(max_epochs=2, accelerator="cpu", default_root_dir=tmp_path, **quiet)
-        trainer.callbacks.append(
-            ModelCheckpoint(tmp_path, "{step}", every_n_train_steps=20, save_top_k=-1)
+    def fit(**options):  # 16 batches an epoch, no validation
+        pl, model = lightning_model(dataset, style)
+        every = pl.callbacks.ModelCheckpoint(
+            tmp_path, "{step}", every_n_train_steps=20, save_top_k=-1
         )
+        trainer = quiet_trainer(pl, tmp_path, max_epochs=2, limit_val_batches=0)
+        trainer.callbacks.append(every)
         trainer.fit(model, **options)
+        return model.trained
 
-    whole, resumed = Model(), Model()
-    fit(whole)
-    fit(resumed, ckpt_path=tmp_path / "step=20.ckpt")  # epoch 1, after its 4th batch
-    assert resumed.trained == whole.trained[20:] and len(whole.trained) == 32
-    assert sorted(i for b in whole.trained[16:] for i in b) == sorted(all_ids(dataset))
+    whole = fit()
+    resumed = fit(ckpt_path=tmp_path / "step=20.ckpt")  # epoch 1, after its 4th batch
+    assert resumed == whole[20:] and len(whole) == 32
+    assert sorted(i for b in whole[16:] for i in b) == sorted(all_ids(dataset))
 
 
 def private_dirty() -> int:
