@@ -182,9 +182,9 @@ class DataLoader(torch_data.DataLoader):
         # The rank is known here, in the main process, before any worker starts.
         world = self.position._bind()[1]
         self.position._agree()
-        if self.position.left_off:
-            self.ledger.epoch_count = 0
         self._begin()
+        if not self.position.position:  # a pass from the epoch's first row: no reject yet
+            self.ledger.epoch_count = 0
         self.position.left_off = True  # until the pass reaches the epoch's end
         if isinstance(self.position, IterableDataset):
             self.position._publish()  # to the workers, before they start the epoch
@@ -205,7 +205,7 @@ class DataLoader(torch_data.DataLoader):
         self._begin()
         p.position, p.stream = 0, 0
         try:
-            if self.skip and isinstance(p, IterableDataset):  # its rows, cut into batches here
+            if self.skip:  # this rank's rows, cut into batches here
                 size, _, drop = self.cut
                 return len(p) // size if drop else -(-len(p) // size)
             return super().__len__()
@@ -284,7 +284,8 @@ class DataLoader(torch_data.DataLoader):
         """Continue from ``state``: the next batch is the one after the last one handed out."""
         self.position.load_state_dict(state)
         self._begin()  # saved after this rank's last batch: the next epoch
-        self.ledger.epoch_count = int(state.get("read_rejects", 0))
+        # The rejects of the epoch the state resumes (none where it moved to the next one).
+        self.ledger.epoch_count = int(state.get("read_rejects", 0)) if self.position.position else 0
 
 
 def _rows_a_batch(loader: DataLoader) -> int:

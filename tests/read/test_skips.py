@@ -114,6 +114,28 @@ def test_the_bad_rows_are_left_out_and_listed_and_batches_stay_full(images, kind
 
 
 @pytest.mark.parametrize("kind", ["iterable", "map"])
+def test_an_epochs_rejects_are_its_own_after_a_pass_left_off_or_a_resume(images, kind):
+    data = loader(images, kind, max_read_rejects=len(BAD))  # an epoch may have them all
+    for _ in data:  # a pass left off after its first reject (Lightning's limit_train_batches)
+        if data.state_dict()["read_rejects"]:
+            break
+    before = len(data.rejects)
+    data.set_epoch(1)
+    assert len(list(data)) == 12  # not one reject too many: the last epoch's are not counted
+    assert len(data.rejects) - before == len(BAD)
+    ended = loader(images, kind)
+    it = iter(ended)
+    for _ in range(12):
+        next(it)  # the epoch's last batch; the loop asks for no more
+    state = ended.state_dict()
+    assert (state["epoch"], state["position"], state["read_rejects"]) == (0, 100, len(BAD))
+    resumed = loader(images, kind)
+    resumed.load_state_dict(state)
+    assert (resumed.state_dict()["epoch"], resumed.state_dict()["read_rejects"]) == (1, 0)
+    assert len(loader(images, kind, drop_last=True)) == 12  # 100 // 8, as torch counts
+
+
+@pytest.mark.parametrize("kind", ["iterable", "map"])
 @pytest.mark.parametrize("stop", [1, 3, 6, 12])
 def test_a_job_stopped_after_a_skip_resumes_with_the_same_batches(images, kind, stop):
     full = [b.tolist() for b in loader(images, kind)]
