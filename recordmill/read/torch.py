@@ -202,12 +202,12 @@ class DataLoader(torch_data.DataLoader):
         pass hands out fewer: Lightning counts the batches a resumed epoch had done itself."""
         p = self.position
         kept = (p.epoch, p.position, p.stream, p.left_off)
-        self._begin()
-        p.position, p.stream = 0, 0
         try:
+            self._begin()
+            p.position, p.stream = 0, 0
             if self.skip:  # this rank's rows, cut into batches here
                 size, _, drop = self.cut
-                return len(p) // size if drop else -(-len(p) // size)
+                return _batches(len(p), size, drop)
             return super().__len__()
         finally:
             p.epoch, p.position, p.stream, p.left_off = kept
@@ -288,22 +288,22 @@ class DataLoader(torch_data.DataLoader):
         self.ledger.epoch_count = int(state.get("read_rejects", 0)) if self.position.position else 0
 
 
+def _batches(rows: int, size: int, drop_last: bool) -> int:
+    return rows // size if drop_last else -(-rows // size)
+
+
+def _batches_left(loader: DataLoader) -> int:
+    """This rank's batches of the epoch not yet handed out: its rows left (the sampler's or
+    the dataset's length) cut as torch's batch sampler cuts them."""
+    drop = getattr(loader.batch_sampler, "drop_last", False)  # none: samples, nothing dropped
+    return _batches(len(loader.position), _rows_a_batch(loader), drop)
+
+
 def _rows_a_batch(loader: DataLoader) -> int:
     """The rows of the order a batch takes (``batch_size=None``: a sample, one row)."""
     if loader.batch_size is not None or loader.batch_sampler is None:
         return loader.batch_size or 1
     return loader.batch_sampler.batch_size  # a batch_sampler given
-
-
-def _batches_left(loader: DataLoader) -> int:
-    """This rank's batches of the epoch that ``loader`` has not handed out yet."""
-    position = loader.position
-    if isinstance(position, Sampler):  # torch counts them: the batch sampler's length
-        return torch_data.DataLoader.__len__(loader)
-    rank, world = position._bind()
-    rows, size = position._left(), _rows_a_batch(loader)
-    batches = rows // size if loader.drop_last else -(-rows // size)
-    return len(range(rank, batches, world))  # batch b to rank b % world
 
 
 class _Pieces:

@@ -280,12 +280,13 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         return self.source.rows(self.epoch)
 
     def __len__(self) -> int:
-        """This rank's rows of a whole epoch (batch b to rank ``b % world_size``), of which a
-        DataLoader counts its batches: a sized loader, which Lightning reads no batch ahead of
-        the step it trains (its checkpoint's state is then the step's)."""
+        """This rank's rows of the epoch not yet handed out (batch b of them to rank
+        ``b % world_size``), as a ``Sampler``'s length, of which a DataLoader counts its
+        batches: a sized loader, which Lightning reads no batch ahead of the step it trains
+        (its checkpoint's state is then the step's)."""
         rank, world = self._bind()
         size = max(1, self.batch_size)
-        full, short = divmod(self._length(), size)
+        full, short = divmod(self._left(), size)
         mine = len(range(rank, full, world)) * size
         return mine + (short if full % world == rank else 0)
 
