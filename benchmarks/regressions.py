@@ -131,29 +131,25 @@ def loaders(runs: int) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Group:
-    """Measures that one function gives, and the names it gives them under."""
+    """Measures that one function gives: times, or counts (the same every run)."""
 
     measure: Callable[[Path, int], dict[str, float]]
-    names: tuple[str, ...]
-    timed: bool = True  # a count is the same every run: never measured again
+    timed: bool = True
 
 
 GROUPS = [
-    Group(checks, ("arrow checked / unchecked, shuffled", "parquet / arrow, shuffled",
-                   "arrow checked / unchecked, random", "parquet / arrow, random")),
-    Group(template_write, ("template write, 4 tasks (s)",)),
-    Group(lambda root, runs: text(root), ("text bytes / 2 bytes a token",), timed=False),
-    Group(lambda root, runs: orders(), ("orders drawn, 2 ranks x 2 workers",), timed=False),
-    Group(lambda root, runs: loaders(runs), ("images DataLoader map, arrow / HF's map-style",
-                                             "images DataLoader iter, arrow / HF's map-style")),
-]  # fmt: skip
+    Group(checks),
+    Group(template_write),
+    Group(lambda root, runs: text(root), timed=False),
+    Group(lambda root, runs: orders(), timed=False),
+    Group(lambda root, runs: loaders(runs)),
+]
 
 
-def measure(root: Path, runs: int, groups: list[Group]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for group in groups:  # each in a folder of its own: a group measured again starts afresh
-        out |= group.measure(Path(tempfile.mkdtemp(dir=root)), runs)
-    return out
+def measure(root: Path, runs: int, groups: list[Group]) -> list[dict[str, float]]:
+    """Each group's measures, each group in a folder of its own (one measured again starts
+    afresh)."""
+    return [group.measure(Path(tempfile.mkdtemp(dir=root)), runs) for group in groups]
 
 
 def worse(now: dict[str, float], saved: dict[str, float], name: str) -> bool:
@@ -189,14 +185,20 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-regressions-"))
     saved = json.loads(a.baseline.read_text())["measures"] if a.baseline.exists() else {}
     try:
-        now = measure(root, a.runs, GROUPS)
+        got = measure(root, a.runs, GROUPS)
+        now = {name: value for measures in got for name, value in measures.items()}
         # A time that a busy moment of the machine made worse is measured once more: a
         # regression is one that both runs show (the better of the two is kept).
-        again = [g for g in GROUPS if g.timed and any(worse(now, saved, n) for n in g.names)]
+        again = [
+            (group, list(measures))
+            for group, measures in zip(GROUPS, got, strict=True)
+            if group.timed and any(worse(now, saved, name) for name in measures)
+        ]
         if again:
-            print("measured again:", "; ".join(", ".join(g.names) for g in again))
-        for name, value in measure(root, a.runs, again).items():
-            now[name] = min(now[name], value)
+            print("measured again:", "; ".join(", ".join(names) for _, names in again))
+        for measures in measure(root, a.runs, [group for group, _ in again]):
+            for name, value in measures.items():
+                now[name] = min(now[name], value)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if a.save:
