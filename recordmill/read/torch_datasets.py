@@ -21,7 +21,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 import pyarrow as pa
 
-from recordmill.read import collated
+from recordmill.read import collated, dealing
 from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
 from recordmill.read.passes import laid_out_once
@@ -116,9 +116,9 @@ class Sampler(Position, Ranks, torch_data.Sampler):
     """The indices of an epoch for a ``MapDataset``: a permutation drawn from ``seed + epoch``
     (or ``0..n-1`` without ``shuffle``); with ``rank``/``world_size`` (or an initialized
     ``torch.distributed``) every ``world_size``-th of them, from ``rank`` on. It resumes from
-    ``state_dict()`` (see :class:`DataLoader`). ``even``: ranks may differ by one row at an
-    epoch's end (None), or get as many each, as DDP's steps need: ``"pad"`` repeats the first
-    rows of the order, ``"drop"`` leaves the last ones out (a ``DistributedSampler``'s ways)."""
+    ``state_dict()`` (see :class:`DataLoader`). ``even``: every rank gets as many rows, as DDP's
+    steps need: ``"pad"`` (the default) repeats the first rows of the order, ``"drop"`` leaves the
+    last ones out (a ``DistributedSampler``'s ways); with None ranks may differ by one row."""
 
     def __init__(
         self,
@@ -127,12 +127,10 @@ class Sampler(Position, Ranks, torch_data.Sampler):
         seed: int = 0,
         rank: int | None = None,
         world_size: int | None = None,
-        even: str | None = None,
+        even: str | None = "pad",
     ):
-        if even not in (None, "pad", "drop"):
-            raise ValueError(f"even must be None, 'pad' or 'drop', got {even!r}")
         Position.__init__(self, shuffle, seed)
-        self.even = even
+        self.even = dealing.check_even(even)
         self.rows = data_source if isinstance(data_source, int) else len(data_source)
         self._given(rank, world_size)
         self._bind()
@@ -190,11 +188,16 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
     ``torch.distributed`` when it is initialized) and, within a rank, to DataLoader worker
     ``(b // world_size) % num_workers``, which is the order the DataLoader hands batches out in:
     every row goes to exactly one (rank, worker), and a rank's batches do not depend on the
-    number of workers. Call :meth:`set_epoch` each epoch, or use :class:`DataLoader`, which also
-    moves to the next epoch after a complete one and can resume mid-epoch. It reads the
-    dataset's current version, or ``version``, and every DataLoader worker reads that one too.
-    Given a :class:`~recordmill.Mixture` instead of a path, it deals the mixture's order the same
-    way (the order, seed and shuffle being the mixture's).
+    number of workers. The rows after the last whole round of batches are shared out evenly, so
+    that every rank takes as many steps (``even``: ``"pad"`` repeats the order's first rows,
+    ``"drop"`` leaves the last out, None lets ranks differ by a batch; see
+    :mod:`recordmill.read.dealing`). Where an ``accelerate.Accelerator`` deals the batches (the
+    Hugging Face ``Trainer``, ``accelerator.prepare`` of a torch ``DataLoader``), each process
+    reads the whole epoch for it to deal. Call :meth:`set_epoch` each epoch, or use
+    :class:`DataLoader`, which also moves to the next epoch after a complete one and can resume
+    mid-epoch. It reads the dataset's current version, or ``version``, and every DataLoader
+    worker reads that one too. Given a :class:`~recordmill.Mixture` instead of a path, it deals
+    the mixture's order the same way (the order, seed and shuffle being the mixture's).
     """
 
     def __init__(
@@ -214,10 +217,12 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         cache_limit: int | None = None,
         version: int | None = None,
         on_error: str = "raise",
+        even: str | None = "pad",
     ):
         Position.__init__(self, shuffle, seed)
         cache = {"cache_bytes": cache_bytes, "cache_dir": cache_dir, "cache_limit": cache_limit}
         self.skip = skips(on_error)
+        self.even = dealing.check_even(even)
         # Set by recordmill's DataLoader, which cuts chunks into batches: whether to hand out chunks,
         # and whether to collate their rows first (the loader collates with default_collate).
         self.chunked = self.collates = False
@@ -258,7 +263,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         (a dataset's is drawn here, so that the workers find it drawn)."""
         if getattr(self, "_shared", None) is None:
             return
-        order = self._order()
+        order = _joined(*self._dealt_order())
         published = getattr(self, "_shared_order", None)
         rows = -1  # none: each worker draws it (or maps the machine's)
         if published is not None and len(order) <= len(published):
@@ -280,15 +285,24 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         return self.source.rows(self.epoch)
 
     def __len__(self) -> int:
-        """This rank's rows of the epoch not yet handed out (batch b of them to rank
-        ``b % world_size``), as a ``Sampler``'s length, of which a DataLoader counts its
-        batches: a sized loader, which Lightning reads no batch ahead of the step it trains
-        (its checkpoint's state is then the step's)."""
+        """This rank's rows of the epoch not yet handed out (see :mod:`~recordmill.read.dealing`),
+        as a ``Sampler``'s length, of which a DataLoader counts its batches: a sized loader, which
+        Lightning reads no batch ahead of the step it trains (its checkpoint's state is then the
+        step's)."""
         rank, world = self._bind()
         size = max(1, self.batch_size)
-        full, short = divmod(self._left(), size)
-        mine = len(range(rank, full, world)) * size
-        return mine + (short if full % world == rank else 0)
+        rows = dealing.extent(self._left(), size, world, self.even)
+        return max(0, dealing.rank_rows(rows, size, rank, world, self.even) - self.stream)
+
+    def _dealt_order(self) -> tuple[np.ndarray | range, np.ndarray]:
+        """This epoch's rows left to deal out, and the rows that pad them (the order's first
+        again) or none: ``even``'s rows (see :mod:`~recordmill.read.dealing`)."""
+        order = self._order()
+        rows = dealing.extent(len(order), max(1, self.batch_size), self._bind()[1], self.even)
+        if rows <= len(order):
+            return order[:rows], _NO_ROWS
+        epoch = self._epoch_order()
+        return order, np.asarray([epoch[i % len(epoch)] for i in range(rows - len(order))])
 
     def _source(self) -> _Source | None:
         return self.source
@@ -296,19 +310,11 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
     def _shuffled(self) -> np.ndarray:
         return self.source.dataset().shuffled(self.seed, self.epoch, self._blocks())
 
-    def _share(self) -> tuple[int, int]:
-        """This (rank, worker)'s number and how many there are, batches being dealt out to
-        them in turn: rank first, then worker."""
-        rank, world = self._bind()
-        info = torch_data.get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        return rank + worker * world, world * workers
-
     def __iter__(self) -> Iterator[Any]:
         published = self._take_position()
         ds = self.source.dataset()
-        order = self._order() if published is None else published
-        for batches in self._batches(order):
+        order, pad = self._dealt_order() if published is None else (published, _NO_ROWS)
+        for batches in self._batches(order, pad):
             rows = _owned(
                 list(ds.iter_rows(np.concatenate(batches), self.read_batch_size)), self.source
             )
@@ -321,21 +327,23 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
                 lo += len(batch)
                 yield from [guarded] if self.chunked else guarded.samples
 
-    def _batches(self, order: np.ndarray | range) -> Iterator[list[np.ndarray]]:
-        """This (rank, worker)'s batches of ``order`` (rows), a few at a time (its share of the
-        order is never one array), the rows of its rank's batches that a resumed state says were
-        read (``stream``, with skips) left out."""
-        index, count = self._share()
+    def _batches(self, order: np.ndarray | range, pad: np.ndarray) -> Iterator[list[np.ndarray]]:
+        """This (rank, worker)'s batches of ``order`` (rows) and then ``pad``, a few at a time (its
+        share of the order is never one array): the rank's batches (see
+        :mod:`~recordmill.read.dealing`) dealt to the workers in turn, the rows of them that a
+        resumed state says were read (``stream``, with skips) left out."""
         rank, world = self._bind()
+        info = torch_data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         size = max(1, self.batch_size)
-        group, batches = max(1, self._rows_at_once() // size), []
-        for start in range(index * size, len(order), count * size):
-            lo = start
-            if self.stream:
-                k = (start // size - rank) // world  # the batch's number among its rank's
-                lo = start + max(0, min(size, self.stream - k * size))
-            if lo < min(start + size, len(order)):
-                batches.append(_rows(order, lo, start + size))
+        group, batches, read = max(1, self._rows_at_once() // size), [], self.stream
+        rows = len(order) + len(pad)
+        for k, span in enumerate(dealing.batches(rows, size, rank, world, self.even)):
+            done = min(read, len(span))  # this rank's rows, whichever worker reads them
+            read -= done
+            if k % workers != worker or done == len(span):
+                continue
+            batches.append(_rows(order, span.start + done, span.stop, pad))
             if len(batches) == group:
                 yield batches
                 batches = []
@@ -352,12 +360,22 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         return self.read_batch_size
 
 
-def _rows(order: np.ndarray | range, lo: int, hi: int) -> np.ndarray:
-    """``order[lo:hi]`` as an array."""
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _rows(order: np.ndarray | range, lo: int, hi: int, pad: np.ndarray = _NO_ROWS) -> np.ndarray:
+    """``order[lo:hi]`` as an array, ``pad`` following ``order``."""
+    if hi > len(order):
+        head = _rows(order, lo, len(order)) if lo < len(order) else _NO_ROWS
+        return np.concatenate([head, pad[max(0, lo - len(order)) : hi - len(order)]])
     if isinstance(order, range):
         part = order[lo:hi]
         return np.arange(part.start, part.stop, dtype=np.int64)
     return order[lo:hi]
+
+
+def _joined(order: np.ndarray | range, pad: np.ndarray) -> np.ndarray | range:
+    return order if not len(pad) else _rows(order, 0, len(order) + len(pad), pad)
 
 
 def _guarded(

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from recordmill.read.tokens import Epoch, TokenStream, document_order
-from recordmill.read.torch_datasets import IterableDataset
+from recordmill.read.torch_datasets import _NO_ROWS, IterableDataset
 
 __all__ = ["TokenBlocks"]
 
@@ -25,7 +25,8 @@ class TokenBlocks(IterableDataset):
     (the ``text`` plugin's ``--eos`` puts it in the data already), and cut into blocks. Blocks
     are dealt out as an :class:`IterableDataset`'s rows are: give the DataLoader's
     ``batch_size`` (recordmill's :class:`DataLoader` sets it), and its ``state_dict()`` resumes
-    mid-epoch exactly, with any number of workers or ranks. ``transform`` is applied to each
+    mid-epoch exactly, with any number of workers or ranks; ``even`` shares the last blocks out as
+    an ``IterableDataset``'s last rows. ``transform`` is applied to each
     block (``lambda b: (b[:-1].long(), b[1:].long())``).
     """
 
@@ -47,6 +48,7 @@ class TokenBlocks(IterableDataset):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
         version: int | None = None,
+        even: str | None = "pad",
     ):
         self._settings = (block_size, column, eos, targets, lengths)
         self._tokens: TokenStream | None = None
@@ -64,6 +66,7 @@ class TokenBlocks(IterableDataset):
             cache_dir=cache_dir,
             cache_limit=cache_limit,
             version=version,
+            even=even,
         )
         self.stream_of()  # a wrong column or block size fails here, not in a worker
 
@@ -116,9 +119,9 @@ class TokenBlocks(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         published = self._take_position()
-        order = self._order() if published is None else published
+        order, pad = self._dealt_order() if published is None else (published, _NO_ROWS)
         epoch = self._epoch()
-        for batches in self._batches(order):
+        for batches in self._batches(order, pad):
             for block in epoch.read(np.concatenate(batches)):
                 tensor = torch.from_numpy(block)
                 yield self.transform(tensor) if self.transform else tensor

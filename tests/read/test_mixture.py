@@ -12,6 +12,7 @@ import recordmill
 from recordmill.errors import ColumnError
 from recordmill.read import mixing
 from tests.conftest import make_plugin
+from tests.read.dealt import dealt
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 import recordmill.torch as rtorch  # noqa: E402
@@ -129,7 +130,7 @@ def test_a_mixture_through_dataloader_workers_and_ranks_reads_what_the_order_dea
         for workers in (0, 2):
             got = [ids_of(loader(m, workers, rank, world)) for rank in range(world)]
             for rank in range(world):  # batch b of the epoch goes to rank b % world
-                batches = [want[s : s + 16] for s in range(rank * 16, len(want), world * 16)]
+                batches = dealt(want, rank, world, 16)
                 assert got[rank] == [i for b in batches for i in b], (world, workers, rank)
 
 

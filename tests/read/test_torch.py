@@ -11,6 +11,7 @@ import pytest
 
 import recordmill
 from tests.conftest import make_plugin
+from tests.read.dealt import dealt
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 import recordmill.torch as rtorch  # noqa: E402
@@ -78,6 +79,7 @@ def test_iterable_across_workers_and_two_ranks(dataset, shuffle):
             world_size=2,
             batch_size=10,
             read_batch_size=8,
+            even=None,  # no row twice: the ranks may differ by a batch
         )
         loader = DataLoader(data, batch_size=10, num_workers=2)
         rank_ids = [i for batch in loader for i in batch["id"].tolist()]
@@ -201,12 +203,12 @@ def permutation_ids(dataset, seed, epoch=0):
 
 
 def formula_batches(dataset, style, rank, world, size, seed):
+    """Rank ``rank``'s batches, every rank given as many rows (padded with the order's first)."""
     order = permutation_ids(dataset, seed)
-    if style == "map":
-        mine = order[rank::world]
+    if style == "map":  # every world-th row, the order padded to a whole number a rank
+        mine = (order + order[: -len(order) % world])[rank::world]
         return [mine[i : i + size] for i in range(0, len(mine), size)]
-    batches = [order[i : i + size] for i in range(0, len(order), size)]
-    return batches[rank::world]
+    return dealt(order, rank, world, size)
 
 
 def rank_loader(dataset, style, rank, world, workers, size=7, seed=4):
@@ -233,7 +235,9 @@ def test_each_rank_reads_the_batches_of_the_formula_whatever_the_workers(dataset
             batches = epoch_ids(loader)
             assert batches == expected, f"rank {rank} of {world}, {workers} workers"
         every += [i for batch in expected for i in batch]
-    assert sorted(every) == sorted(all_ids(dataset))  # every row once, over the ranks
+    # every row once over the ranks, and the order's first rows again to give each as many
+    padded = -len(all_ids(dataset)) % world
+    assert sorted(every) == sorted(all_ids(dataset) + permutation_ids(dataset, 4)[:padded])
 
 
 RESUMING = """
@@ -334,7 +338,9 @@ def test_a_given_sampler_is_kept_and_a_position_must_be_in_the_epoch(dataset):
     second_rank = rtorch.Sampler(data, shuffle=False, rank=1, world_size=2)
     loader = rtorch.DataLoader(data, batch_size=10, sampler=second_rank)
     ids = [i for batch in loader for i in batch["id"].tolist()]
-    assert ids == all_ids(dataset)[1::2]
+    # 153 rows: the second of two ranks takes the odd rows, and the first row again, to take as
+    # many as the first rank
+    assert ids == all_ids(dataset)[1::2] + all_ids(dataset)[:1]
     with pytest.raises(ValueError, match="position -20"):
         loader.load_state_dict({**loader.state_dict(), "position": -20})
 
@@ -473,7 +479,9 @@ def test_a_job_resumes_on_another_world_size_with_every_row_once(dataset, style)
         loader.load_state_dict(states[rank % 2])
         rest += [i for batch in epoch_ids(loader) for i in batch]
     assert len(taken) == 2 * 4 * 7
-    assert sorted(taken + rest) == sorted(all_ids(dataset))
+    # the 97 rows left, padded to 99 for three ranks with the order's first two
+    order = permutation_ids(dataset, 4)
+    assert sorted(taken + rest) == sorted(all_ids(dataset) + order[:2])
 
 
 @pytest.mark.parametrize(
@@ -557,7 +565,7 @@ def test_a_sampler_can_give_every_rank_as_many_rows():
         seen = [i for s in ranks for i in s]
         assert len(seen) == total
         assert set(seen) == set(range(10)) if even != "drop" else len(set(seen)) == 8
-    with pytest.raises(ValueError, match="even must be None, 'pad' or 'drop', got 'yes'"):
+    with pytest.raises(ValueError, match="even must be 'pad', 'drop' or None, got 'yes'"):
         rtorch.Sampler(10, even="yes")
 
 
