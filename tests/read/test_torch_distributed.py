@@ -12,13 +12,13 @@ import sys
 import pytest
 
 import recordmill
+from tests.read.dealt import dealt
 from tests.read.test_torch import (  # noqa: F401 (dataset: a fixture)
     all_ids,
     dataset,
     formula_batches,
     permutation_ids,
 )
-from tests.read.dealt import dealt
 
 pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 
