@@ -10,6 +10,7 @@ another ``cache_limit`` continues the same order.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -220,25 +221,34 @@ class Position:
         return "the dataset" if source is None else source.path
 
 
-def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    if rank is not None and world_size is not None:
-        return rank, world_size
+def _ranks_here(dealt: bool) -> tuple[int, int] | None:
+    """This process's (rank, world size) for a reader that deals itself to the ranks, or None
+    where nothing here says: an ``accelerate.Accelerator`` in this process deals the batches of
+    the loaders it prepares (the Hugging Face ``Trainer``'s), so a reader that recordmill's
+    ``DataLoader`` does not deal (``dealt``) reads the whole epoch for it, (0, 1); otherwise
+    ``torch.distributed``'s, where a process group is."""
+    accelerate = sys.modules.get("accelerate.state")  # never imported here: only asked
+    if not dealt and accelerate is not None and accelerate.is_initialized():
+        return 0, 1
     distributed = torch.distributed
     if distributed.is_available() and distributed.is_initialized():
         return distributed.get_rank(), distributed.get_world_size()
-    return 0, 1
+    return None
 
 
 class Ranks:
-    """``rank`` and ``world_size`` as given, or taken from ``torch.distributed`` once it is
-    initialized, in the process where it is: DataLoader workers started by spawn or forkserver
-    have no process group, so the rank must travel to them with the dataset."""
+    """``rank`` and ``world_size`` as given, or those of this process (``_ranks_here``), asked each
+    time in the process where they are known and kept for the DataLoader workers started by
+    spawn or forkserver, which have no process group (nor Accelerator) to ask: the ranks travel
+    to them with the dataset. recordmill's ``DataLoader`` marks what it reads ``_dealt``."""
 
     rank: int | None
     world_size: int | None
+    _dealt = False
+    _bound: tuple[int, int] = (0, 1)
 
     def _given(self, rank: int | None, world_size: int | None) -> None:
-        """``rank`` of ``world_size`` as given: both or neither (then torch.distributed's)."""
+        """``rank`` of ``world_size`` as given: both or neither (then this process's)."""
         if rank is None and world_size is None:
             self.rank, self.world_size = None, None
             return
@@ -252,9 +262,10 @@ class Ranks:
         self.rank, self.world_size = rank, world_size
 
     def _bind(self) -> tuple[int, int]:
-        """This process's (rank, world size), kept once a process group gave them."""
-        if self.rank is None or self.world_size is None:
-            distributed = torch.distributed
-            if distributed.is_available() and distributed.is_initialized():
-                self.rank, self.world_size = _distributed(None, None)
-        return _distributed(self.rank, self.world_size)
+        """This process's (rank, world size)."""
+        if self.rank is not None and self.world_size is not None:
+            return self.rank, self.world_size
+        here = _ranks_here(self._dealt)
+        if here is not None:
+            self._bound = here
+        return self._bound

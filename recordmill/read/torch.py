@@ -36,11 +36,27 @@ except ImportError as e:  # the line torch_datasets.py gives, before a bare "No 
 from recordmill.read import collated
 from recordmill.read.mixture import Mixture
 from recordmill.read.pipes import widen_results
+from recordmill.read.prepared import Handing
 from recordmill.read.skips import Chunk, Ledger, ReadReject, Rebatcher
 from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
 from recordmill.read.torch_tokens import TokenBlocks
 
-__all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler", "TokenBlocks"]
+__all__ = [
+    "DataLoader",
+    "IterableDataset",
+    "MapDataset",
+    "Sampler",
+    "TokenBlocks",
+    "TrainerMixin",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TrainerMixin":  # its module imports this one: imported when first asked for
+        from recordmill.read.torch_trainer import TrainerMixin
+
+        return TrainerMixin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _sampler(dataset: Any, given: Any, shuffle: bool, seed: int) -> Sampler:
@@ -90,7 +106,7 @@ def _given_batches(kwargs: dict[str, Any], skip: bool) -> tuple[Any, Any]:
     )
 
 
-class DataLoader(torch_data.DataLoader):
+class DataLoader(Handing, torch_data.DataLoader):
     """A ``torch.utils.data.DataLoader`` over a ``MapDataset`` or an ``IterableDataset`` that
     can resume mid-epoch: ``state_dict()`` / ``load_state_dict()``.
 
@@ -155,6 +171,7 @@ class DataLoader(torch_data.DataLoader):
         if self.arrays:
             kwargs["collate_fn"] = collated.worker_collate
         if isinstance(dataset, IterableDataset):
+            dataset._dealt = True  # to this rank, by this loader, whatever else is in the process
             dataset.batch_size = batch_size or 1  # None: samples one at a time, as torch's
             if kwargs.get("num_workers"):
                 dataset._follow()
@@ -167,6 +184,7 @@ class DataLoader(torch_data.DataLoader):
             kwargs["collate_fn"] = _as_is
         batches, given = _given_batches(kwargs, self.skip)
         self.position = sampler = _sampler(dataset, given, shuffle, seed)
+        sampler._dealt = True
         if batches is not None or self.skip:
             batches = batches or torch_data.BatchSampler(sampler, batch_size, drop_last=False)
             super().__init__(dataset, batch_sampler=batches, **kwargs)
@@ -193,7 +211,11 @@ class DataLoader(torch_data.DataLoader):
         else:
             for batch in super().__iter__():
                 self.position._advance(_rows_a_batch(self) * world)
-                yield self._pinned(collated.as_tensors(batch)) if self.arrays else batch
+                yield (
+                    self._handed(collated.as_tensors(batch))
+                    if self.arrays
+                    else self._handed(batch, True)
+                )
         self.position._end_epoch()
         self.ledger.epoch_count = 0
 
@@ -227,9 +249,7 @@ class DataLoader(torch_data.DataLoader):
             finally:
                 gc.unfreeze()  # here, they are collected as before
             widen_results(iterator)  # batches cross from the workers in fewer turns
-        # Where torch pins (pin_memory, and an accelerator that can), on which device.
-        device = getattr(iterator, "_pin_memory_device", None) or None
-        self._pins = (getattr(iterator, "_pin_memory", False), device)
+        self._seen_pins(iterator)
         return iterator
 
     def _skipping(self, world: int) -> Iterator[Any]:
@@ -242,12 +262,12 @@ class DataLoader(torch_data.DataLoader):
             for batch, reached, rejects in [*cut.feed(chunk)]:
                 self.ledger.add(rejects, rows)
                 self._reached(position, stream, reached, world)
-                yield self._pinned(batch)
+                yield self._handed(batch)
         for batch, reached, rejects in cut.rest():
             self.ledger.add(rejects, rows)
             self._reached(position, stream, reached, world)
             if batch is not None:
-                yield self._pinned(batch)
+                yield self._handed(batch)
 
     def _reached(self, position: int, stream: int, reached: int, world: int) -> None:
         if world == 1:
@@ -263,11 +283,6 @@ class DataLoader(torch_data.DataLoader):
         p._begin()
         if p.position and not self.skip and not _batches_left(self):
             p._end_epoch()
-
-    def _pinned(self, batch: Any) -> Any:
-        """The batch pinned, where and as torch's own iterator pins."""
-        pins, device = getattr(self, "_pins", (False, None))
-        return torch_data._utils.pin_memory.pin_memory(batch, device) if pins else batch
 
     def set_epoch(self, epoch: int) -> None:
         self.position.set_epoch(epoch)

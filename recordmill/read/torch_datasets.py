@@ -80,6 +80,8 @@ class MapDataset(torch_data.Dataset):
         # Set by recordmill's DataLoader when it collates by default: a batch is collated a
         # column at a time, without row dicts (see ``collated.from_columns``).
         self.columnar = False
+        # Set by a Sampler of it: a mixture's rows are then read in the mixture's order.
+        self._drawn = False
 
     def shuffled(self, seed: int, epoch: int, blocks: int | None = None) -> np.ndarray:
         """The indices of a shuffled epoch (see ``recordmill.Dataset.shuffled``)."""
@@ -100,6 +102,13 @@ class MapDataset(torch_data.Dataset):
         """A DataLoader batch's rows, gathered together (torch calls this when it exists); with
         ``on_error="skip"``, those that did not fail (a :class:`Chunk` for recordmill's loader);
         for recordmill's loader collating by default, the batch collated."""
+        if self.source.mixture is not None and not self._drawn:
+            raise TypeError(
+                "a MapDataset of a mixture is read in the mixture's order (its weights) only "
+                "through a recordmill.torch.Sampler, and another sampler (torch's shuffle, a "
+                "DistributedSampler, the Hugging Face Trainer's) would read each source's rows "
+                "once instead: give it to recordmill.torch.DataLoader, or read IterableDataset(mix)"
+            )
         ds = self.source.dataset()
         if self.columnar and isinstance(ds, Dataset) and not self.source.decode:
             return collated.from_columns(ds.schema, gathered(ds, indices))
@@ -136,6 +145,8 @@ class Sampler(Position, Ranks, torch_data.Sampler):
         self._bind()
         self._orders = data_source.shuffled if isinstance(data_source, MapDataset) else None
         self._data = data_source.source if isinstance(data_source, MapDataset) else None
+        if isinstance(data_source, MapDataset):
+            data_source._drawn = True
         _mixture_order(self)
 
     def _length(self) -> int:
