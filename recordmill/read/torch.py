@@ -23,7 +23,7 @@ import copy
 import gc
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     from torch.utils import data as torch_data
@@ -40,6 +40,9 @@ from recordmill.read.prepared import Handing
 from recordmill.read.skips import Chunk, Ledger, ReadReject, Rebatcher
 from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
 from recordmill.read.torch_tokens import TokenBlocks
+
+if TYPE_CHECKING:  # imported when first asked for (see __getattr__)
+    from recordmill.read.torch_trainer import TrainerMixin
 
 __all__ = [
     "DataLoader",
