@@ -24,15 +24,18 @@ pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch
 
 # Each rank runs every loader in turn and writes the ids of each batch it was handed.
 RANK = """
-import json, sys
+import datetime, json, sys
 
+import torch
 import torch.distributed as dist
 
 import recordmill.torch as rtorch
 
 if __name__ == "__main__":
     path, out, loaders, part = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
-    dist.init_process_group("gloo")  # as torchrun does: rank and world size from the environment
+    # as torchrun does: rank and world size from the environment; a step that one rank waits for
+    # in vain is an error after a minute, not a hang of half an hour
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     seen = {}
     for style, workers, context in loaders:
         if style == "cached":  # each rank with a cache of its own size: 4, 5, 6... parts
@@ -47,7 +50,10 @@ if __name__ == "__main__":
             data = rtorch.IterableDataset(path, columns=["id"], shuffle=True, seed=4)
             loader = rtorch.DataLoader(data, batch_size=7, num_workers=workers,
                                        multiprocessing_context=context)
-        batches = [batch["id"].tolist() for batch in loader]
+        batches = []
+        for batch in loader:  # each step all-reduced, as DDP's backward is: as many on each rank
+            batches.append(batch["id"].tolist())
+            dist.all_reduce(torch.ones(1))
         seen[f"{style} {workers} {context}"] = {"batches": batches, "state": loader.state_dict()}
     with open(out, "w") as f:
         json.dump(seen, f)
@@ -75,8 +81,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(script, world, args, tmp_path, extra_env=None):
-    """``world`` ranks of ``script``, as torchrun starts them (environment variables only)."""
+def launch(script, world, args, tmp_path, extra_env=None, timeout=300):
+    """``world`` ranks of ``script``, as torchrun starts them (environment variables only); a
+    rank still running after ``timeout`` seconds (a hang: ranks waiting on each other) is a
+    failure, and every rank is stopped."""
     import os
 
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
@@ -85,8 +93,13 @@ def launch(script, world, args, tmp_path, extra_env=None):
     for rank in range(world):
         out = tmp_path / f"rank{rank}.json"
         cmd = [sys.executable, str(script), *map(str, args(out))]
-        ranks.append(subprocess.Popen(cmd, env={**env, "RANK": str(rank)}))
-    assert [p.wait(timeout=300) for p in ranks] == [0] * world
+        ranks.append(subprocess.Popen(cmd, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
+    try:
+        codes = [p.wait(timeout=timeout) for p in ranks]
+    finally:
+        for p in ranks:
+            p.kill()
+    assert codes == [0] * world
     return [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(world)]
 
 

@@ -1,0 +1,322 @@
+"""recordmill's datasets and loader under the Hugging Face ``Trainer`` and ``accelerate``, each
+run for real on two CPU ranks (gloo) as torchrun starts them: every row of an epoch once across
+the ranks (padded only as the trainer documents), as many steps on each rank, and a resume from
+a checkpoint in epoch 0 or 1 that gives exactly the batches an unbroken run gave."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import numpy as np
+import pytest
+
+import recordmill
+from tests.conftest import make_plugin
+from tests.read.dealt import dealt
+from tests.read.test_torch_distributed import launch
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
+pytest.importorskip("transformers", reason="pip install transformers accelerate")
+import recordmill.torch as rt  # noqa: E402
+
+IDS = """
+    def task_number():
+        return 4
+
+    def schema():
+        return {"id": {"type": "int64"}}
+
+    def dict_data(task_id):
+        for i in range(250 + 100 * (task_id == 3)):
+            yield {"id": task_id * 1000 + i}
+"""
+# 1,100 rows: 34.4 steps of 16 rows on each of 2 ranks
+ROWS = 1100
+
+TOKENS = """
+    import numpy as np
+
+    def task_number():
+        return 3
+
+    def schema():
+        return {"tokens": {"type": "int32", "shape": [-1]}}
+
+    def dict_data(task_id):
+        for i in range(100):
+            n = task_id * 100 + i
+            yield {"tokens": np.arange(n * 100, n * 100 + 1 + n % 23, dtype=np.int32)}
+"""
+
+RANK = """
+import json, os, sys, warnings
+
+import torch
+
+import recordmill
+import recordmill.torch as rt
+
+warnings.filterwarnings("ignore")
+
+
+class Model(torch.nn.Module):
+    # Keeps what each training step was given.
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.seen = []
+
+    def forward(self, id=None, input_ids=None):
+        x = id if id is not None else input_ids
+        assert type(x) is torch.Tensor, type(x)
+        self.seen.append(x.tolist())
+        return {"loss": (self.w * x.float()).sum() * 0}
+
+
+def blocks(block):
+    return {"input_ids": block}
+
+
+def dataset(kind, paths):
+    if kind == "iterable":
+        return rt.IterableDataset(paths["ids"], columns=["id"], shuffle=True, seed=3)
+    if kind == "map":
+        return rt.MapDataset(paths["ids"], columns=["id"])
+    if kind == "mix":
+        sources = [paths["ids"], paths["more"]]
+        return rt.IterableDataset(recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"]))
+    return rt.TokenBlocks(paths["tokens"], 3, transform=blocks)
+
+
+def trained(wiring, kind, workers, paths, out, resume=None):
+    from transformers import Trainer, TrainingArguments
+
+    class Mixed(rt.TrainerMixin, Trainer):
+        pass
+
+    args = TrainingArguments(
+        output_dir=out, per_device_train_batch_size=16, num_train_epochs=2, report_to=[],
+        use_cpu=True, dataloader_num_workers=workers, save_strategy="steps", save_steps=20,
+        logging_strategy="no", ddp_backend="gloo", disable_tqdm=True, seed=42, ddp_timeout=60,
+    )
+    model = Model()
+    trainer = (Mixed if wiring == "mixin" else Trainer)
+    trainer(model=model, args=args, train_dataset=dataset(kind, paths)).train(resume)
+    return model.seen
+
+
+def accelerated(wiring, kind, workers, dispatch, paths):
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    config = DataLoaderConfiguration(dispatch_batches=dispatch)
+    accelerator = Accelerator(cpu=True, dataloader_config=config)
+    data = dataset(kind, paths)
+    if wiring == "ours":
+        order = {"shuffle": True, "seed": 3} if kind == "map" else {}
+        loader = rt.DataLoader(data, batch_size=16, num_workers=workers, **order)
+    else:
+        loader = torch.utils.data.DataLoader(data, batch_size=16, num_workers=workers,
+                                             shuffle=kind == "map")
+    loader = accelerator.prepare(loader)
+    epochs = []
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        epochs.append([batch["id"].tolist() for batch in loader])
+    return epochs
+
+
+def saved_by_accelerate(paths, out):
+    # accelerator.save_state() in epoch 1 after 8 batches; a new job's load_state() goes on
+    from accelerate import Accelerator
+
+    def loader(accelerator):
+        data = rt.MapDataset(paths["ids"], columns=["id"])
+        return accelerator.prepare(rt.DataLoader(data, batch_size=16, shuffle=True, seed=3))
+
+    first = Accelerator(cpu=True)
+    dl = loader(first)
+    epoch0 = [batch["id"].tolist() for batch in dl]
+    head = []
+    for batch in dl:
+        head.append(batch["id"].tolist())
+        if len(head) == 8:
+            break
+    first.save_state(out)
+    second = Accelerator(cpu=True)
+    again = loader(second)
+    second.load_state(out)
+    return {"epoch0": epoch0, "head": head, "rest": [batch["id"].tolist() for batch in again],
+            "type": type(dl).__name__}
+
+
+if __name__ == "__main__":
+    paths, out, cases = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+    base = os.path.join(os.path.dirname(out), "run")  # the ranks' checkpoints: one folder
+    results = {}
+    for case in cases:
+        what, key = case[0], " ".join(map(str, case))
+        try:  # a case that fails is that case's test's failure, not every test's
+            if what == "trainer":
+                _, wiring, kind, workers = case
+                run = f"{base}.{wiring}.{kind}"
+                results[key] = {
+                    "whole": trained(wiring, kind, workers, paths, run),
+                    "from 40": trained(wiring, kind, workers, paths, run + "-a",
+                                       run + "/checkpoint-40"),
+                    "from 20": trained(wiring, kind, workers, paths, run + "-b",
+                                       run + "/checkpoint-20"),
+                }
+            elif what == "accelerate":
+                results[key] = {"epochs": accelerated(*case[1:], paths)}
+            else:
+                results[key] = saved_by_accelerate(paths, f"{base}.state")
+        except Exception as e:
+            results[key] = {"error": f"{type(e).__name__}: {e}"}
+    with open(out, "w") as f:
+        json.dump(results, f)
+"""
+
+# (wiring, kind, DataLoader workers): the Trainer given the dataset as it is ("plain"), and the
+# Trainer with recordmill's TrainerMixin; workers of both counts across the kinds
+TRAINERS = [
+    ("plain", "iterable", 0),
+    ("plain", "map", 2),
+    ("plain", "mix", 0),
+    ("plain", "tokens", 2),
+    ("mixin", "iterable", 2),
+    ("mixin", "map", 0),
+    ("mixin", "mix", 2),
+    ("mixin", "tokens", 0),
+]
+# accelerator.prepare() of recordmill's DataLoader ("ours") or of torch's over our dataset, with
+# accelerate's default dispatch (None: dispatched from one rank for an iterable) or not (False)
+ACCELERATE = [
+    ("ours", "map", 0, None),
+    ("ours", "iterable", 2, None),
+    ("torch", "map", 0, None),
+    ("torch", "iterable", 0, None),
+    ("torch", "iterable", 2, False),
+]
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trainers")
+    made = {}
+    for name, source, partitions in [("ids", IDS, 3), ("tokens", TOKENS, 2)]:
+        made[name] = str(root / name)
+        recordmill.write(make_plugin(root / f"{name}-p", source), made[name],
+                         partitions=partitions, progress=False)  # fmt: skip
+    more = IDS.replace("task_id * 1000 + i", "50_000 + task_id * 1000 + i")
+    made["more"] = str(root / "more")
+    recordmill.write(make_plugin(root / "more-p", more), made["more"], partitions=2, progress=False)
+    return made
+
+
+@pytest.fixture(scope="module")
+def results(paths, tmp_path_factory):
+    """Every case on two ranks, in one launch (each rank imports transformers once)."""
+    tmp = tmp_path_factory.mktemp("ranks")
+    script = tmp / "rank.py"
+    script.write_text(RANK)
+    cases = [("trainer", *c) for c in TRAINERS] + [("accelerate", *c) for c in ACCELERATE]
+    cases.append(("saved",))
+    return launch(
+        script, 2, lambda out: [json.dumps(paths), out, json.dumps(cases)], tmp, timeout=240
+    )
+
+
+def case(results: list[dict], *what) -> list[dict]:
+    """Each rank's result of one case, which must have run through."""
+    got = [rank[" ".join(map(str, what))] for rank in results]
+    for rank, result in enumerate(got):
+        assert "error" not in result, f"rank {rank}: {result['error']}"
+    return got
+
+
+def epoch_items(paths, kind, epoch):
+    """What an epoch holds, read in one process: ids (of rows or of a mixture's draws), or blocks."""
+    if kind == "tokens":
+        blocks = rt.TokenBlocks(paths["tokens"], 3)
+        blocks.set_epoch(epoch)
+        return [tuple(b.tolist()) for b in blocks]
+    if kind == "mix":
+        m = recordmill.mix([paths["ids"], paths["more"]], [0.7, 0.3], seed=5, columns=["id"])
+        return [row["id"] for row in m.rows(m.order(epoch))]
+    return recordmill.open(paths["ids"]).to_arrow()["id"].to_pylist()
+
+
+def flat(batches) -> list:
+    return [tuple(x) if isinstance(x, list) else x for batch in batches for x in batch]
+
+
+def assert_each_once(got: list, expected: list, spare: int) -> None:
+    """Every item of ``expected`` as often as there, and at most ``spare`` more (padding)."""
+    missing = collections.Counter(expected) - collections.Counter(got)
+    assert not missing, f"{sum(missing.values())} of {len(expected)} never seen"
+    assert len(expected) <= len(got) <= len(expected) + spare
+
+
+@pytest.mark.parametrize(("wiring", "kind", "workers"), TRAINERS)
+def test_the_trainer_trains_on_every_row_once_and_resumes_exactly(
+    results, paths, wiring, kind, workers
+):
+    runs = case(results, "trainer", wiring, kind, workers)
+    whole = [run["whole"] for run in runs]
+    assert len(whole[0]) == len(whole[1]), "as many steps on each rank"
+    steps = len(whole[0]) // 2
+    for epoch in range(2):
+        seen = flat(whole[0][epoch * steps : (epoch + 1) * steps])
+        seen += flat(whole[1][epoch * steps : (epoch + 1) * steps])
+        # padding: accelerate's even_batches (a last global batch of 32); ours (a row)
+        assert_each_once(seen, epoch_items(paths, kind, epoch), spare=31)
+    for rank, run in enumerate(runs):  # checkpoints at steps 20 (epoch 0) and 40 (epoch 1)
+        assert run["from 40"] == whole[rank][40:], f"rank {rank}: resumed at step 40"
+        assert run["from 20"] == whole[rank][20:], f"rank {rank}: resumed at step 20"
+
+
+def test_the_trainers_batches_are_those_of_recordmills_order(results, paths):
+    """Dispatched from one rank (an iterable under the plain Trainer), a global batch is 32 rows
+    of the dataset's order, split between the ranks; with the mixin, each rank reads what
+    recordmill's Sampler deals it (seed: the Trainer's)."""
+    ds = recordmill.open(paths["ids"])
+    ids = np.array(ds.to_arrow()["id"].to_pylist())
+    order = ids[ds.shuffled(3, 0)].tolist()
+    plain, mixin = (
+        case(results, "trainer", "plain", "iterable", 0),
+        case(results, "trainer", "mixin", "map", 0),
+    )
+    for rank in range(2):
+        dispatched = plain[rank]["whole"]
+        expected = [order[s : s + 32] for s in range(0, ROWS, 32)]
+        halves = [b[: len(b) // 2] if rank == 0 else b[len(b) // 2 :] for b in expected]
+        assert dispatched[: len(halves)] == halves
+        sampled = mixin[rank]["whole"]
+        mine = [i for batch in dealt(ids[ds.shuffled(42, 0)].tolist(), rank, 2, 1) for i in batch]
+        assert sampled[: -(-len(mine) // 16)] == [mine[i : i + 16] for i in range(0, len(mine), 16)]
+
+
+@pytest.mark.parametrize(("wiring", "kind", "workers", "dispatch"), ACCELERATE)
+def test_accelerate_prepared_loaders_read_every_row_once(
+    results, paths, wiring, kind, workers, dispatch
+):
+    epochs = [run["epochs"] for run in case(results, "accelerate", wiring, kind, workers, dispatch)]
+    for epoch in range(2):
+        assert len(epochs[0][epoch]) == len(epochs[1][epoch]), "as many steps on each rank"
+        seen = flat(epochs[0][epoch]) + flat(epochs[1][epoch])
+        # accelerate's IterableDatasetShard pads each DataLoader worker's last global batch
+        assert_each_once(seen, epoch_items(paths, kind, epoch), spare=32 * max(1, workers) - 1)
+
+
+def test_accelerates_save_state_keeps_the_loaders_state(results, paths):
+    """accelerator.prepare() hands recordmill's loader back as it is, and save_state() /
+    load_state() keep its state: the new job's loader goes on after the 8 batches of epoch 1."""
+    ds = recordmill.open(paths["ids"])
+    ids = np.array(ds.to_arrow()["id"].to_pylist())
+    for rank, saved in enumerate(case(results, "saved")):
+        assert saved["type"] == "DataLoader"
+        mine = [i for batch in dealt(ids[ds.shuffled(3, 1)].tolist(), rank, 2, 1) for i in batch]
+        assert saved["head"] + saved["rest"] == [mine[i : i + 16] for i in range(0, len(mine), 16)]
+        assert len(saved["head"]) == 8
