@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from recordmill.dataset.versions import fingerprint
-from recordmill.read import order
+from recordmill.read import order, states
 from recordmill.read.shared_orders import Orders
 
 __all__ = ["Position", "Ranks"]
@@ -69,53 +69,37 @@ class Position:
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        mine = self.state_dict()
-        if ("mixture" in state) != ("mixture" in mine):
-            kinds = ("a mixture", "one dataset")
-            then, now = kinds if "mixture" in state else kinds[::-1]
-            raise ValueError(
-                f"cannot resume: the saved state is of {then}, this loader reads {now}"
-            )
-        saved = state.get("version")  # states saved before versions existed have none
-        if saved is not None and mine["version"] is not None and saved != mine["version"]:
-            raise ValueError(
-                f"cannot resume: the saved state is of version {saved} of the dataset, this one "
-                f"reads version {mine['version']}; open version={saved} to resume it"
-            )
-        if state.get("data", mine["data"]) != mine["data"]:  # states from before it have none
-            raise ValueError(
-                f"cannot resume: the saved state is of other rows than version {mine['version']} "
-                f"of {self._where()} holds (data {state['data']}, this one {mine['data']}): the "
-                "dataset was replaced since the state was saved; start a new epoch instead"
-            )
-        # A mixture's rows per epoch follow its weights, which a resume may change.
-        keys = ("seed", "shuffle") if "mixture" in mine else ("seed", "shuffle", "rows")
-        for key in keys:
-            if state.get(key, mine[key]) != mine[key]:
-                raise ValueError(
-                    f"cannot resume: the saved state has {key}={state[key]!r}, this one "
-                    f"{mine[key]!r}; resume with the dataset and settings the state was saved with"
-                )
-        epoch, position = int(state["epoch"]), int(state["position"])
+        """Continue from ``state`` (checked field by field: :mod:`~recordmill.read.states`)."""
+        state = states.mapping(state)
+        states.check_identity(state, self.state_dict(), self._where())
+        epoch = states.whole(state, "epoch", 0, states.MAX_EPOCH)
+        position = states.whole(state, "position", 0, None)  # to the epoch's rows: below
         mixture, now = self._mixture(), self.epoch
-        if mixture is not None and epoch >= 0:
-            mixture.resume(state["mixture"], epoch, position)
+        if mixture is not None:
+            self._resume_mixture(mixture, state["mixture"], epoch, position)
             self.epoch = epoch  # the epoch's rows, with the weights it goes on with
         rows = self._length()
-        if epoch < 0 or not 0 <= position <= rows:
+        if position > rows:
             self.epoch = now
             raise ValueError(
                 f"cannot resume: the saved state has epoch {epoch} and position {position}; "
                 f"a position is 0 to {rows} (the rows of an epoch)"
             )
-        self.epoch, self.position = epoch, position
-        self.stream = self._stream(state)
+        blocks = self.blocks
         if state.get("blocks") is not None:  # the order the state was saved in, kept
-            if int(state["blocks"]) < 0:
-                raise ValueError(f"cannot resume: the saved state has blocks={state['blocks']}")
-            self.blocks = int(state["blocks"])
+            blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
+        try:
+            stream = self._stream(state, rows - position)
+        finally:
+            self.epoch = now  # until every field is checked
+        self.epoch, self.position, self.stream, self.blocks = epoch, position, stream, blocks
         self.left_off = False
         self._begin()  # saved after the epoch's last batch: the next epoch
+
+    def _resume_mixture(self, mixture: Any, saved: Mapping[str, Any], epoch: int, at: int) -> None:
+        """A mixture's epoch resumed at row ``at``: its rows before as they were drawn, its own
+        weights from there on (see ``Mixture.resume``)."""
+        mixture.resume(saved, epoch, at)
 
     def _begin(self) -> None:
         """Where a loader's pass starts: the next epoch where every row of this one was handed
@@ -132,9 +116,9 @@ class Position:
         """Rows of the epoch still to hand out, by every rank together."""
         return self._length() - self.position
 
-    def _stream(self, state: Mapping[str, Any]) -> int:
-        """The rows of its own a rank read past the position (see ``stream``)."""
-        stream = int(state.get("stream", 0))
+    def _stream(self, state: Mapping[str, Any], left: int) -> int:
+        """The rows of its own a rank read past the position (see ``stream``), of ``left``."""
+        stream = states.whole(state, "stream", 0, left, default=0)
         saved = (state.get("rank"), state.get("world_size"))
         if stream and tuple(saved) != self._ranks():
             raise ValueError(

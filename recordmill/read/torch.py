@@ -33,7 +33,7 @@ except ImportError as e:  # the line torch_datasets.py gives, before a bare "No 
         'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
     ) from e
 
-from recordmill.read import collated
+from recordmill.read import collated, states
 from recordmill.read.mixture import Mixture
 from recordmill.read.pipes import widen_results
 from recordmill.read.prepared import Handing
@@ -300,10 +300,18 @@ class DataLoader(Handing, torch_data.DataLoader):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next batch is the one after the last one handed out."""
-        self.position.load_state_dict(state)
+        p = self.position
+        kept = (p.epoch, p.position, p.stream, p.blocks, p.left_off)
+        p.load_state_dict(state)  # its position and stream checked
+        read = state["position"] + state.get("stream", 0)
+        try:  # no more rejects than rows read
+            rejects = states.whole(state, "read_rejects", 0, read, default=0)
+        except ValueError:
+            p.epoch, p.position, p.stream, p.blocks, p.left_off = kept
+            raise
         self._begin()  # saved after this rank's last batch: the next epoch
         # The rejects of the epoch the state resumes (none where it moved to the next one).
-        self.ledger.epoch_count = int(state.get("read_rejects", 0)) if self.position.position else 0
+        self.ledger.epoch_count = rejects if p.position or p.stream else 0
 
 
 def _batches(rows: int, size: int, drop_last: bool) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from recordmill.read import states
 from recordmill.read.tokens import Epoch, TokenStream, document_order
 from recordmill.read.torch_datasets import _NO_ROWS, IterableDataset
 
@@ -85,8 +86,8 @@ class TokenBlocks(IterableDataset):
         return {**super().state_dict(), "tokens": self.stream_of().state()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        saved, mine = state.get("tokens"), self.stream_of().state()
-        if saved is None:
+        saved, mine = states.mapping(state).get("tokens"), self.stream_of().state()
+        if not isinstance(saved, Mapping):
             raise ValueError("cannot resume: the saved state is not a TokenBlocks state")
         for key, value in mine.items():
             if saved.get(key) != value:
@@ -95,6 +96,17 @@ class TokenBlocks(IterableDataset):
                     f"{value!r}; resume with the block size, column and eos it was saved with"
                 )
         super().load_state_dict(state)
+
+    def _resume_mixture(self, mixture: Any, saved: Mapping[str, Any], epoch: int, at: int) -> None:
+        """A mixture's epoch resumed at block ``at``: the documents that the blocks before it read
+        kept as they were drawn, the mixture's own weights from the next document on."""
+        mixture.resume(saved, epoch, 2**62)  # the weights it was saved with, the whole epoch
+        self.epoch = epoch
+        stream, ends = self.stream_of(), self._epoch().ends
+        at = min(at, self._epoch().blocks)
+        read = at * stream.block_size + stream.width - stream.block_size if at else 0
+        starts = np.concatenate([[0], ends[:-1]])
+        mixture.resume(saved, epoch, int(np.searchsorted(starts, read, side="left")))
 
     def _length(self) -> int:
         return self._epoch().blocks  # a mixture's epochs may differ

@@ -236,3 +236,46 @@ def test_a_token_column_with_null_ids_is_refused(tmp_path):
     recordmill.write(plugin, tmp_path / "out", progress=False)
     with pytest.raises(ValueError, match=r"the token column holds null tokens; expected token ids"):
         list(recordmill.open(tmp_path / "out").token_blocks(2))
+
+
+SOURCE = """
+    import numpy as np
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {"tokens": {"type": "uint16", "shape": [-1]}}
+
+    def dict_data(task_id):
+        for i in range(100):
+            yield {"tokens": np.full(5 + i % 11, BASE + task_id * 100 + i, dtype=np.uint16)}
+"""
+
+
+def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(tmp_path):
+    """A state saved late in an epoch (more blocks than the epoch has documents) resumed with
+    other weights: the rest of the epoch follows them, where they once applied only after as
+    many documents as blocks were served (here: never)."""
+    paths = []
+    for name, base in (("low", 1000), ("high", 30000)):
+        plugin = make_plugin(tmp_path / f"{name}-p", SOURCE.replace("BASE", str(base)))
+        recordmill.write(plugin, tmp_path / name, progress=False)
+        paths.append(tmp_path / name)
+
+    def loader(weights):
+        mixture = recordmill.mix(paths, weights=weights, seed=3)
+        return rt.DataLoader(rt.TokenBlocks(mixture, 4), batch_size=8)
+
+    whole = as_rows(loader([0.9, 0.1]))
+    seen, state = stop_after(loader([0.9, 0.1]), 60)  # 480 blocks: more than the 400 documents
+    assert seen == whole[:480]
+    same = loader([0.9, 0.1])
+    same.load_state_dict(state)
+    assert as_rows(same) == whole[480:]  # the same weights: the unbroken epoch
+    other = loader([0.1, 0.9])
+    other.load_state_dict(state)
+    rest = as_rows(other)
+    assert rest[0][0] == whole[480][0]  # its first token was read already (as a target)
+    high = sum(token >= 30000 for block in rest for token in block[1:])
+    assert high / sum(len(block) - 1 for block in rest) > 0.7  # 0.9 of the documents drawn

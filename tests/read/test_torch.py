@@ -341,7 +341,7 @@ def test_a_given_sampler_is_kept_and_a_position_must_be_in_the_epoch(dataset):
     # 153 rows: the second of two ranks takes the odd rows, and the first row again, to take as
     # many as the first rank
     assert ids == all_ids(dataset)[1::2] + all_ids(dataset)[:1]
-    with pytest.raises(ValueError, match="position -20"):
+    with pytest.raises(ValueError, match="position=-20; expected a whole number from 0"):
         loader.load_state_dict({**loader.state_dict(), "position": -20})
 
 

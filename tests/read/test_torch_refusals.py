@@ -51,20 +51,57 @@ def test_a_position_outside_the_epoch_is_refused_on_both_sides(paths):
     resumed = loader(paths["a"])
     resumed.load_state_dict({**state, "position": 10})  # after the last batch: the next epoch
     assert resumed.state_dict()["epoch"] == state["epoch"] + 1
-    for epoch, position in ((0, 11), (0, -1), (-1, 0)):
-        with pytest.raises(ValueError) as caught:
-            loader(paths["a"]).load_state_dict({**state, "epoch": epoch, "position": position})
-        assert str(caught.value) == (
-            f"cannot resume: the saved state has epoch {epoch} and position {position}; a "
-            "position is 0 to 10 (the rows of an epoch)"
-        )
+    with pytest.raises(ValueError) as caught:
+        loader(paths["a"]).load_state_dict({**state, "position": 11})
+    assert str(caught.value) == (
+        f"cannot resume: the saved state has epoch {state['epoch']} and position 11; a position "
+        "is 0 to 10 (the rows of an epoch)"
+    )
 
 
-def test_a_state_with_a_negative_block_count_is_refused(paths):
-    state = started(paths["a"], shuffle=True)
-    loader(paths["a"], shuffle=True).load_state_dict({**state, "blocks": 0})
-    with pytest.raises(ValueError, match=r"^cannot resume: the saved state has blocks=-1$"):
-        loader(paths["a"], shuffle=True).load_state_dict({**state, "blocks": -1})
+# Damaged or forged fields, each alone, and the line that refuses it (10 rows, shuffled).
+FORGED = [
+    ("epoch", -1, "epoch=-1; expected a whole number from 0 to 2,147,483,647"),
+    ("epoch", 10**30, f"epoch={10**30}; expected a whole number from 0 to 2,147,483,647"),
+    ("epoch", 1.0, "epoch=1.0; expected a whole number from 0 to 2,147,483,647"),
+    ("position", -1, "position=-1; expected a whole number from 0"),
+    ("position", "8", "position='8'; expected a whole number from 0"),
+    ("position", True, "position=True; expected a whole number from 0"),
+    ("blocks", -1, "blocks=-1; expected a whole number from 0 to 10"),
+    ("blocks", 10**12, "blocks=1000000000000; expected a whole number from 0 to 10"),
+    ("stream", 10**12, "stream=1000000000000; expected a whole number from 0 to 6"),
+    ("stream", -100, "stream=-100; expected a whole number from 0 to 6"),
+    ("shuffle", 1, "shuffle=1, this one True; resume with the dataset and settings the state"),
+    ("read_rejects", -(10**9), "read_rejects=-1000000000; expected a whole number from 0 to 4"),
+    ("read_rejects", 5, "read_rejects=5; expected a whole number from 0 to 4"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "line"), FORGED)
+def test_a_damaged_or_forged_state_is_refused_in_one_line(paths, key, value, line):
+    """Each field a state names is checked against what it can be: a forged read_rejects
+    switched max_read_rejects off, stream=10**12 gave an empty epoch, stream=-100 other rows."""
+
+    def skipping():
+        data = rtorch.MapDataset(paths["a"], on_error="skip")
+        return rtorch.DataLoader(data, batch_size=2, shuffle=True, seed=5)
+
+    first = skipping()
+    batches = iter(first)
+    next(batches), next(batches)
+    state = first.state_dict()
+    assert state["position"] == 4  # of 10 rows
+    fresh = skipping()
+    with pytest.raises(ValueError) as caught:
+        fresh.load_state_dict({**state, key: value})
+    assert str(caught.value).startswith(f"cannot resume: the saved state has {line}")
+    assert "\n" not in str(caught.value)
+    assert fresh.state_dict() == skipping().state_dict()  # nothing of it taken
+
+
+def test_a_state_that_is_not_a_dict_is_refused(paths):
+    with pytest.raises(ValueError, match=r"^cannot resume: a state is the dict loader.state_dic"):
+        loader(paths["a"]).load_state_dict([("epoch", 0)])
 
 
 def test_a_mixture_state_of_other_weights_or_sources_is_refused(paths, tmp_path):
