@@ -23,6 +23,9 @@ from recordmill.read.shared_orders import Orders
 
 __all__ = ["Position", "Ranks"]
 
+# What says where a Position stands (its _where_now()).
+_WHERE = ("epoch", "position", "stream", "taken", "padded", "blocks", "left_off")
+
 
 class Position:
     """Where an epoch stands: ``epoch`` picks the permutation (``seed + epoch``), ``position``
@@ -33,9 +36,10 @@ class Position:
         self.seed = seed
         self.epoch = 0
         self.position = 0
-        # With rows skipped (on_error="skip") and several ranks, this rank's rows past position
-        # already read: ranks that skipped different rows are not in step.
-        self.stream = 0
+        # With rows skipped (on_error="skip") and several ranks, which are then not in step:
+        # this rank's rows past position already read, its batches handed out, and the rows of
+        # the order it read again to hand out as many batches as the other ranks (pad).
+        self.stream = self.taken = self.padded = 0
         # The disk cache's capacity in parts that shapes a block-shuffled order (0: a full
         # permutation); None until a state or the ranks' agreement fixes it: this reader's own.
         self.blocks: int | None = None
@@ -47,7 +51,7 @@ class Position:
         """Start epoch ``epoch`` from its first row, unless it is the epoch a loaded state
         resumes (begun, not handed out to its end, and no pass over it left off since)."""
         if epoch != self.epoch or self._handed_out() or self.left_off:
-            self.epoch, self.position, self.stream, self.left_off = epoch, 0, 0, False
+            self._restart(epoch)
 
     def state_dict(self) -> dict[str, Any]:
         state = {
@@ -63,8 +67,8 @@ class Position:
         mixture = self._mixture()
         if mixture is not None:  # its sources, and the weights that drew this epoch
             state["mixture"] = mixture.state(self.epoch)
-        if self.stream:  # this rank's own: ranks that skipped rows are not in step
-            state["stream"] = self.stream
+        if self.stream or self.taken:  # this rank's own: ranks that skipped rows are not in step
+            state.update(stream=self.stream, batches=self.taken, padded=self.padded)
             state["rank"], state["world_size"] = self._ranks()
         return state
 
@@ -90,9 +94,12 @@ class Position:
             blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
         try:
             stream = self._stream(state, rows - position)
+            taken = states.whole(state, "batches", 0, rows, default=0)
+            padded = states.whole(state, "padded", 0, None, default=0)
         finally:
             self.epoch = now  # until every field is checked
         self.epoch, self.position, self.stream, self.blocks = epoch, position, stream, blocks
+        self.taken, self.padded = taken, padded
         self.left_off = False
         self._begin()  # saved after the epoch's last batch: the next epoch
 
@@ -120,7 +127,7 @@ class Position:
         """The rows of its own a rank read past the position (see ``stream``), of ``left``."""
         stream = states.whole(state, "stream", 0, left, default=0)
         saved = (state.get("rank"), state.get("world_size"))
-        if stream and tuple(saved) != self._ranks():
+        if (stream or state.get("batches")) and tuple(saved) != self._ranks():
             raise ValueError(
                 f"cannot resume: the saved state is rank {saved[0]} of {saved[1]}'s and this is "
                 f"rank {self._ranks()[0]} of {self._ranks()[1]}; with rows skipped, ranks are not "
@@ -150,8 +157,21 @@ class Position:
     def _advance(self, rows: int) -> None:
         self.position = min(self._length(), self.position + rows)
 
+    def _where_now(self) -> tuple[Any, ...]:
+        """Where it stands, for :meth:`_go_back`."""
+        return tuple(getattr(self, name) for name in _WHERE)
+
+    def _go_back(self, where: tuple[Any, ...]) -> None:
+        for name, value in zip(_WHERE, where, strict=True):
+            setattr(self, name, value)
+
     def _end_epoch(self) -> None:
-        self.epoch, self.position, self.stream, self.left_off = self.epoch + 1, 0, 0, False
+        self._restart(self.epoch + 1)
+
+    def _restart(self, epoch: int) -> None:
+        """Epoch ``epoch``, from its first row."""
+        self.epoch, self.position, self.left_off = epoch, 0, False
+        self.stream = self.taken = self.padded = 0
 
     def _length(self) -> int:
         raise NotImplementedError

@@ -12,13 +12,25 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from recordmill.errors import RecordmillError
 
-__all__ = ["ON_ERROR", "Chunk", "Guard", "ReadReject", "Rebatcher", "TooManyRejects", "skips"]
+__all__ = [
+    "MAX_READ_REJECTS",
+    "ON_ERROR",
+    "WARN_READ_REJECTS",
+    "Chunk",
+    "Guard",
+    "ReadReject",
+    "Rebatcher",
+    "RejectsWarning",
+    "TooManyRejects",
+    "skips",
+]
 
 ON_ERROR = ("raise", "skip")
 
@@ -31,7 +43,17 @@ def skips(on_error: str) -> bool:
 
 
 class TooManyRejects(RecordmillError):
-    """More read rejects than ``max_read_rejects``: a broken decoder, not bad rows."""
+    """More read rejects than ``max_read_rejects``, or every row: a broken decoder, not bad rows."""
+
+
+class RejectsWarning(UserWarning):
+    """More of an epoch's rows left out than ``WARN_READ_REJECTS``."""
+
+
+# An epoch's rejects that are an error by default (``max_read_rejects``: a fraction of its rows),
+# and that a warning tells of.
+MAX_READ_REJECTS = 0.1
+WARN_READ_REJECTS = 0.01
 
 
 @dataclass(frozen=True)
@@ -146,6 +168,12 @@ class Rebatcher:
         self.seen = 0  # rows of the order in the chunks fed so far
 
     def feed(self, chunk: Chunk) -> Iterator[tuple[Any, int, list[ReadReject]]]:
+        self.add(chunk)
+        while self.count >= self.batch_size:
+            yield self.take(self.batch_size)
+
+    def add(self, chunk: Chunk) -> None:
+        """The chunk's samples to wait for the next cut."""
         if chunk.offsets:
             self.waiting.append((chunk.samples, len(chunk.offsets), chunk.shape))
             self.count += len(chunk.offsets)
@@ -154,18 +182,22 @@ class Rebatcher:
             (self.seen + o, r) for o, r in zip(chunk.failed, chunk.rejects, strict=True)
         ]
         self.seen += chunk.rows
-        while self.count >= self.batch_size:
-            yield self._cut(self.batch_size)
+
+    def passed(self) -> list[ReadReject]:
+        """The rejects of the chunks fed so far not given yet (given now)."""
+        passed, self.failed = [r for _, r in self.failed], []
+        return passed
 
     def rest(self) -> Iterator[tuple[Any, int, list[ReadReject]]]:
         """The epoch's end: the short last batch (None if there is none, or ``drop_last``)."""
         batch, passed = None, []
         if self.count and not self.drop_last:
-            batch, _, passed = self._cut(self.count)
+            batch, _, passed = self.take(self.count)
         yield batch, self.seen, passed + [r for _, r in self.failed]
         self.failed = []
 
-    def _cut(self, n: int) -> tuple[Any, int, list[ReadReject]]:
+    def take(self, n: int) -> tuple[Any, int, list[ReadReject]]:
+        """The next ``n`` samples waiting (``count`` at least) as a batch, as ``feed()`` gives it."""
         parts, need, shape = [], n, None
         while need:
             samples, count, shape = self.waiting[0]
@@ -190,7 +222,8 @@ class Rebatcher:
 class Ledger:
     """The read rejects of a loader: listed, counted, appended to ``rejects_log`` (one JSON line
     each, one ``write`` call with ``O_APPEND``: lines of many processes never interleave), and
-    bounded by ``max_read_rejects`` (a count, or a fraction of the epoch's rows)."""
+    bounded by ``max_read_rejects`` (a count, or a fraction of the epoch's rows; None: no bound):
+    past ``WARN_READ_REJECTS`` of an epoch's rows a warning says so, once an epoch."""
 
     def __init__(self, limit: int | float | None, log: str | os.PathLike[str] | None):
         if limit is not None and (isinstance(limit, bool) or not limit >= 0):
@@ -200,6 +233,11 @@ class Ledger:
         self.limit, self.log = limit, None if log is None else os.fspath(log)
         self.rejects: list[ReadReject] = []
         self.epoch_count = 0
+        self.warned = False
+
+    def start_epoch(self, count: int = 0) -> None:
+        """An epoch's count of rejects starts (at ``count``: a resumed one's so far)."""
+        self.epoch_count, self.warned = count, False
 
     def add(self, rejects: list[ReadReject], epoch_rows: int) -> None:
         if not rejects:
@@ -213,13 +251,30 @@ class Ledger:
                     os.write(fd, (json.dumps(asdict(reject)) + "\n").encode())
             finally:
                 os.close(fd)
-        if self.limit is None:
-            return
-        bound = self.limit if isinstance(self.limit, int) else int(self.limit * epoch_rows)
-        if self.epoch_count > bound:
-            first = "; ".join(str(r) for r in self.rejects[-self.epoch_count :][:3])
-            raise TooManyRejects(
-                f"{self.epoch_count} rows failed to decode or transform this epoch, more than "
-                f"max_read_rejects={self.limit!r} allows: that many means a broken decoder or "
-                f"transform, not bad rows; the first: {first}"
+        if self.limit is not None:
+            bound = self.limit if isinstance(self.limit, int) else int(self.limit * epoch_rows)
+            if self.epoch_count > bound:
+                raise TooManyRejects(
+                    f"{self.epoch_count} rows failed to decode or transform this epoch, more than "
+                    f"max_read_rejects={self.limit!r} allows: that many means a broken decoder or "
+                    f"transform, not bad rows; the first: {self._first()}"
+                )
+        if not self.warned and self.epoch_count > WARN_READ_REJECTS * epoch_rows:
+            self.warned = True
+            warnings.warn(
+                f"{self.epoch_count} of this epoch's {epoch_rows:,} rows failed to decode or "
+                f"transform and were left out (more than {WARN_READ_REJECTS:.0%}); the first: "
+                f"{self._first()}",
+                RejectsWarning,
+                stacklevel=2,
             )
+
+    def nothing_handed_out(self, rows: int) -> TooManyRejects:
+        """The error of an epoch that gave no batch, every row having failed."""
+        return TooManyRejects(
+            f"every row of this epoch's {rows:,} failed to decode or transform "
+            f"({self.epoch_count} rejects): no batch to hand out; the first: {self._first()}"
+        )
+
+    def _first(self) -> str:
+        return "; ".join(str(r) for r in self.rejects[-self.epoch_count :][:3]) or "none"

@@ -19,6 +19,7 @@ a loader of another version refuses it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import os
@@ -37,7 +38,8 @@ from recordmill.read import collated, states
 from recordmill.read.mixture import Mixture
 from recordmill.read.pipes import widen_results
 from recordmill.read.prepared import Handing
-from recordmill.read.skips import Chunk, Ledger, ReadReject, Rebatcher
+from recordmill.read.skipping import skipping_pass
+from recordmill.read.skips import MAX_READ_REJECTS, Chunk, Ledger, ReadReject
 from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
 from recordmill.read.torch_tokens import TokenBlocks
 
@@ -128,7 +130,9 @@ class DataLoader(Handing, torch_data.DataLoader):
     ``transform`` raises and still gives full batches, the next rows of the order taking their
     places (the same whatever ``num_workers``): ``rejects`` lists them (:class:`ReadReject`),
     ``rejects_log`` appends each to a JSON-lines file, and more than ``max_read_rejects`` in an
-    epoch (a count, or a fraction of its rows) is an error naming the first.
+    epoch (a count, or a fraction of its rows: by default a tenth; None: no bound) is an error
+    naming the first; past 1% of them, a warning says so. An epoch with no good row is an error.
+    With several ranks each hands out as many batches (see :mod:`~recordmill.read.skipping`).
     """
 
     def __init__(
@@ -140,7 +144,7 @@ class DataLoader(Handing, torch_data.DataLoader):
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | None = None,
         on_error: str | None = None,
-        max_read_rejects: int | float | None = None,
+        max_read_rejects: int | float | None = MAX_READ_REJECTS,
         rejects_log: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ):
@@ -204,13 +208,14 @@ class DataLoader(Handing, torch_data.DataLoader):
         world = self.position._bind()[1]
         self.position._agree()
         self._begin()
-        if not self.position.position:  # a pass from the epoch's first row: no reject yet
-            self.ledger.epoch_count = 0
+        if not self.position.position and not self.position.stream:  # from the epoch's start
+            self.ledger.start_epoch()
         self.position.left_off = True  # until the pass reaches the epoch's end
         if isinstance(self.position, IterableDataset):
             self.position._publish()  # to the workers, before they start the epoch
         if self.skip:
-            yield from self._skipping(world)
+            chunks = super().__iter__()
+            yield from (self._handed(b) for b in skipping_pass(self, chunks, world))
         else:
             for batch in super().__iter__():
                 self.position._advance(_rows_a_batch(self) * world)
@@ -220,22 +225,33 @@ class DataLoader(Handing, torch_data.DataLoader):
                     else self._handed(batch, True)
                 )
         self.position._end_epoch()
-        self.ledger.epoch_count = 0
+        self.ledger.start_epoch()
 
     def __len__(self) -> int:
         """The batches of a whole epoch, as torch's loader counts them, also where a resumed
         pass hands out fewer: Lightning counts the batches a resumed epoch had done itself."""
+        with self._whole_epoch():
+            if self.skip:  # this rank's rows, cut into batches here
+                size, _, drop = self.cut
+                return _batches(len(self.position), size, drop)
+            return super().__len__()
+
+    def _share_rows(self) -> int:
+        """This rank's rows of the whole epoch."""
+        with self._whole_epoch():
+            return len(self.position)
+
+    @contextlib.contextmanager
+    def _whole_epoch(self) -> Iterator[None]:
+        """The position at the start of the epoch a pass would read, meanwhile."""
         p = self.position
-        kept = (p.epoch, p.position, p.stream, p.left_off)
+        kept = p._where_now()
         try:
             self._begin()
             p.position, p.stream = 0, 0
-            if self.skip:  # this rank's rows, cut into batches here
-                size, _, drop = self.cut
-                return _batches(len(p), size, drop)
-            return super().__len__()
+            yield
         finally:
-            p.epoch, p.position, p.stream, p.left_off = kept
+            p._go_back(kept)
 
     def _get_iterator(self) -> Any:
         """torch's iterator, which starts the workers (each epoch, or once if persistent).
@@ -254,29 +270,6 @@ class DataLoader(Handing, torch_data.DataLoader):
             widen_results(iterator)  # batches cross from the workers in fewer turns
         self._seen_pins(iterator)
         return iterator
-
-    def _skipping(self, world: int) -> Iterator[Any]:
-        """Full batches of the rows that did not fail, each moving the position to the row of
-        the order it reached (with several ranks, which are then not in step: this rank's)."""
-        cut = Rebatcher(*self.cut)
-        position, stream = self.position.position, self.position.stream
-        rows = self.position._length() // max(1, world)  # this rank's share, for a fraction
-        for chunk in super().__iter__():
-            for batch, reached, rejects in [*cut.feed(chunk)]:
-                self.ledger.add(rejects, rows)
-                self._reached(position, stream, reached, world)
-                yield self._handed(batch)
-        for batch, reached, rejects in cut.rest():
-            self.ledger.add(rejects, rows)
-            self._reached(position, stream, reached, world)
-            if batch is not None:
-                yield self._handed(batch)
-
-    def _reached(self, position: int, stream: int, reached: int, world: int) -> None:
-        if world == 1:
-            self.position.position = position + reached
-        else:
-            self.position.stream = stream + reached
 
     def _begin(self) -> None:
         """Where a pass starts (``Position._begin``); also the next epoch where this rank has no
@@ -301,17 +294,17 @@ class DataLoader(Handing, torch_data.DataLoader):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next batch is the one after the last one handed out."""
         p = self.position
-        kept = (p.epoch, p.position, p.stream, p.blocks, p.left_off)
+        kept = p._where_now()
         p.load_state_dict(state)  # its position and stream checked
         read = state["position"] + state.get("stream", 0)
         try:  # no more rejects than rows read
             rejects = states.whole(state, "read_rejects", 0, read, default=0)
         except ValueError:
-            p.epoch, p.position, p.stream, p.blocks, p.left_off = kept
+            p._go_back(kept)
             raise
         self._begin()  # saved after this rank's last batch: the next epoch
         # The rejects of the epoch the state resumes (none where it moved to the next one).
-        self.ledger.epoch_count = rejects if p.position or p.stream else 0
+        self.ledger.start_epoch(rejects if p.position or p.stream else 0)
 
 
 def _batches(rows: int, size: int, drop_last: bool) -> int:

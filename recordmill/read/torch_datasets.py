@@ -98,6 +98,10 @@ class MapDataset(torch_data.Dataset):
             return _guarded(self, np.array([index]), [row], skip=False).samples[0]
         return self.transform(row) if self.transform else row
 
+    def _chunk(self, rows: np.ndarray) -> Chunk:
+        """Rows of the order read and guarded in this process (a skipping loader's padding)."""
+        return self.__getitems__(rows.tolist())  # type: ignore[return-value]
+
     def __getitems__(self, indices: list[int]) -> list[Any] | Chunk | dict[str, Any]:
         """A DataLoader batch's rows, gathered together (torch calls this when it exists); with
         ``on_error="skip"``, those that did not fail (a :class:`Chunk` for recordmill's loader);
@@ -360,6 +364,11 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
                 batches = []
         if batches:
             yield batches
+
+    def _chunk(self, rows: np.ndarray) -> Chunk:
+        """Rows of the order read and guarded in this process (a skipping loader's padding)."""
+        ds = self.source.dataset()
+        return _guarded(self, rows, _owned(list(ds.iter_rows(rows, len(rows))), self.source))
 
     def _rows_at_once(self) -> int:
         """Rows gathered at once: ``read_batch_size``; of mapped bytes laid end to end once (local

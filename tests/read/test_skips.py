@@ -12,8 +12,11 @@ import pytest
 import recordmill.decode
 
 import recordmill
-from recordmill.read.skips import Chunk, ReadReject, Rebatcher, TooManyRejects
+from recordmill.read.skips import Chunk, ReadReject, Rebatcher, RejectsWarning, TooManyRejects
 from tests.conftest import make_plugin
+
+# 4 of the 100 rows fail: more than the 1% an epoch's warning is for (its own test sees it)
+pytestmark = pytest.mark.filterwarnings("ignore::recordmill.read.skips.RejectsWarning")
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 from recordmill.torch import DataLoader, IterableDataset, MapDataset, Sampler  # noqa: E402
@@ -163,7 +166,7 @@ def test_a_transform_that_raises_is_a_reject_of_the_transform(images):
             raise KeyError("a shape this transform never met")
         return row["id"]
 
-    data = loader(images, transform=odd)
+    data = loader(images, transform=odd, max_read_rejects=None)  # 14 of 100: no bound
     seen = [i for b in data for i in b.tolist()]
     transform = {r.row for r in data.rejects if r.column == "transform"}
     assert transform == {i for i in range(100) if i % 10 == 3} - BAD
@@ -232,6 +235,8 @@ def test_ranks_that_skip_resume_each_from_its_own_state(images, kind):
     seen = []
     for rank in (0, 1):
         full = [b.tolist() for b in ranked(rank, 0)]
+        # as many batches, as full, as without rejects (50 rows a rank): DDP's steps in step
+        assert [len(b) for b in full] == [8] * 6 + [2] == [len(b) for b in ranked(rank, 0)]
         seen += [i for b in full for i in b]
         first = ranked(rank, 2)
         it = iter(first)
@@ -246,7 +251,66 @@ def test_ranks_that_skip_resume_each_from_its_own_state(images, kind):
             ValueError, match=f"is rank {rank} of 2's and this is rank {1 - rank} of 2"
         ):
             ranked(1 - rank, 0).load_state_dict(state)
-    assert sorted(seen) == sorted(set(range(100)) - BAD)
+    # every good row, and in place of the 4 bad ones the first good rows of the order again
+    assert set(seen) == set(range(100)) - BAD and len(seen) == 100
+
+
+def test_ranks_stay_in_step_when_one_ranks_share_is_all_bad(images):
+    """Rank 1's rows all fail: it hands out as many batches as rank 0, of the good rows of the
+    order from its first (where once it gave none, and DDP waited for its steps forever)."""
+
+    def even_only(row):
+        if row["id"] % 2:
+            raise ValueError("an odd row")
+        return row["id"]
+
+    def ranked(rank):
+        data = MapDataset(images, decode=DECODE, transform=even_only, on_error="skip")
+        sampler = Sampler(data, shuffle=False, rank=rank, world_size=2)
+        return DataLoader(data, batch_size=8, sampler=sampler, max_read_rejects=None)
+
+    good = [i for i in range(0, 100, 2) if i not in BAD]
+    batches = [[b.tolist() for b in ranked(rank)] for rank in (0, 1)]
+    assert [len(b) for b in batches[0]] == [len(b) for b in batches[1]] == [8] * 6 + [2]
+    assert [i for b in batches[0] for i in b] == good + good[:2]  # 48 good rows of its 50
+    assert [i for b in batches[1] for i in b] == good + good[:2]  # read again, in order
+    epoch = ranked(1)
+    list(epoch)
+    assert {r.row for r in epoch.rejects} == set(range(1, 100, 2))  # its share, each once
+
+
+def test_an_epoch_without_a_good_row_is_an_error_naming_its_rejects(images):
+    def broken(row):
+        raise OSError("no such codec")
+
+    for world in (1, 2):
+        data = MapDataset(images, decode=DECODE, transform=broken, on_error="skip")
+        sampler = Sampler(data, shuffle=True, seed=1, rank=0, world_size=world)
+        loader = DataLoader(data, batch_size=8, sampler=sampler, max_read_rejects=None)
+        with pytest.raises(TooManyRejects) as caught:
+            list(loader)
+        assert str(caught.value).startswith(
+            f"every row of this epoch's {100 // world} failed to decode or transform "
+        )
+        assert "no batch to hand out; the first: row " in str(caught.value)
+
+
+def test_a_tenth_of_an_epochs_rows_failing_is_an_error_by_default_and_a_hundredth_a_warning(
+    images,
+):
+    def some(row):
+        if row["id"] % 10 == 3:
+            raise KeyError("a shape this transform never met")
+        return row["id"]
+
+    with pytest.raises(TooManyRejects, match=r"more than max_read_rejects=0\.1 allows"):
+        list(loader(images, transform=some))  # 14 of 100 rows
+    data = loader(images)  # 4 of 100 rows, over two epochs: one warning each
+    with pytest.warns(RejectsWarning) as warned:
+        list(data), list(data)
+    assert [str(w.message).split(";")[0] for w in warned] == [
+        "2 of this epoch's 100 rows failed to decode or transform and were left out (more than 1%)"
+    ] * 2
 
 
 def test_a_mixture_names_the_source_of_a_reject(images):
