@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from recordmill.errors import RecordmillError
+from recordmill.errors import RecordmillError, RecordmillWarning
 
 __all__ = [
     "MAX_READ_REJECTS",
@@ -46,7 +46,7 @@ class TooManyRejects(RecordmillError):
     """More read rejects than ``max_read_rejects``, or every row: a broken decoder, not bad rows."""
 
 
-class RejectsWarning(UserWarning):
+class RejectsWarning(RecordmillWarning):
     """More of an epoch's rows left out than ``WARN_READ_REJECTS``."""
 
 

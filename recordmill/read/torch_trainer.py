@@ -16,8 +16,8 @@ import os
 from typing import Any
 
 from recordmill.read.mixture import Mixture
-from recordmill.read.torch import DataLoader
 from recordmill.read.torch_datasets import IterableDataset, MapDataset
+from recordmill.read.torch_loader import DataLoader
 
 __all__ = ["STATE_FILE", "TrainerMixin"]
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::recordmill.read.skips.RejectsWa
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 from recordmill.torch import DataLoader, IterableDataset, MapDataset, Sampler  # noqa: E402
 
-from recordmill.read.torch import _Pieces  # noqa: E402
+from recordmill.read.torch_loader import _Pieces  # noqa: E402
 
 PLUGIN = """
     import io

@@ -111,6 +111,9 @@ def test_a_mixture_state_of_other_weights_or_sources_is_refused(paths, tmp_path)
     with pytest.raises(ValueError) as caught:
         loader(m).load_state_dict(damaged)
     assert str(caught.value) == "cannot resume: the saved state's weights are [[3, [0.5, 0.5]]]"
+    with pytest.raises(ValueError) as caught:
+        loader(m).load_state_dict({**state, "mixture": [3, [0.5, 0.5]]})
+    assert str(caught.value) == "cannot resume: the saved state's mixture is [3, [0.5, 0.5]]"
     grown = write(tmp_path, "b", ("id", "label"))
     recordmill.write(
         make_plugin(tmp_path / "pb", PLUGIN.format(fields={"id": "int64", "label": "int64"})),
@@ -194,3 +197,18 @@ def test_a_rank_outside_its_world_is_refused(paths, rank, world):
         with pytest.raises(ValueError, match="rank and world_size go together, world_size a") as e:
             make()
         assert str(e.value).endswith(f"got rank={rank!r}, world_size={world!r}")
+
+
+def test_a_mixture_read_by_another_sampler_is_refused(paths):
+    """Torch's shuffle (or a DistributedSampler, or the Hugging Face Trainer's sampler) over a
+    MapDataset of a mixture would read each source's rows once, the weights left aside."""
+    m = recordmill.mix([paths["a"], paths["b"]], [0.9, 0.1], seed=1)
+    data = rtorch.MapDataset(m)
+    with pytest.raises(TypeError) as caught:
+        next(iter(torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)))
+    assert str(caught.value).startswith(
+        "a MapDataset of a mixture is read in the mixture's order (its weights) only through a "
+        "recordmill.torch.Sampler, and another sampler (torch's shuffle, a DistributedSampler, "
+    )
+    drawn = torch.utils.data.DataLoader(data, batch_size=4, sampler=rtorch.Sampler(data))
+    assert sum(len(b["id"]) for b in drawn) == len(m.order(0))  # its draws, each once

@@ -207,8 +207,12 @@ def paths(tmp_path_factory):
     made = {}
     for name, source, partitions in [("ids", IDS, 3), ("tokens", TOKENS, 2)]:
         made[name] = str(root / name)
-        recordmill.write(make_plugin(root / f"{name}-p", source), made[name],
-                         partitions=partitions, progress=False)  # fmt: skip
+        recordmill.write(
+            make_plugin(root / f"{name}-p", source),
+            made[name],
+            partitions=partitions,
+            progress=False,
+        )
     more = IDS.replace("task_id * 1000 + i", "50_000 + task_id * 1000 + i")
     made["more"] = str(root / "more")
     recordmill.write(make_plugin(root / "more-p", more), made["more"], partitions=2, progress=False)
@@ -320,3 +324,43 @@ def test_accelerates_save_state_keeps_the_loaders_state(results, paths):
         mine = [i for batch in dealt(ids[ds.shuffled(3, 1)].tolist(), rank, 2, 1) for i in batch]
         assert saved["head"] + saved["rest"] == [mine[i : i + 16] for i in range(0, len(mine), 16)]
         assert len(saved["head"]) == 8
+
+
+def test_a_checkpoint_without_the_loaders_state_is_refused_by_the_mixin(paths, tmp_path):
+    """A checkpoint that a Trainer without TrainerMixin saved has no loader state: resuming it
+    with the mixin would read the epoch from its start again, so it is refused in one line."""
+    from transformers import Trainer, TrainingArguments
+
+    class Mixed(rt.TrainerMixin, Trainer):
+        pass
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, id):
+            return {"loss": (self.w * id.float()).sum() * 0}
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=100,
+        max_steps=3,
+        save_steps=2,
+        report_to=[],
+        use_cpu=True,
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
+    data = rt.MapDataset(paths["ids"], columns=["id"])
+    Trainer(model=Model(), args=args, train_dataset=data).train()
+    with pytest.raises(ValueError) as caught:
+        Mixed(model=Model(), args=args, train_dataset=data).train(resume_from_checkpoint=True)
+    assert str(caught.value) == (
+        f"cannot resume from {tmp_path / 'run' / 'checkpoint-3'}: it has no "
+        "recordmill-loader-0.json, the recordmill loader's state that TrainerMixin saves in each "
+        "checkpoint: it was saved by a Trainer without TrainerMixin; resume it with the Trainer "
+        "that saved it"
+    )
+    Mixed(model=Model(), args=args, train_dataset=data).train()  # its own checkpoints: saved
+    assert (tmp_path / "run" / "checkpoint-2" / "recordmill-loader-0.json").is_file()
