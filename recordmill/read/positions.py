@@ -21,7 +21,7 @@ from recordmill.dataset.versions import fingerprint
 from recordmill.read import order, states
 from recordmill.read.shared_orders import Orders
 
-__all__ = ["Position", "Ranks"]
+__all__ = ["Position", "Ranks", "accelerate_deals"]
 
 # What says where a Position stands (its _where_now()).
 _WHERE = ("epoch", "position", "stream", "taken", "padded", "blocks", "left_off")
@@ -231,13 +231,19 @@ def _ranks_here(dealt: bool) -> tuple[int, int] | None:
     the loaders it prepares (the Hugging Face ``Trainer``'s), so a reader that recordmill's
     ``DataLoader`` does not deal (``dealt``) reads the whole epoch for it, (0, 1); otherwise
     ``torch.distributed``'s, where a process group is."""
-    accelerate = sys.modules.get("accelerate.state")  # never imported here: only asked
-    if not dealt and accelerate is not None and accelerate.is_initialized():
+    if not dealt and accelerate_deals():
         return 0, 1
     distributed = torch.distributed
     if distributed.is_available() and distributed.is_initialized():
         return distributed.get_rank(), distributed.get_world_size()
     return None
+
+
+def accelerate_deals() -> bool:
+    """Whether an ``accelerate.Accelerator`` is in this process (it deals the batches of the
+    loaders it prepares)."""
+    accelerate = sys.modules.get("accelerate.state")  # never imported here: only asked
+    return accelerate is not None and accelerate.is_initialized()
 
 
 class Ranks:

@@ -14,7 +14,19 @@ from recordmill.read.dataset import Dataset, undecoded
 from recordmill.read.dataset import open as open_dataset
 from recordmill.read.mixture import Mixture
 
-__all__ = ["Source"]
+__all__ = ["Source", "check_counted_once"]
+
+
+def check_counted_once(mixture: Mixture | None) -> None:
+    """Refuses a mixture whose epochs differ in length to a trainer that counts an epoch's
+    batches once (the Hugging Face ``Trainer``: it would cut a longer epoch short)."""
+    if mixture is not None and mixture.rows_per_epoch is None:
+        raise ValueError(
+            f"a mixture's epochs differ in length (until={mixture.until!r} draws until its "
+            "sources run out), and the Hugging Face Trainer counts an epoch's steps once, from "
+            "the first, so it would cut a longer epoch short: give recordmill.mix(..., rows=N) "
+            "for epochs of N rows each"
+        )
 
 
 class Source:

@@ -25,9 +25,10 @@ from recordmill.read import collated, dealing
 from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
 from recordmill.read.passes import laid_out_once
-from recordmill.read.positions import Position, Ranks
+from recordmill.read.positions import Position, Ranks, accelerate_deals
 from recordmill.read.skips import Chunk, Guard, skips
 from recordmill.read.sources import Source as _Source
+from recordmill.read.sources import check_counted_once
 
 # With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
 # happen with this module's imports, as it does for Hugging Face datasets, so that DataLoader
@@ -304,6 +305,8 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         as a ``Sampler``'s length, of which a DataLoader counts its batches: a sized loader, which
         Lightning reads no batch ahead of the step it trains (its checkpoint's state is then the
         step's)."""
+        if self.rank is None and not self._dealt and accelerate_deals():  # the HF Trainer's
+            check_counted_once(self.source.mixture)
         rank, world = self._bind()
         size = max(1, self.batch_size)
         rows = dealing.extent(self._left(), size, world, self.even)

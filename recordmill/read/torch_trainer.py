@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from recordmill.read.mixture import Mixture
+from recordmill.read.sources import check_counted_once
 from recordmill.read.torch_datasets import IterableDataset, MapDataset
 from recordmill.read.torch_loader import DataLoader
 
@@ -49,6 +50,8 @@ class TrainerMixin:
         data = self.train_dataset
         if not isinstance(data, (MapDataset, IterableDataset, Mixture, str, os.PathLike)):
             return super().get_train_dataloader()
+        source = getattr(data, "source", None)
+        check_counted_once(data if isinstance(data, Mixture) else getattr(source, "mixture", None))
         loader = DataLoader(data, **_loader_options(self, data))
         if self._recordmill_resume is not None:
             loader.load_state_dict(self._recordmill_resume)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 
+import filelock
 import numpy as np
 import pytest
 
@@ -28,11 +30,11 @@ IDS = """
         return {"id": {"type": "int64"}}
 
     def dict_data(task_id):
-        for i in range(250 + 100 * (task_id == 3)):
+        for i in range(150 + 5 * (task_id == 3)):
             yield {"id": task_id * 1000 + i}
 """
-# 1,100 rows: 34.4 steps of 16 rows on each of 2 ranks
-ROWS = 1100
+# 605 rows: 18.9 steps of 16 rows on each of 2 ranks
+ROWS = 605
 
 TOKENS = """
     import numpy as np
@@ -44,8 +46,8 @@ TOKENS = """
         return {"tokens": {"type": "int32", "shape": [-1]}}
 
     def dict_data(task_id):
-        for i in range(100):
-            n = task_id * 100 + i
+        for i in range(50):
+            n = task_id * 50 + i
             yield {"tokens": np.arange(n * 100, n * 100 + 1 + n % 23, dtype=np.int32)}
 """
 
@@ -53,6 +55,7 @@ RANK = """
 import json, os, sys, warnings
 
 import torch
+from transformers import Trainer, TrainingArguments
 
 import recordmill
 import recordmill.torch as rt
@@ -85,21 +88,24 @@ def dataset(kind, paths):
         return rt.MapDataset(paths["ids"], columns=["id"])
     if kind == "mix":
         sources = [paths["ids"], paths["more"]]
-        return rt.IterableDataset(recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"]))
+        mixture = recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"], rows=700)
+        return rt.IterableDataset(mixture)
     return rt.TokenBlocks(paths["tokens"], 3, transform=blocks)
 
 
-def trained(wiring, kind, workers, paths, out, resume=None):
-    from transformers import Trainer, TrainingArguments
+def arguments(out, **more):
+    return TrainingArguments(
+        output_dir=out, per_device_train_batch_size=16, num_train_epochs=2, report_to=[],
+        use_cpu=True, logging_strategy="no", ddp_backend="gloo", disable_tqdm=True, seed=42,
+        ddp_timeout=60, **more,
+    )
 
+
+def trained(wiring, kind, workers, paths, out, resume=None):
     class Mixed(rt.TrainerMixin, Trainer):
         pass
 
-    args = TrainingArguments(
-        output_dir=out, per_device_train_batch_size=16, num_train_epochs=2, report_to=[],
-        use_cpu=True, dataloader_num_workers=workers, save_strategy="steps", save_steps=20,
-        logging_strategy="no", ddp_backend="gloo", disable_tqdm=True, seed=42, ddp_timeout=60,
-    )
+    args = arguments(out, dataloader_num_workers=workers, save_strategy="steps", save_steps=12)
     model = Model()
     trainer = (Mixed if wiring == "mixin" else Trainer)
     trainer(model=model, args=args, train_dataset=dataset(kind, paths)).train(resume)
@@ -161,13 +167,25 @@ if __name__ == "__main__":
             if what == "trainer":
                 _, wiring, kind, workers = case
                 run = f"{base}.{wiring}.{kind}"
-                results[key] = {
-                    "whole": trained(wiring, kind, workers, paths, run),
-                    "from 40": trained(wiring, kind, workers, paths, run + "-a",
-                                       run + "/checkpoint-40"),
-                    "from 20": trained(wiring, kind, workers, paths, run + "-b",
-                                       run + "/checkpoint-20"),
-                }
+                results[key] = {"whole": trained(wiring, kind, workers, paths, run)}
+                for step in (24, 12) if wiring == "mixin" or kind == "iterable" else (24,):
+                    results[key][f"from {step}"] = trained(
+                        wiring, kind, workers, paths, f"{run}-{step}", f"{run}/checkpoint-{step}"
+                    )
+            elif what == "refused":  # the plain Trainer's checkpoint, resumed with the mixin
+                try:
+                    trained("mixin", "map", 0, paths, base + ".refused", base + ".plain.map/checkpoint-12")
+                    results[key] = {"refused": None}
+                except ValueError as e:
+                    results[key] = {"refused": str(e)}
+                results[key]["saved"] = sorted(os.listdir(base + ".mixin.map/checkpoint-12"))
+                try:  # a mixture whose epochs differ in length: the Trainer would cut one short
+                    sources = [paths["ids"], paths["more"]]
+                    mixture = recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"])
+                    Trainer(model=Model(), args=arguments(base + ".varying", save_strategy="no"),
+                            train_dataset=rt.IterableDataset(mixture)).train()
+                except ValueError as e:
+                    results[key]["varying"] = str(e)
             elif what == "accelerate":
                 results[key] = {"epochs": accelerated(*case[1:], paths)}
             else:
@@ -221,15 +239,23 @@ def paths(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def results(paths, tmp_path_factory):
-    """Every case on two ranks, in one launch (each rank imports transformers once)."""
-    tmp = tmp_path_factory.mktemp("ranks")
-    script = tmp / "rank.py"
-    script.write_text(RANK)
-    cases = [("trainer", *c) for c in TRAINERS] + [("accelerate", *c) for c in ACCELERATE]
-    cases.append(("saved",))
-    return launch(
-        script, 2, lambda out: [json.dumps(paths), out, json.dumps(cases)], tmp, timeout=240
-    )
+    """Every case on two ranks, in one launch (each rank imports transformers once), run once a
+    session: pytest sets a module's fixture up again where another module's tests ran between
+    its own, and each xdist test process would run it again."""
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the folder every test process of a run shares
+        session = session.parent
+    done = session / "trainers.json"
+    with filelock.FileLock(f"{done}.lock"):
+        if not done.exists():
+            tmp = tmp_path_factory.mktemp("ranks")
+            script = tmp / "rank.py"
+            script.write_text(RANK)
+            cases = [("trainer", *c) for c in TRAINERS] + [("accelerate", *c) for c in ACCELERATE]
+            cases += [("refused",), ("saved",)]
+            args = lambda out: [json.dumps(paths), out, json.dumps(cases)]  # noqa: E731
+            done.write_text(json.dumps(launch(script, 2, args, tmp, timeout=240)))
+        return json.loads(done.read_text())
 
 
 def case(results: list[dict], *what) -> list[dict]:
@@ -247,7 +273,9 @@ def epoch_items(paths, kind, epoch):
         blocks.set_epoch(epoch)
         return [tuple(b.tolist()) for b in blocks]
     if kind == "mix":
-        m = recordmill.mix([paths["ids"], paths["more"]], [0.7, 0.3], seed=5, columns=["id"])
+        m = recordmill.mix(
+            [paths["ids"], paths["more"]], [0.7, 0.3], seed=5, columns=["id"], rows=700
+        )
         return [row["id"] for row in m.rows(m.order(epoch))]
     return recordmill.open(paths["ids"]).to_arrow()["id"].to_pylist()
 
@@ -276,9 +304,12 @@ def test_the_trainer_trains_on_every_row_once_and_resumes_exactly(
         seen += flat(whole[1][epoch * steps : (epoch + 1) * steps])
         # padding: accelerate's even_batches (a last global batch of 32); ours (a row)
         assert_each_once(seen, epoch_items(paths, kind, epoch), spare=31)
-    for rank, run in enumerate(runs):  # checkpoints at steps 20 (epoch 0) and 40 (epoch 1)
-        assert run["from 40"] == whole[rank][40:], f"rank {rank}: resumed at step 40"
-        assert run["from 20"] == whole[rank][20:], f"rank {rank}: resumed at step 20"
+    # checkpoints at step 24 (epoch 1) and, the mixin's and the plain Trainer's of an iterable
+    # (its own resume, reading again), 12 (epoch 0)
+    for rank, run in enumerate(runs):
+        assert run["from 24"] == whole[rank][24:], f"rank {rank}: resumed at step 24"
+        if wiring == "mixin" or kind == "iterable":
+            assert run["from 12"] == whole[rank][12:], f"rank {rank}: resumed at step 12"
 
 
 def test_the_trainers_batches_are_those_of_recordmills_order(results, paths):
@@ -295,7 +326,9 @@ def test_the_trainers_batches_are_those_of_recordmills_order(results, paths):
     for rank in range(2):
         dispatched = plain[rank]["whole"]
         expected = [order[s : s + 32] for s in range(0, ROWS, 32)]
-        halves = [b[: len(b) // 2] if rank == 0 else b[len(b) // 2 :] for b in expected]
+        expected[-1] += order[:2]  # 29 rows: split in two of 15, the first row again
+        half = [len(b) // 2 for b in expected]
+        halves = [b[rank * h : (rank + 1) * h] for b, h in zip(expected, half, strict=True)]
         assert dispatched[: len(halves)] == halves
         sampled = mixin[rank]["whole"]
         mine = [i for batch in dealt(ids[ds.shuffled(42, 0)].tolist(), rank, 2, 1) for i in batch]
@@ -326,41 +359,21 @@ def test_accelerates_save_state_keeps_the_loaders_state(results, paths):
         assert len(saved["head"]) == 8
 
 
-def test_a_checkpoint_without_the_loaders_state_is_refused_by_the_mixin(paths, tmp_path):
+def test_a_checkpoint_without_the_loaders_state_is_refused_by_the_mixin(results):
     """A checkpoint that a Trainer without TrainerMixin saved has no loader state: resuming it
-    with the mixin would read the epoch from its start again, so it is refused in one line."""
-    from transformers import Trainer, TrainingArguments
-
-    class Mixed(rt.TrainerMixin, Trainer):
-        pass
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.zeros(1))
-
-        def forward(self, id):
-            return {"loss": (self.w * id.float()).sum() * 0}
-
-    args = TrainingArguments(
-        output_dir=str(tmp_path / "run"),
-        per_device_train_batch_size=100,
-        max_steps=3,
-        save_steps=2,
-        report_to=[],
-        use_cpu=True,
-        logging_strategy="no",
-        disable_tqdm=True,
-    )
-    data = rt.MapDataset(paths["ids"], columns=["id"])
-    Trainer(model=Model(), args=args, train_dataset=data).train()
-    with pytest.raises(ValueError) as caught:
-        Mixed(model=Model(), args=args, train_dataset=data).train(resume_from_checkpoint=True)
-    assert str(caught.value) == (
-        f"cannot resume from {tmp_path / 'run' / 'checkpoint-3'}: it has no "
-        "recordmill-loader-0.json, the recordmill loader's state that TrainerMixin saves in each "
-        "checkpoint: it was saved by a Trainer without TrainerMixin; resume it with the Trainer "
-        "that saved it"
-    )
-    Mixed(model=Model(), args=args, train_dataset=data).train()  # its own checkpoints: saved
-    assert (tmp_path / "run" / "checkpoint-2" / "recordmill-loader-0.json").is_file()
+    with the mixin would read the epoch from its start again, so it is refused in one line; the
+    mixin's own checkpoints have one state a rank."""
+    for rank, got in enumerate(case(results, "refused")):
+        assert got["refused"] is not None and got["refused"].startswith("cannot resume from ")
+        assert got["refused"].endswith(
+            f"run.plain.map/checkpoint-12: it has no recordmill-loader-{rank}.json, the "
+            "recordmill loader's state that TrainerMixin saves in each checkpoint: it was saved "
+            "by a Trainer without TrainerMixin; resume it with the Trainer that saved it"
+        )
+        assert {"recordmill-loader-0.json", "recordmill-loader-1.json"} <= set(got["saved"])
+        assert got["varying"] == (
+            "a mixture's epochs differ in length (until='first_exhausted' draws until its "
+            "sources run out), and the Hugging Face Trainer counts an epoch's steps once, from "
+            "the first, so it would cut a longer epoch short: give recordmill.mix(..., rows=N) "
+            "for epochs of N rows each"
+        )
