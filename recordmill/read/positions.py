@@ -81,27 +81,32 @@ class Position:
         mixture, now = self._mixture(), self.epoch
         if mixture is not None:
             self._resume_mixture(mixture, state["mixture"], epoch, position)
-            self.epoch = epoch  # the epoch's rows, with the weights it goes on with
-        rows = self._length()
-        if position > rows:
-            self.epoch = now
-            raise ValueError(
-                f"cannot resume: the saved state has epoch {epoch} and position {position}; "
-                f"a position is 0 to {rows} (the rows of an epoch)"
-            )
-        blocks = self.blocks
-        if state.get("blocks") is not None:  # the order the state was saved in, kept
-            blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
+        self.epoch = epoch  # the epoch's rows (a mixture's: with the weights it goes on with)
         try:
-            stream = self._stream(state, rows - position)
-            taken = states.whole(state, "batches", 0, rows, default=0)
-            padded = states.whole(state, "padded", 0, None, default=0)
+            blocks, stream, taken, padded = self._checked(state, position)
         finally:
             self.epoch = now  # until every field is checked
         self.epoch, self.position, self.stream, self.blocks = epoch, position, stream, blocks
         self.taken, self.padded = taken, padded
         self.left_off = False
         self._begin()  # saved after the epoch's last batch: the next epoch
+
+    def _checked(self, state: Mapping[str, Any], position: int) -> tuple[Any, ...]:
+        """The state's blocks, stream, batches and padded rows, each checked against the
+        epoch's rows (the epoch being the state's)."""
+        rows = self._length()
+        if position > rows:
+            raise ValueError(
+                f"cannot resume: the saved state has epoch {self.epoch} and position {position}; "
+                f"a position is 0 to {rows} (the rows of an epoch)"
+            )
+        blocks = self.blocks
+        if state.get("blocks") is not None:  # the order the state was saved in, kept
+            blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
+        stream = self._stream(state, rows - position)
+        taken = states.whole(state, "batches", 0, rows, default=0)
+        padded = states.whole(state, "padded", 0, None, default=0)
+        return blocks, stream, taken, padded
 
     def _resume_mixture(self, mixture: Any, saved: Mapping[str, Any], epoch: int, at: int) -> None:
         """A mixture's epoch resumed at row ``at``: its rows before as they were drawn, its own
