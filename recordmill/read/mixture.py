@@ -272,6 +272,14 @@ class Mixture:
         steps = [[start, list(w)] for start, w in self.epoch_steps(epoch)]
         return {"sources": self.identity(), "steps": steps, "blocks": list(self._blocks())}
 
+    def resumed(self) -> tuple[Any, Any]:
+        """What a resume changed (for :meth:`resume_as`)."""
+        return self._resumed, self.blocks
+
+    def resume_as(self, resumed: tuple[Any, Any]) -> None:
+        """Back to what :meth:`resumed` gave (a state refused after :meth:`resume`)."""
+        self._resumed, self.blocks = resumed
+
     def resume(self, saved: Mapping[str, Any], epoch: int, position: int) -> None:
         """Continue epoch ``epoch`` from row ``position`` of a state saved as :meth:`state`
         gives it: the rows before it as they were drawn, this mixture's weights from it on."""

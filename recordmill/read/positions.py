@@ -79,11 +79,16 @@ class Position:
         epoch = states.whole(state, "epoch", 0, states.MAX_EPOCH)
         position = states.whole(state, "position", 0, None)  # to the epoch's rows: below
         mixture, now = self._mixture(), self.epoch
-        if mixture is not None:
-            self._resume_mixture(mixture, state["mixture"], epoch, position)
-        self.epoch = epoch  # the epoch's rows (a mixture's: with the weights it goes on with)
+        kept = None if mixture is None else mixture.resumed()
         try:
+            if mixture is not None:
+                self._resume_mixture(mixture, state["mixture"], epoch, position)
+            self.epoch = epoch  # the epoch's rows (a mixture's: with the weights it goes on with)
             blocks, stream, taken, padded = self._checked(state, position)
+        except Exception:
+            if mixture is not None:  # as it was: nothing of a refused state is kept
+                mixture.resume_as(kept)
+            raise
         finally:
             self.epoch = now  # until every field is checked
         self.epoch, self.position, self.stream, self.blocks = epoch, position, stream, blocks
@@ -103,9 +108,9 @@ class Position:
         blocks = self.blocks
         if state.get("blocks") is not None:  # the order the state was saved in, kept
             blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
-        stream = self._stream(state, rows - position)
         taken = states.whole(state, "batches", 0, rows, default=0)
         padded = states.whole(state, "padded", 0, None, default=0)
+        stream = self._stream(state, rows - position)
         return blocks, stream, taken, padded
 
     def _resume_mixture(self, mixture: Any, saved: Mapping[str, Any], epoch: int, at: int) -> None:
@@ -133,10 +138,11 @@ class Position:
         stream = states.whole(state, "stream", 0, left, default=0)
         saved = (state.get("rank"), state.get("world_size"))
         if (stream or state.get("batches")) and tuple(saved) != self._ranks():
+            whose = "names no rank" if None in saved else f"is rank {saved[0]} of {saved[1]}'s"
             raise ValueError(
-                f"cannot resume: the saved state is rank {saved[0]} of {saved[1]}'s and this is "
-                f"rank {self._ranks()[0]} of {self._ranks()[1]}; with rows skipped, ranks are not "
-                "in step: resume each rank from the state it saved, with the same world size"
+                f"cannot resume: the saved state {whose} and this is rank {self._ranks()[0]} of "
+                f"{self._ranks()[1]}; with rows skipped, ranks are not in step: resume each rank "
+                "from the state it saved, with the same world size"
             )
         return stream
 

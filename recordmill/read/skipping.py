@@ -49,8 +49,8 @@ def skipping_pass(loader: Any, chunks: Iterator[Chunk], world: int) -> Iterator[
         if batch is not None:
             handed += 1
             yield batch
-    if not handed and not position and ledger.epoch_count:
-        raise ledger.nothing_handed_out(share)
+    if not handed and not position and cut.seen and ledger.epoch_count >= cut.seen:
+        raise ledger.nothing_handed_out(share)  # every row read failed
 
 
 def _padded(loader: Any, cut: Rebatcher, share: int, stream: int) -> Iterator[Any]:

@@ -47,7 +47,10 @@ def check_identity(state: Mapping[str, Any], mine: Mapping[str, Any], where: str
         then, now = kinds if "mixture" in state else kinds[::-1]
         raise ValueError(f"cannot resume: the saved state is of {then}, this loader reads {now}")
     if "mixture" in state and not isinstance(state["mixture"], Mapping):
-        raise ValueError(f"cannot resume: the saved state's mixture is {state['mixture']!r}")
+        raise ValueError(
+            f"cannot resume: the saved state's mixture is {state['mixture']!r}; expected the "
+            "dict of its sources and weights that a mixture's state_dict() gives"
+        )
     saved = state.get("version")  # states saved before versions existed have none
     if saved is not None and mine["version"] is not None and saved != mine["version"]:
         raise ValueError(

@@ -1,6 +1,6 @@
 """The PyTorch datasets of :mod:`recordmill.torch`: ``MapDataset`` (with its ``Sampler``) and
 ``IterableDataset``, over a dataset or a mixture; the loader that resumes them is in
-:mod:`recordmill.read.torch`."""
+:mod:`recordmill.read.torch_loader`."""
 
 from __future__ import annotations
 

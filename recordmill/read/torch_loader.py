@@ -182,12 +182,14 @@ class DataLoader(Handing, torch_data.DataLoader):
             return len(self.position)
 
     @contextlib.contextmanager
-    def _whole_epoch(self) -> Iterator[None]:
-        """The position at the start of the epoch a pass would read, meanwhile."""
+    def _whole_epoch(self, begin: bool = True) -> Iterator[None]:
+        """The position at the start of the epoch a pass would read (``begin``; else this one),
+        meanwhile."""
         p = self.position
         kept = p._where_now()
         try:
-            self._begin()
+            if begin:
+                self._begin()
             p.position, p.stream = 0, 0
             yield
         finally:
@@ -213,12 +215,18 @@ class DataLoader(Handing, torch_data.DataLoader):
 
     def _begin(self) -> None:
         """Where a pass starts (``Position._begin``); also the next epoch where this rank has no
-        batch of this one left: ``drop_last`` leaves a short batch's rows, and ranks' shares of
-        the last rows differ (a loop stopped at its last batch by ``zip`` or ``islice``)."""
+        batch of this one left: ``drop_last`` leaves a short batch's rows, ranks' shares of the
+        last rows differ, and with skips a rank hands out its epoch's batches without reaching a
+        position (a loop stopped at its last batch by ``zip`` or ``islice``)."""
         p = self.position
         p._begin()
         if p.position and not self.skip and not _batches_left(self):
             p._end_epoch()
+        elif p.taken and self.skip:  # several ranks: as many batches as its share has, handed
+            with self._whole_epoch(begin=False):
+                done = p.taken >= _batches(len(p), self.cut[0], self.cut[2])
+            if done:
+                p._end_epoch()
 
     def set_epoch(self, epoch: int) -> None:
         self.position.set_epoch(epoch)

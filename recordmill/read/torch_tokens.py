@@ -88,7 +88,10 @@ class TokenBlocks(IterableDataset):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         saved, mine = states.mapping(state).get("tokens"), self.stream_of().state()
         if not isinstance(saved, Mapping):
-            raise ValueError("cannot resume: the saved state is not a TokenBlocks state")
+            raise ValueError(
+                f"cannot resume: the saved state is not a TokenBlocks state (its 'tokens' is "
+                f"{saved!r}; expected the dict of block size, column and eos it was saved with)"
+            )
         for key, value in mine.items():
             if saved.get(key) != value:
                 raise ValueError(

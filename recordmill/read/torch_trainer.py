@@ -55,6 +55,7 @@ class TrainerMixin:
         loader = DataLoader(data, **_loader_options(self, data))
         if self._recordmill_resume is not None:
             loader.load_state_dict(self._recordmill_resume)
+            _check_accumulation(loader, self.args.gradient_accumulation_steps)
         self._recordmill_loader = loader
         return self.accelerator.prepare(loader)  # the loader itself, on the Accelerator's device
 
@@ -109,6 +110,20 @@ def _loader_options(trainer: Any, data: Any) -> dict[str, Any]:
     if trainer.data_collator is not default_data_collator:  # one the user gave
         options["collate_fn"] = trainer.data_collator
     return options
+
+
+def _check_accumulation(loader: DataLoader, steps: int) -> None:
+    """Refuses a resume mid-epoch where the epoch's batches end in a short group of gradient
+    accumulation: the Trainer steps that group where it counted the epoch's batches itself, by
+    reading them again, which the mixin spares it."""
+    p, batches = loader.position, len(loader)
+    if steps > 1 and batches % steps and (p.position or p.stream or p.taken):
+        raise ValueError(
+            f"cannot resume mid-epoch with gradient_accumulation_steps={steps}: an epoch's "
+            f"{batches} batches end in a group of {batches % steps}, which the Trainer would not "
+            f"step after a resume that did not read the epoch again; train with a "
+            f"gradient_accumulation_steps that divides {batches}, or resume at an epoch's end"
+        )
 
 
 def _checkpoint(given: str | bool | None, output_dir: str) -> str | None:

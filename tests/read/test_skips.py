@@ -3,6 +3,7 @@ out of training, listed, and the batches stay full and resume exactly."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -251,6 +252,16 @@ def test_ranks_that_skip_resume_each_from_its_own_state(images, kind):
             ValueError, match=f"is rank {rank} of 2's and this is rank {1 - rank} of 2"
         ):
             ranked(1 - rank, 0).load_state_dict(state)
+        alone = {k: v for k, v in state.items() if k not in ("rank", "world_size")}
+        with pytest.raises(ValueError, match=f"state names no rank and this is rank {rank} of 2"):
+            ranked(rank, 0).load_state_dict(alone)
+        # a state saved after the rank's last batch (zip, islice) resumes at the next epoch
+        ended = ranked(rank, 0)
+        last = [b.tolist() for b in itertools.islice(ended, len(ended))]
+        resumed = ranked(rank, 0)
+        resumed.load_state_dict(ended.state_dict())
+        assert last == full and resumed.state_dict()["epoch"] == 1
+        assert len(list(resumed)) == len(full)
     # every good row, and in place of the 4 bad ones the first good rows of the order again
     assert set(seen) == set(range(100)) - BAD and len(seen) == 100
 
@@ -293,6 +304,13 @@ def test_an_epoch_without_a_good_row_is_an_error_naming_its_rejects(images):
             f"every row of this epoch's {100 // world} failed to decode or transform "
         )
         assert "no batch to hand out; the first: row " in str(caught.value)
+    # fewer good rows than a batch, drop_last: no batch, and no such error (96 rows were good)
+    few = DataLoader(
+        MapDataset(images, decode=DECODE, transform=ids, on_error="skip"),
+        batch_size=128,
+        drop_last=True,
+    )
+    assert list(few) == [] and len(few.rejects) == len(BAD)
 
 
 def test_a_tenth_of_an_epochs_rows_failing_is_an_error_by_default_and_a_hundredth_a_warning(

@@ -111,9 +111,17 @@ def test_a_mixture_state_of_other_weights_or_sources_is_refused(paths, tmp_path)
     with pytest.raises(ValueError) as caught:
         loader(m).load_state_dict(damaged)
     assert str(caught.value) == "cannot resume: the saved state's weights are [[3, [0.5, 0.5]]]"
+    other = loader(recordmill.mix([paths["a"], paths["b"]], [0.9, 0.1], seed=1))
+    with pytest.raises(ValueError, match="a position is 0 to"):  # other weights: kept no more
+        other.load_state_dict({**state, "position": 10**6})
+    fresh = loader(recordmill.mix([paths["a"], paths["b"]], [0.9, 0.1], seed=1))
+    assert [b["id"].tolist() for b in other] == [b["id"].tolist() for b in fresh]
     with pytest.raises(ValueError) as caught:
         loader(m).load_state_dict({**state, "mixture": [3, [0.5, 0.5]]})
-    assert str(caught.value) == "cannot resume: the saved state's mixture is [3, [0.5, 0.5]]"
+    assert str(caught.value) == (
+        "cannot resume: the saved state's mixture is [3, [0.5, 0.5]]; expected the dict of its "
+        "sources and weights that a mixture's state_dict() gives"
+    )
     grown = write(tmp_path, "b", ("id", "label"))
     recordmill.write(
         make_plugin(tmp_path / "pb", PLUGIN.format(fields={"id": "int64", "label": "int64"})),

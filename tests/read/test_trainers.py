@@ -179,6 +179,15 @@ if __name__ == "__main__":
                 except ValueError as e:
                     results[key] = {"refused": str(e)}
                 results[key]["saved"] = sorted(os.listdir(base + ".mixin.map/checkpoint-12"))
+                args = arguments(base + ".accumulated", save_steps=2, gradient_accumulation_steps=4)
+                Mixed = type("Mixed", (rt.TrainerMixin, Trainer), {})
+                data = dataset("map", paths)
+                Mixed(model=Model(), args=args, train_dataset=data).train()
+                try:  # 19 batches an epoch: a last group of 3 that the Trainer would not step
+                    Mixed(model=Model(), args=args, train_dataset=data).train(
+                        base + ".accumulated/checkpoint-2")
+                except ValueError as e:
+                    results[key]["accumulated"] = str(e)
                 try:  # a mixture whose epochs differ in length: the Trainer would cut one short
                     sources = [paths["ids"], paths["more"]]
                     mixture = recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"])
@@ -371,6 +380,12 @@ def test_a_checkpoint_without_the_loaders_state_is_refused_by_the_mixin(results)
             "by a Trainer without TrainerMixin; resume it with the Trainer that saved it"
         )
         assert {"recordmill-loader-0.json", "recordmill-loader-1.json"} <= set(got["saved"])
+        assert got["accumulated"] == (
+            "cannot resume mid-epoch with gradient_accumulation_steps=4: an epoch's 19 batches "
+            "end in a group of 3, which the Trainer would not step after a resume that did not "
+            "read the epoch again; train with a gradient_accumulation_steps that divides 19, or "
+            "resume at an epoch's end"
+        )
         assert got["varying"] == (
             "a mixture's epochs differ in length (until='first_exhausted' draws until its "
             "sources run out), and the Hugging Face Trainer counts an epoch's steps once, from "
