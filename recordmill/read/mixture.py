@@ -272,14 +272,6 @@ class Mixture:
         steps = [[start, list(w)] for start, w in self.epoch_steps(epoch)]
         return {"sources": self.identity(), "steps": steps, "blocks": list(self._blocks())}
 
-    def resumed(self) -> tuple[Any, Any]:
-        """What a resume changed (for :meth:`resume_as`)."""
-        return self._resumed, self.blocks
-
-    def resume_as(self, resumed: tuple[Any, Any]) -> None:
-        """Back to what :meth:`resumed` gave (a state refused after :meth:`resume`)."""
-        self._resumed, self.blocks = resumed
-
     def resume(self, saved: Mapping[str, Any], epoch: int, position: int) -> None:
         """Continue epoch ``epoch`` from row ``position`` of a state saved as :meth:`state`
         gives it: the rows before it as they were drawn, this mixture's weights from it on."""
@@ -289,6 +281,16 @@ class Mixture:
             raise ValueError(f"cannot resume: the saved state's weights are {saved['steps']!r}")
         self._resumed = (epoch, _continued(tuple(before), self.steps, position))
         self.blocks = [int(b) for b in saved.get("blocks", self._blocks())]
+
+
+def resumed(m: Mixture) -> tuple[Any, Any]:
+    """What ``Mixture.resume`` changes of ``m`` (for :func:`resume_as`)."""
+    return m._resumed, m.blocks
+
+
+def resume_as(m: Mixture, resumed: tuple[Any, Any]) -> None:
+    """``m`` back to what :func:`resumed` gave (a state refused after ``Mixture.resume``)."""
+    m._resumed, m.blocks = resumed
 
 
 def _draw(m: Mixture, epoch: int) -> np.ndarray:

@@ -19,11 +19,12 @@ import torch
 
 from recordmill.dataset.versions import fingerprint
 from recordmill.read import order, states
+from recordmill.read.mixture import resume_as, resumed
 from recordmill.read.shared_orders import Orders
 
-__all__ = ["Position", "Ranks", "accelerate_deals"]
+__all__ = ["Position", "Ranks", "accelerate_deals", "go_back", "where_now"]
 
-# What says where a Position stands (its _where_now()).
+# What says where a Position stands (where_now()).
 _WHERE = ("epoch", "position", "stream", "taken", "padded", "blocks", "left_off")
 
 
@@ -79,15 +80,15 @@ class Position:
         epoch = states.whole(state, "epoch", 0, states.MAX_EPOCH)
         position = states.whole(state, "position", 0, None)  # to the epoch's rows: below
         mixture, now = self._mixture(), self.epoch
-        kept = None if mixture is None else mixture.resumed()
+        kept = None if mixture is None else resumed(mixture)
         try:
             if mixture is not None:
                 self._resume_mixture(mixture, state["mixture"], epoch, position)
             self.epoch = epoch  # the epoch's rows (a mixture's: with the weights it goes on with)
-            blocks, stream, taken, padded = self._checked(state, position)
+            blocks, stream, taken, padded = _checked(self, state, position)
         except Exception:
             if mixture is not None:  # as it was: nothing of a refused state is kept
-                mixture.resume_as(kept)
+                resume_as(mixture, kept)
             raise
         finally:
             self.epoch = now  # until every field is checked
@@ -95,23 +96,6 @@ class Position:
         self.taken, self.padded = taken, padded
         self.left_off = False
         self._begin()  # saved after the epoch's last batch: the next epoch
-
-    def _checked(self, state: Mapping[str, Any], position: int) -> tuple[Any, ...]:
-        """The state's blocks, stream, batches and padded rows, each checked against the
-        epoch's rows (the epoch being the state's)."""
-        rows = self._length()
-        if position > rows:
-            raise ValueError(
-                f"cannot resume: the saved state has epoch {self.epoch} and position {position}; "
-                f"a position is 0 to {rows} (the rows of an epoch)"
-            )
-        blocks = self.blocks
-        if state.get("blocks") is not None:  # the order the state was saved in, kept
-            blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
-        taken = states.whole(state, "batches", 0, rows, default=0)
-        padded = states.whole(state, "padded", 0, None, default=0)
-        stream = self._stream(state, rows - position)
-        return blocks, stream, taken, padded
 
     def _resume_mixture(self, mixture: Any, saved: Mapping[str, Any], epoch: int, at: int) -> None:
         """A mixture's epoch resumed at row ``at``: its rows before as they were drawn, its own
@@ -167,14 +151,6 @@ class Position:
 
     def _advance(self, rows: int) -> None:
         self.position = min(self._length(), self.position + rows)
-
-    def _where_now(self) -> tuple[Any, ...]:
-        """Where it stands, for :meth:`_go_back`."""
-        return tuple(getattr(self, name) for name in _WHERE)
-
-    def _go_back(self, where: tuple[Any, ...]) -> None:
-        for name, value in zip(_WHERE, where, strict=True):
-            setattr(self, name, value)
 
     def _end_epoch(self) -> None:
         self._restart(self.epoch + 1)
@@ -234,6 +210,34 @@ class Position:
     def _where(self) -> str:
         source = self._source()
         return "the dataset" if source is None else source.path
+
+
+def _checked(p: Position, state: Mapping[str, Any], position: int) -> tuple[Any, ...]:
+    """The state's blocks, stream, batches and padded rows, each checked against the epoch's
+    rows (``p`` in the state's epoch)."""
+    rows = p._length()
+    if position > rows:
+        raise ValueError(
+            f"cannot resume: the saved state has epoch {p.epoch} and position {position}; "
+            f"a position is 0 to {rows} (the rows of an epoch)"
+        )
+    blocks = p.blocks
+    if state.get("blocks") is not None:  # the order the state was saved in, kept
+        blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
+    taken = states.whole(state, "batches", 0, rows, default=0)
+    padded = states.whole(state, "padded", 0, None, default=0)
+    stream = p._stream(state, rows - position)
+    return blocks, stream, taken, padded
+
+
+def where_now(p: Position) -> tuple[Any, ...]:
+    """Where ``p`` stands, for :func:`go_back`."""
+    return tuple(getattr(p, name) for name in _WHERE)
+
+
+def go_back(p: Position, where: tuple[Any, ...]) -> None:
+    for name, value in zip(_WHERE, where, strict=True):
+        setattr(p, name, value)
 
 
 def _ranks_here(dealt: bool) -> tuple[int, int] | None:

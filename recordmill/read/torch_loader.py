@@ -21,6 +21,7 @@ except ImportError as e:  # the line torch_datasets.py gives, before a bare "No 
 from recordmill.read import collated, states
 from recordmill.read.mixture import Mixture
 from recordmill.read.pipes import widen_results
+from recordmill.read.positions import go_back, where_now
 from recordmill.read.prepared import Handing
 from recordmill.read.skipping import skipping_pass
 from recordmill.read.skips import MAX_READ_REJECTS, Chunk, Ledger, ReadReject
@@ -186,14 +187,14 @@ class DataLoader(Handing, torch_data.DataLoader):
         """The position at the start of the epoch a pass would read (``begin``; else this one),
         meanwhile."""
         p = self.position
-        kept = p._where_now()
+        kept = where_now(p)
         try:
             if begin:
                 self._begin()
             p.position, p.stream = 0, 0
             yield
         finally:
-            p._go_back(kept)
+            go_back(p, kept)
 
     def _get_iterator(self) -> Any:
         """torch's iterator, which starts the workers (each epoch, or once if persistent).
@@ -242,13 +243,13 @@ class DataLoader(Handing, torch_data.DataLoader):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``: the next batch is the one after the last one handed out."""
         p = self.position
-        kept = p._where_now()
+        kept = where_now(p)
         p.load_state_dict(state)  # its position and stream checked
         read = state["position"] + state.get("stream", 0)
         try:  # no more rejects than rows read
             rejects = states.whole(state, "read_rejects", 0, read, default=0)
         except ValueError:
-            p._go_back(kept)
+            go_back(p, kept)
             raise
         self._begin()  # saved after this rank's last batch: the next epoch
         # The rejects of the epoch the state resumes (none where it moved to the next one).
