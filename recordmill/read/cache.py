@@ -22,11 +22,9 @@ folder is shared, safely:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import mmap
 import os
-import shutil
 import threading
 import warnings
 from collections import OrderedDict
@@ -40,9 +38,16 @@ import pyarrow as pa
 from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import ConfigError, RecordmillWarning
-from recordmill.read.cache_folder import CACHE_DIR_ENV, Folder, default_cache_dir, log_once
+from recordmill.read.cache_folder import (
+    CACHE_DIR_ENV,
+    Folder,
+    UnsafeCache,
+    default_cache_dir,
+    fd_path,
+    log_once,
+)
 from recordmill.read.checked import Checked, check_once, file_key, log_checked
-from recordmill.read.files import Files
+from recordmill.read.files import Files, check_structure
 
 __all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "cache_location", "plan_parts"]
 from recordmill.read.segments import Segments
@@ -121,7 +126,7 @@ class DiskCache:
         # The block shuffle's windows follow the limit, so an order drawn on another machine
         # must see the same one: only a limit given (the same on every rank) shapes the order.
         self.chosen = limit is not None
-        self.limit = limit if limit is not None else _default_limit(self.root)
+        self.limit = limit if limit is not None else self.folder.parts.free() // 2
         self._largest: int | None = None
         if not implicit:  # a cache_dir given: its limit checked now (else at the first use)
             _check_limit(self)
@@ -196,9 +201,9 @@ class DiskCache:
             # is not freed until every process lets it go: those are let go at the next load
             # after the folder changed (a stat of the folder, then of each mapped part only
             # then), and a process keeps at most as many parts mapped as the cache holds.
-            if self._seen != (changed := _changed(self.root / "parts")):
+            if self._seen != (changed := self.folder.parts.changed()):
                 self._seen = changed
-                for gone in [j for j, (p, _) in self._open.items() if p and not p.exists()]:
+                for gone in [j for j, (p, _) in self._open.items() if p and not self._there(p)]:
                     del self._open[gone]
             while len(self._open) > min(self.capacity, MAX_MAPPED):
                 self._open.popitem(last=False)
@@ -207,11 +212,18 @@ class DiskCache:
     def _own(self) -> None:
         if self._pid != os.getpid():  # a forked DataLoader worker: a lock of its own
             self._pid, self._lock, self._seen = os.getpid(), threading.Lock(), -1
-            self._open: OrderedDict[int, tuple[Path | None, list[pa.RecordBatch]]] = OrderedDict()
+            self._open: OrderedDict[int, tuple[str | None, list[pa.RecordBatch]]] = OrderedDict()
+
+    def _there(self, name: str) -> bool:
+        try:
+            self.folder.parts.stat(name)
+            return True
+        except FileNotFoundError:
+            return False
 
     # --- filling ------------------------------------------------------------------------------
 
-    def _load(self, k: int) -> tuple[Path | None, list[pa.RecordBatch]]:
+    def _load(self, k: int) -> tuple[str | None, list[pa.RecordBatch]]:
         """Part ``k``'s batches, and the cached file they are mapped from (None: from the
         source, the cache being full)."""
         part = self.parts[k]
@@ -221,7 +233,7 @@ class DiskCache:
             self._warn(e)
             return None, self._fetch(part)  # from the source, which says its own errors
 
-    def _load_cached(self, part: Part) -> tuple[Path | None, list[pa.RecordBatch]]:
+    def _load_cached(self, part: Part) -> tuple[str | None, list[pa.RecordBatch]]:
         found = self.folder.find(part.name)
         if found is not None and (batches := self._map(found)) is not None:
             return found, batches
@@ -249,46 +261,51 @@ class DiskCache:
         schema = self.files.schema
         return [b if b.schema.equals(schema) else _cast(b, schema) for b in batches]
 
-    def _write(self, part: Part, batches: list[pa.RecordBatch]) -> Path:
-        name = f".{part.name}.{os.getpid()}.partial"
-        partial = self.root / "parts" / name
+    def _write(self, part: Part, batches: list[pa.RecordBatch]) -> str:
+        partial = f".{part.name}.{os.getpid()}.partial"
+        fd = self.folder.create(partial)
         try:
-            # pyarrow's own file: an error in a Python file's close aborts pyarrow 19
+            # pyarrow's own file (an error in a Python file's close aborts pyarrow 19), of the
+            # file just created, never of whatever its name is now
             with (
-                pa.OSFile(str(self.folder.create(name)), "wb") as sink,
+                pa.OSFile(fd_path(fd), "wb") as sink,
                 pa.ipc.new_file(sink, self.files.schema) as w,
             ):
                 for batch in batches:
                     w.write_batch(batch)
-            with open(partial, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
                 crc = crc32c(m)
-            path = self.root / "parts" / f"{part.name}.{crc:08x}.arrow"
-            os.replace(partial, path)
+            name = f"{part.name}.{crc:08x}.arrow"
+            self.folder.parts.replace(partial, name)
             # Its bytes were just summed from the disk: checked (for this process only: other
             # processes check it once it settled, read/checked.py).
-            self._checked.add(path.name)
+            self._checked.add(name)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(partial)
-        return path
+            os.close(fd)
+            self.folder.parts.unlink(partial)
+        return name
 
-    def _map(self, path: Path) -> list[pa.RecordBatch] | None:
-        """A cached part's batches, its bytes checked against the CRC-32C in its name; None
-        (and the file removed) when they do not match or it is gone."""
+    def _map(self, name: str) -> list[pa.RecordBatch] | None:
+        """A cached part's batches (a regular file of this user's, as opened), its bytes checked
+        against the CRC-32C in its name and its structure checked; None (and the file
+        removed) when they do not match or it is gone."""
         try:
-            source = pa.memory_map(str(path))
-            expected = int(path.name.split(".")[1], 16)
-            if self.files.checksums and path.name not in self._checked:
-                _check_part(self, path, source, expected)
-            reader = pa.ipc.open_file(source)
+            fd = self.folder.parts.open(name, os.O_RDONLY)
+            try:
+                info = os.fstat(fd)
+                data = pa.py_buffer(mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ))
+            finally:
+                os.close(fd)
+            reader = pa.ipc.open_file(pa.BufferReader(data))
             batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-            self.folder.touch(path.name)  # recently used: the last to be evicted
+            if name not in self._checked:
+                _check_part(self, name, info, data, batches)
+            self.folder.touch(name)  # recently used: the last to be evicted
             return batches
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, pa.ArrowInvalid):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()  # damaged: fetched again
+        except (OSError, ValueError, pa.ArrowInvalid, UnsafeCache):
+            self.folder.parts.unlink(name)  # damaged (or not ours): fetched again
             return None
 
     def _warn(self, error: OSError) -> None:
@@ -300,14 +317,6 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=4,
             )
-
-
-def _changed(folder: Path) -> int:
-    """When the folder's entries last changed (a part added or removed)."""
-    try:
-        return os.stat(folder).st_mtime_ns
-    except FileNotFoundError:
-        return -1
 
 
 def _check_limit(cache: DiskCache) -> None:
@@ -329,19 +338,28 @@ def _cached_bytes(cache: DiskCache, part: Part) -> int:
     return size + 512 * (part.stop - part.first) + 2048
 
 
-def _check_part(cache: DiskCache, path: Path, source: pa.MemoryMappedFile, expected: int) -> None:
-    """A cached file's bytes against the CRC-32C in its name, unless this machine checked
-    this very file (read/checked.py) already."""
+def _check_part(
+    cache: DiskCache,
+    name: str,
+    info: os.stat_result,
+    data: pa.Buffer,
+    batches: list[pa.RecordBatch],
+) -> None:
+    """A cached file's bytes against the CRC-32C in its name, and its batches' structure (what
+    a bad offset would make a read of memory past them), unless this machine checked this
+    very file (read/checked.py) already."""
 
     def check() -> None:
-        data = source.read_buffer()
-        if crc32c(data) != expected:
+        if cache.files.checksums and crc32c(data) != int(name.split(".")[1], 16):
             raise pa.ArrowInvalid("checksum")
+        for i, batch in enumerate(batches):
+            check_structure(batch, f"{cache.root / 'parts' / name}, record batch {i}")
         log_checked(data.size)
 
-    key = None if cache.checked is None else file_key(path, path.name)
+    where = cache.root / "parts" / name
+    key = None if cache.checked is None else file_key(where, name, info)
     check_once(cache.checked, key, 0, check)
-    cache._checked.add(path.name)
+    cache._checked.add(name)
 
 
 def cache_location(
@@ -373,11 +391,6 @@ def _version_key(files: Files) -> str:
     for entry in files.manifest["partitions"]:
         digest.update(f"{entry['file']}:{entry['checksum']}".encode())
     return f"{files.store.name or 'dataset'}-{digest.hexdigest()[:16]}"
-
-
-def _default_limit(root: Path) -> int:
-    """Half the free space of the cache folder's disk."""
-    return shutil.disk_usage(root).free // 2
 
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

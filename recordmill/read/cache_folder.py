@@ -6,18 +6,24 @@ plant a part, read one, or make a read overwrite or delete a file. So each user 
 their own in it, ``user-UID``, made private (0700), and every folder below is checked before use:
 a real folder (not a symbolic link), owned by this user, writable by no one else; a ``cache_dir``
 that others may write must have the sticky bit (as /tmp has), so that no one else can rename the
-user's folder away. Files are created private (0600) with ``O_EXCL | O_NOFOLLOW``: a name planted
-as a link is never written through. A folder that fails a check is not used (``UnsafeCache``).
+user's folder away. Each folder is opened once a process and checked as opened (``fstat``), and
+everything in it is reached through that descriptor (:class:`Dir`): a link flipped or a folder
+renamed above it later changes nothing a process reads. Files are opened without following a
+link and checked as opened (a regular file of this user's), created private (0600) with
+``O_EXCL``: a name planted as a link is never written through. A folder that fails a check is
+not used (``UnsafeCache``), nor one whose lock is held past ``LOCK_WAIT`` (``LockWait``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +33,8 @@ CACHE_DIR_ENV = "RECORDMILL_CACHE_DIR"
 PRIVATE_FILE = 0o600
 PRIVATE_FOLDER = 0o700
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def default_cache_dir() -> Path:
@@ -45,133 +53,157 @@ def default_cache_dir() -> Path:
 
 
 class UnsafeCache(ConfigError):
-    """A cache folder another user owns or may write: not used."""
+    """A cache folder another user owns or may write, or what is at its name is no folder of
+    ours: not used."""
 
 
-class Folder:
-    """One dataset version's folder in the cache (``cache_dir/user-UID/VERSION``): ``parts/``
-    and the ``locks/`` beside them."""
+class LockWait(OSError):
+    """A lock of the cache held past ``LOCK_WAIT`` seconds: the part is read without it."""
 
-    def __init__(self, cache_dir: Path, version: str):
-        self.cache_dir = cache_dir
-        self.root = cache_dir / f"user-{os.geteuid()}" / version
-        self._listing: dict[str, str] | None = None  # part name -> its file, as last read
-        self._make()
 
-    def evict(self, keep: Path, limit: int) -> None:
-        """Remove the least recently used parts until the others fit ``limit``, counting the
-        parts being filled; those that a process killed while filling left are removed."""
-        with self.locked("evict"):
-            found, filling = [], 0
-            for entry in os.scandir(self.root / "parts"):
-                with contextlib.suppress(FileNotFoundError):
-                    if entry.name.endswith(".partial") and not alive(filler(entry.name)):
-                        os.unlink(entry.path)
-                    elif entry.name.endswith(".partial"):
-                        filling += entry.stat(follow_symlinks=False).st_size
-                    elif entry.name.endswith(".arrow") and entry.path != str(keep):
-                        info = entry.stat(follow_symlinks=False)
-                        found.append((self._used(entry.name, info), info.st_size, entry.path))
-            total = filling + sum(size for _, size, _ in found)
-            # Another thread's eviction may have taken ``keep`` between its write and this
-            # lock: its batches are still in memory, so it counts for nothing here.
-            with contextlib.suppress(FileNotFoundError):
-                total += keep.stat().st_size
-            for _, size, path in sorted(found):
-                if total <= limit:
-                    break
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self._marker(os.path.basename(path)))
-                total -= size
+# How long a lock of the cache is waited for before the part (or order) is read without it.
+LOCK_WAIT = 60.0
+_OPENED: dict[str, Dir] = {}  # each cache_dir's user folder, as this process opened it
 
-    def touch(self, name: str) -> None:
-        """Part ``name`` was just used (its marker's time, not its own: the part's times are
-        part of what read/checked.py knows it by)."""
+
+class Dir:
+    """A folder of this user's cache, opened once: every file in it is reached relative to its
+    descriptor, never by its path again, so that no link or rename above it, made after it was
+    checked, changes what is read or written. Files are opened without following a link
+    (``O_NOFOLLOW``) and checked as opened (``fstat``): a regular file of this user's."""
+
+    def __init__(self, fd: int, path: Path):
+        self.fd, self.path = fd, path
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
         with contextlib.suppress(OSError):
-            fd = os.open(self._marker(name), os.O_WRONLY | os.O_CREAT | NOFOLLOW, PRIVATE_FILE)
-            try:
-                os.utime(fd)
-            finally:
-                os.close(fd)
+            self.close()
 
-    def _used(self, name: str, info: os.stat_result) -> int:
-        """When a part was last used: its marker's time, else its own (when it was filled)."""
+    def sub(self, name: str) -> Dir:
+        """Folder ``name`` in this one, made private if it is not there, and checked."""
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, PRIVATE_FOLDER, dir_fd=self.fd)
         try:
-            return max(info.st_mtime_ns, os.stat(self._marker(name)).st_mtime_ns)
-        except FileNotFoundError:
-            return info.st_mtime_ns
+            fd = os.open(name, os.O_RDONLY | DIRECTORY | NOFOLLOW | CLOEXEC, dir_fd=self.fd)
+        except OSError as e:  # a link (ELOOP), a file (ENOTDIR)
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UnsafeCache(
+                    f"{self.path / name} is not a folder (a symbolic link?): it is not used as "
+                    "this user's disk cache"
+                ) from None
+            raise
+        check_private(fd, self.path / name)
+        return Dir(fd, self.path / name)
 
-    def _marker(self, name: str) -> Path:
-        return self.root / "locks" / f"{name}.used"
+    def open(self, name: str, flags: int, mode: int = PRIVATE_FILE) -> int:
+        """File ``name``, opened with ``flags``: refused (``UnsafeCache``) unless it is a regular
+        file of this user's."""
+        fd = os.open(name, flags | NOFOLLOW | CLOEXEC, mode, dir_fd=self.fd)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            os.close(fd)
+            raise UnsafeCache(f"{self.path / name} is not a file of this user's: not used")
+        return fd
 
-    def find(self, name: str, fresh: bool = False) -> Path | None:
-        """The cached file of the part ``name``, if there is one: from the folder's listing as
-        this process last read it (one read of the folder for every part, not one a part),
-        read again when ``fresh`` or when the part is not in it."""
-        listing = self._listing
-        if fresh or listing is None or name not in listing:
-            listing = self._listing = {}
-            for found in self.names():
-                if found.endswith(".arrow"):
-                    listing[found.split(".", 1)[0]] = found
-        found = listing.get(name)
-        return None if found is None else self.root / "parts" / found
+    def names(self) -> list[str]:
+        """The folder's entries: read through a descriptor of their own (two threads reading
+        one descriptor's entries at once would share its position, and each miss some)."""
+        fd = os.open(".", os.O_RDONLY | DIRECTORY | CLOEXEC, dir_fd=self.fd)
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
 
-    def names(self) -> Iterator[str]:
-        return (e.name for e in os.scandir(self.root / "parts"))
+    def stat(self, name: str) -> os.stat_result:
+        return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
 
-    def create(self, name: str) -> Path:
-        """A new, empty, private file in ``parts/``, never one that exists (or a link planted
-        there); in this user's private folder, no one else can put another in its place."""
-        path = self.root / "parts" / name
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, PRIVATE_FILE))
-        return path
+    def unlink(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=self.fd)
+
+    def replace(self, name: str, new: str) -> None:
+        os.replace(name, new, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def changed(self) -> int:
+        """When the folder's entries last changed (a file added or removed)."""
+        return os.fstat(self.fd).st_mtime_ns
+
+    def free(self) -> int:
+        info = os.fstatvfs(self.fd)
+        return info.f_bavail * info.f_frsize
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
-        """An exclusive lock shared by every process of this user on the machine; the kernel
-        drops it when its holder dies."""
-        flags = os.O_RDWR | os.O_CREAT | NOFOLLOW
-        fd = os.open(self.root / "locks" / f"{name}.lock", flags, PRIVATE_FILE)
+        """An exclusive lock (``name.lock``) shared by every process of this user on the
+        machine, which the kernel drops when its holder dies; waited for ``LOCK_WAIT`` seconds
+        at most (``LockWait``)."""
+        fd = self.open(f"{name}.lock", os.O_RDWR | os.O_CREAT)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _flock(fd, self.path / f"{name}.lock")
             yield
         finally:
             os.close(fd)
 
-    def _make(self) -> None:
+
+def fd_path(fd: int) -> str:
+    """A name that opens the file ``fd`` is open on, whatever its path is now (Linux's
+    ``/proc/self/fd``, the BSDs' and macOS's ``/dev/fd``): for what opens files by name."""
+    return f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else f"/dev/fd/{fd}"
+
+
+def _flock(fd: int, path: Path) -> None:
+    deadline = time.monotonic() + LOCK_WAIT
+    pause = 0.001
+    while True:
         try:
-            make_private(self.cache_dir, self.root, self.root / "parts", self.root / "locks")
-            probe = self.root / "locks" / f".probe.{os.getpid()}"
-            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | NOFOLLOW, PRIVATE_FILE))
-            probe.unlink()
-        except UnsafeCache:
-            raise
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise LockWait(
+                    errno.EWOULDBLOCK, f"{path} was held for more than {LOCK_WAIT:g} s"
+                ) from None
+            time.sleep(pause)
+            pause = min(0.05, pause * 2)
+
+
+def user_folder(cache_dir: Path) -> Dir:
+    """``cache_dir/user-UID``, made private, opened once a process (forked ones keep it):
+    ``cache_dir`` as opened (a link at its name followed, that once) checked as shared
+    (``check_shared``), the user's folder in it as private."""
+    key = os.fspath(cache_dir)
+    if key in _OPENED and not os.fstat(_OPENED[key].fd).st_nlink:  # removed since: anew
+        del _OPENED[key]
+    if key not in _OPENED:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(cache_dir, os.O_RDONLY | DIRECTORY | CLOEXEC)
         except OSError as e:
-            raise ConfigError(
-                f"cannot use {self.cache_dir} as a cache folder: {e.strerror or e} (give "
-                f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
+            if not os.path.lexists(cache_dir):
+                raise  # a folder that cannot be made: the caller says so
+            raise UnsafeCache(  # a file, or a link to nothing of use, at its name
+                f"{cache_dir} is not a folder this user can use ({e.strerror or e}): it is not "
+                "used as this user's disk cache"
             ) from None
+        top = Dir(fd, cache_dir)
+        try:
+            check_shared(fd, cache_dir)
+            _OPENED[key] = top.sub(f"user-{os.geteuid()}")
+        finally:
+            top.close()
+    return _OPENED[key]
 
 
-def make_private(cache_dir: Path, *folders: Path) -> None:
-    """``cache_dir`` made (and checked as shared: ``check_shared``), and this user's folders in
-    it, from ``user-UID`` down to ``folders``, made private and checked (``check_private``)."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    check_shared(cache_dir)
-    user = cache_dir / f"user-{os.geteuid()}"
-    for folder in (user, *(f for f in folders if f != user)):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=PRIVATE_FOLDER)
-        check_private(folder)
-
-
-def check_shared(folder: Path) -> None:
-    """``cache_dir`` itself: this user's or root's, and others may write it only with the sticky
-    bit (as /tmp has): else someone could rename this user's folder in it away."""
-    info = os.stat(folder)
+def check_shared(fd: int, folder: Path) -> None:
+    """``cache_dir`` itself (``fd``, as opened): this user's or root's, and others may write it
+    only with the sticky bit (as /tmp has): else someone could rename this user's folder in it
+    away."""
+    info = os.fstat(fd)
     if info.st_uid not in (os.geteuid(), 0):
         problem = f"belongs to another user (uid {info.st_uid}), who may rename what is in it"
     elif info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
@@ -184,18 +216,107 @@ def check_shared(folder: Path) -> None:
     )
 
 
-def check_private(folder: Path) -> None:
-    """A folder of this user's cache: a real folder, this user's, writable by no one else."""
-    info = os.lstat(folder)
+def check_private(fd: int, folder: Path) -> None:
+    """A folder of this user's cache (``fd``, as opened): this user's, writable by no one else."""
+    info = os.fstat(fd)
     problem = None
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        problem = "is not a folder (a symbolic link?)"
-    elif info.st_uid != os.geteuid():
+    if info.st_uid != os.geteuid():
         problem = f"belongs to another user (uid {info.st_uid})"
     elif info.st_mode & 0o077:
         problem = f"may be read or written by other users (mode {stat.filemode(info.st_mode)})"
     if problem is not None:
+        os.close(fd)
         raise UnsafeCache(f"{folder} {problem}: it is not used as this user's disk cache")
+
+
+class Folder:
+    """One dataset version's folder in the cache (``cache_dir/user-UID/VERSION``): ``parts/``
+    and the ``locks/`` beside them, each opened once (:class:`Dir`)."""
+
+    def __init__(self, cache_dir: Path, version: str):
+        self.cache_dir = cache_dir
+        self.root = cache_dir / f"user-{os.geteuid()}" / version  # for what is said of it
+        self._listing: dict[str, str] | None = None  # part name -> its file, as last read
+        try:
+            top = user_folder(cache_dir).sub(version)
+            self.parts, self.locks = top.sub("parts"), top.sub("locks")
+            top.close()
+            probe = f".probe.{os.getpid()}"
+            os.close(self.locks.open(probe, os.O_WRONLY | os.O_CREAT))
+            self.locks.unlink(probe)
+        except UnsafeCache:
+            raise
+        except OSError as e:
+            raise ConfigError(
+                f"cannot use {self.cache_dir} as a cache folder: {e.strerror or e} (give "
+                f"cache_dir= a folder this user can write, or set {CACHE_DIR_ENV})"
+            ) from None
+
+    def evict(self, keep: str | os.PathLike[str], limit: int) -> None:
+        """Remove the least recently used parts until the others fit ``limit``, counting the
+        parts being filled (``keep``, the new one, aside); those that a process killed while
+        filling left are removed."""
+        keep = os.path.basename(keep)
+        with self.locks.locked("evict"):
+            found, filling = [], 0
+            for name in self.parts.names():
+                with contextlib.suppress(FileNotFoundError):
+                    if name.endswith(".partial") and not alive(filler(name)):
+                        self.parts.unlink(name)
+                    elif name.endswith(".partial"):
+                        filling += self.parts.stat(name).st_size
+                    elif name.endswith(".arrow") and name != keep:
+                        info = self.parts.stat(name)
+                        found.append((self._used(name, info), info.st_size, name))
+            total = filling + sum(size for _, size, _ in found)
+            # Another thread's eviction may have taken ``keep`` between its write and this
+            # lock: its batches are still in memory, so it counts for nothing here.
+            with contextlib.suppress(FileNotFoundError):
+                total += self.parts.stat(keep).st_size
+            for _, size, name in sorted(found):
+                if total <= limit:
+                    break
+                self.parts.unlink(name)
+                self.locks.unlink(f"{name}.used")
+                total -= size
+
+    def touch(self, name: str) -> None:
+        """Part ``name`` was just used (its marker's time, not its own: the part's times are
+        part of what read/checked.py knows it by)."""
+        with contextlib.suppress(OSError):
+            fd = self.locks.open(f"{name}.used", os.O_WRONLY | os.O_CREAT)
+            try:
+                os.utime(fd)
+            finally:
+                os.close(fd)
+
+    def _used(self, name: str, info: os.stat_result) -> int:
+        """When a part was last used: its marker's time, else its own (when it was filled)."""
+        try:
+            return max(info.st_mtime_ns, self.locks.stat(f"{name}.used").st_mtime_ns)
+        except FileNotFoundError:
+            return info.st_mtime_ns
+
+    def find(self, name: str, fresh: bool = False) -> str | None:
+        """The cached file of the part ``name``, if there is one: from the folder's listing as
+        this process last read it (one read of the folder for every part, not one a part),
+        read again when ``fresh`` or when the part is not in it."""
+        listing = self._listing
+        if fresh or listing is None or name not in listing:
+            listing = self._listing = {}
+            for found in self.parts.names():
+                if found.endswith(".arrow"):
+                    listing[found.split(".", 1)[0]] = found
+        return listing.get(name)
+
+    def create(self, name: str) -> int:
+        """A new, empty, private file in ``parts/``, opened for writing: never one that exists
+        (or a link planted there)."""
+        return self.parts.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+
+    def locked(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Part ``name``'s lock (see :meth:`Dir.locked`)."""
+        return self.locks.locked(name)
 
 
 def log_count(env: str, count: int) -> None:

@@ -21,18 +21,16 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from recordmill.read.cache_folder import (
-    NOFOLLOW,
-    PRIVATE_FILE,
+    Dir,
     UnsafeCache,
     default_cache_dir,
     log_count,
-    make_private,
+    user_folder,
 )
 
 CHECK_LOG_ENV = "RECORDMILL_CHECK_LOG"
@@ -46,7 +44,7 @@ SETTLED_NS = 2_000_000_000
 class Checked:
     """The record of what was checked, in ``cache_dir/user-UID/checked/``."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Dir):
         self.folder = folder
         # Per file key: its record as this process first read it. A byte once set is never
         # cleared (a changed file has another key), so a set one needs no lock or look again.
@@ -57,12 +55,10 @@ class Checked:
         """The record in ``cache_dir`` (default: the user's cache folder); None where it cannot
         be used safely (then every process checks for itself)."""
         root = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
-        folder = root / f"user-{os.geteuid()}" / "checked"
         try:
-            make_private(root, folder)
+            return cls(user_folder(root).sub("checked"))
         except (OSError, UnsafeCache):
             return None
-        return cls(folder)
 
     def once(self, key: str, index: int, check: Callable[[], None]) -> bool:
         """Run ``check`` (which raises when the bytes do not match) unless item ``index`` (a row
@@ -100,15 +96,10 @@ class Checked:
         return seen[index : index + 1] == SET
 
     def _open(self, key: str) -> int | None:
-        try:
-            fd = os.open(self.folder / key, os.O_RDWR | os.O_CREAT | NOFOLLOW, PRIVATE_FILE)
-        except OSError:
+        try:  # a regular file of this user's, as opened: else trust nothing in it
+            return self.folder.open(key, os.O_RDWR | os.O_CREAT)
+        except (OSError, UnsafeCache):
             return None
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-            os.close(fd)  # not a record of ours: trust nothing in it
-            return None
-        return fd
 
 
 def check_once(
@@ -122,11 +113,14 @@ def check_once(
         record.once(key, index, check)
 
 
-def file_key(path: str | os.PathLike[str], checksum: str) -> str | None:
-    """The record's key for a file as it is now: None if it cannot be looked at, or changed
-    too recently to be told apart from a change to come (``SETTLED_NS``)."""
+def file_key(
+    path: str | os.PathLike[str], checksum: str, info: os.stat_result | None = None
+) -> str | None:
+    """The record's key for a file as it is now (``info``: as opened, where it was): None if it
+    cannot be looked at, or changed too recently to be told apart from a change to come
+    (``SETTLED_NS``)."""
     try:
-        info = os.stat(path)
+        info = os.stat(path) if info is None else info
     except OSError:
         return None
     if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < SETTLED_NS:

@@ -20,27 +20,24 @@ benchmarks and tests that count the orders drawn across processes.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import mmap
 import os
-import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from recordmill.read.cache_folder import (
-    NOFOLLOW,
-    PRIVATE_FILE,
+    Dir,
     UnsafeCache,
     alive,
     default_cache_dir,
     filler,
     log_count,
     log_once,
-    make_private,
+    user_folder,
 )
 from recordmill.version import __version__
 
@@ -57,58 +54,49 @@ class Orders:
         """The orders in ``cache_dir`` (default: the user's cache folder), made and checked at
         the first large order."""
         self.root = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
-        self.folder = self.root / f"user-{os.geteuid()}" / "orders"
-        self._made = False
+        self.folder = self.root / f"user-{os.geteuid()}" / "orders"  # for what is said of it
+        self._dir: Dir | None = None
 
     def get(self, key: str, draw: Callable[[], np.ndarray]) -> np.ndarray:
         """The order ``key`` names, mapped from its file (read-only), which ``draw`` fills the
-        first time on this machine."""
-        if not self._made:
-            make_private(self.root, self.folder)
-            self._made = True
-        path = self.folder / f"{key}.order"
+        first time on this machine (under a lock waited for ``LOCK_WAIT`` at most)."""
+        if self._dir is None:
+            self._dir = user_folder(self.root).sub("orders")
+        name = f"{key}.order"
         rows = draw.rows if isinstance(draw, InPlace) else None
-        with self._locked(path):
-            found = _mapped(path, rows)
+        with self._dir.locked(name):
+            found = _mapped(self._dir, name, rows)
             if found is not None:
-                os.utime(path)  # used: the last out of the folder
+                with contextlib.suppress(OSError):
+                    os.utime(name, dir_fd=self._dir.fd)  # used: the last out of the folder
                 return found
-            _write(path, draw)
-        self._evict(keep=path)
-        mapped = _mapped(path, rows)
+            _write(self._dir, name, draw)
+        self._evict(keep=name)
+        mapped = _mapped(self._dir, name, rows)
         if mapped is None:  # removed at once by another job's eviction: drawn again
             return drawn(draw)
         return mapped
 
-    @contextlib.contextmanager
-    def _locked(self, path: Path) -> Iterator[None]:
-        fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | NOFOLLOW, PRIVATE_FILE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def _evict(self, keep: Path) -> None:
+    def _evict(self, keep: str) -> None:
         """Remove the least recently used orders past ``ORDERS_BYTES`` (``keep`` aside), and
         what a process killed while writing an order left."""
+        assert self._dir is not None
         found = []
-        for entry in os.scandir(self.folder):
+        for name in self._dir.names():
             with contextlib.suppress(FileNotFoundError):
-                if entry.name.endswith(".partial") and not alive(filler(entry.name)):
-                    os.unlink(entry.path)
-                elif entry.name.endswith(".order") and entry.path != str(keep):
-                    info = entry.stat(follow_symlinks=False)
-                    found.append((info.st_mtime_ns, info.st_size, entry.path))
+                if name.endswith(".partial") and not alive(filler(name)):
+                    self._dir.unlink(name)
+                elif name.endswith(".order") and name != keep:
+                    info = self._dir.stat(name)
+                    found.append((info.st_mtime_ns, info.st_size, name))
         total = sum(size for _, size, _ in found)
-        for _, size, path in sorted(found):
+        for _, size, name in sorted(found):
             if total <= ORDERS_BYTES:
                 break
             # its lock too (one an order: an epoch's): a process that still waits on the
             # removed lock may draw the order beside another, into a file of its own
-            for name in (path, f"{path}.lock"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(name)
+            self._dir.unlink(name)
+            self._dir.unlink(f"{name}.lock")
             total -= size
 
 
@@ -155,11 +143,11 @@ def drawn(draw: Callable[[], np.ndarray]) -> np.ndarray:
     return order
 
 
-def _write(path: Path, draw: Callable[[], np.ndarray]) -> None:
-    """The order ``draw`` gives in ``path``, whole or not at all: written aside, flushed,
+def _write(folder: Dir, name: str, draw: Callable[[], np.ndarray]) -> None:
+    """The order ``draw`` gives in ``name``, whole or not at all: written aside, flushed,
     renamed into place."""
-    partial = path.parent / f".{path.name}.{os.getpid()}.partial"
-    fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL | NOFOLLOW, PRIVATE_FILE)
+    partial = f".{name}.{os.getpid()}.partial"
+    fd = folder.open(partial, os.O_RDWR | os.O_CREAT | os.O_EXCL)
     try:
         if isinstance(draw, InPlace) and draw.rows:
             # Its blocks taken now: a disk that fills up under a mapping kills the process
@@ -172,27 +160,25 @@ def _write(path: Path, draw: Callable[[], np.ndarray]) -> None:
             with os.fdopen(fd, "wb", closefd=False) as out:
                 out.write(memoryview(np.ascontiguousarray(drawn(draw), np.int64)).cast("B"))
         os.fsync(fd)
-        os.replace(partial, path)
+        folder.replace(partial, name)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
+        folder.unlink(partial)
         raise
     finally:
         os.close(fd)
 
 
-def _mapped(path: Path, rows: int | None = None) -> np.ndarray | None:
-    """The order in ``path``, mapped read-only; None if there is none, or what is there is not
+def _mapped(folder: Dir, name: str, rows: int | None = None) -> np.ndarray | None:
+    """The order in ``name``, mapped read-only; None if there is none, or what is there is not
     an order of this user's (another kind of file, another owner, a part of a row, other than
     ``rows`` rows where that is known)."""
     try:
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
-    except OSError:
+        fd = folder.open(name, os.O_RDONLY)
+    except (OSError, UnsafeCache):
         return None
     try:
         info = os.fstat(fd)
-        ours = stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
-        if not ours or info.st_size % ROW or rows not in (None, info.st_size // ROW):
+        if info.st_size % ROW or rows not in (None, info.st_size // ROW):
             return None
         if info.st_size == 0:
             return np.zeros(0, np.int64)

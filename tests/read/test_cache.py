@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill.read import order
+from recordmill.read import cache_folder, order
 from recordmill.read.cache_folder import Folder
 from tests.conftest import REPO, make_plugin
 from tests.s3proxy import CountingProxy
@@ -436,27 +436,27 @@ def test_a_reader_reads_the_folder_once_for_its_parts_and_stats_them_only_after_
     for k in range(len(warm.parts)):  # every part cached
         warm.batches(k)
     cache = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c").cache
-    calls = {"scandir": 0, "exists": 0}
-    scandir, exists = os.scandir, Path.exists
+    calls = {"listings": 0, "stats": 0}
+    names, look = cache_folder.Dir.names, cache_folder.Dir.stat
 
-    def counted_scandir(*args):
-        calls["scandir"] += 1
-        return scandir(*args)
+    def counted_names(self):
+        calls["listings"] += 1
+        return names(self)
 
-    def counted_exists(self, *args, **kwargs):
-        calls["exists"] += 1
-        return exists(self, *args, **kwargs)
+    def counted_stat(self, name):
+        calls["stats"] += 1
+        return look(self, name)
 
-    monkeypatch.setattr(os, "scandir", counted_scandir)
-    monkeypatch.setattr(Path, "exists", counted_exists)
+    monkeypatch.setattr(cache_folder.Dir, "names", counted_names)
+    monkeypatch.setattr(cache_folder.Dir, "stat", counted_stat)
     for k in range(len(cache.parts)):
         cache.batches(k)
     assert len(cache.parts) >= 5 and cache.fetched_parts == 0
-    assert calls["scandir"] == 1  # one listing
+    assert calls["listings"] == 1  # one listing
     # The first load looks at its one mapped part; the folder did not change after it: no
     # part is looked at again.
-    assert calls["exists"] == 1
+    assert calls["stats"] == 1
     (cache.root / "parts" / "unrelated.tmp").write_bytes(b"")  # the folder changes
     cache._open.popitem(last=False)
     cache.batches(0)
-    assert calls["exists"] == 1 + len(cache._open)  # each mapped part looked at, once
+    assert calls["stats"] == 1 + len(cache._open)  # each mapped part looked at, once

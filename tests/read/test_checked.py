@@ -132,12 +132,12 @@ def test_a_planted_record_is_not_trusted(arrow, tmp_path):
     key = checked.file_key(arrow / entry["file"], entry["checksum"])
     planted = tmp_path / "planted"
     planted.write_bytes(b"\x01" * 64)  # "every group checked"
-    os.symlink(planted, record.folder / key)  # a link in the record's place is not followed
+    os.symlink(planted, record.folder.path / key)  # a link in the record's place: not followed
     ds = recordmill.open(str(arrow))
     ds.to_arrow()
     assert ds.stats.bytes_checked == group_bytes(arrow)
-    os.unlink(record.folder / key)
-    os.chmod(record.folder, 0o777)  # a record folder others may write: not used at all
+    os.unlink(record.folder.path / key)
+    os.chmod(record.folder.path, 0o777)  # a record folder others may write: not used at all
     assert checked.Checked.at() is None
     assert recordmill.open(str(arrow)).to_arrow().num_rows == 160
 
