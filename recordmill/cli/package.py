@@ -4,6 +4,7 @@ group, a src layout, the plugin module, a test that uses ``recordmill.testing`` 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -75,8 +76,8 @@ def make_package(name: str, where: Path) -> Path:
             f"--package {name!r}: a plugin name is letters, digits, - and _, starting with a letter"
         )
     target = where / name
-    if target.exists():
-        raise ConfigError(f"{target} already exists")
+    if os.path.lexists(target):  # a link to nothing too: never written through
+        raise ConfigError(f"{target} already exists{' (a symbolic link)' * target.is_symlink()}")
     module = "recordmill_" + name.lower().replace("-", "_")
     fields = {"name": name, "module": module, "version": __version__}
     package = target / "src" / module

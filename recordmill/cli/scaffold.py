@@ -4,6 +4,7 @@ template), ``make-list`` (an im2rec image list) and ``demo-data`` (inputs for ev
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -37,8 +38,9 @@ def new_main(args: argparse.Namespace) -> int:
         print(f"then: recordmill write --script {args.name} --output out/{args.name}")
         return 0
     target = Path(args.name)
-    if target.exists():
-        print(f"recordmill: error: {target} already exists", file=sys.stderr)
+    if os.path.lexists(target):  # a link to nothing too: never written through
+        link = " (a symbolic link)" * target.is_symlink()
+        print(f"recordmill: error: {target} already exists{link}", file=sys.stderr)
         return 1
     if not TEMPLATE_DIR.is_dir():
         print(f"recordmill: error: the template folder {TEMPLATE_DIR} is missing", file=sys.stderr)

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from recordmill.dataset.sizes import human_size
+from recordmill.read.decode import MAX_PIXELS
 from recordmill.report import show
 from recordmill.report.build import ROWS
 
@@ -21,6 +22,7 @@ def show_main(args: argparse.Namespace) -> int:
         seed=args.seed,
         label=args.label,
         progress=args.progress,
+        max_pixels=args.max_pixels or None,
     )
     size = human_size(len(report.html.encode()))
     where = report.path if "://" in report.path else os.path.relpath(report.path)
@@ -58,6 +60,13 @@ def add_parsers(commands: Any) -> None:
         "--label",
         help="the integer or string column to chart and to show a few rows of each class of "
         "(default: a column named label)",
+    )
+    page.add_argument(
+        "--max-pixels",
+        type=_rows,
+        default=MAX_PIXELS,
+        help=f"an image of more pixels is not decoded, its cell says so (default: {MAX_PIXELS:,}; "
+        "0: no bound)",
     )
     page.add_argument(
         "--progress",

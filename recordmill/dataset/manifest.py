@@ -27,6 +27,12 @@ from recordmill.dataset.storage import Store
 from recordmill.errors import OutputError
 from recordmill.version import __version__
 
+# What a manifest may hold, refused beyond: its file's bytes (looked at before it is read; a
+# million row groups take about 32 MB) and its partitions (a manifest of 300,000 took 19 s and
+# 790 MB to refuse).
+MAX_MANIFEST_BYTES = 64 << 20
+MAX_PARTITIONS = 1 << 17
+
 # Up to this many tasks the manifest lists each; past it, runs of equal row counts (task_entries).
 LISTED_TASKS = 1000
 
@@ -147,10 +153,21 @@ def load(store: Store) -> dict[str, Any]:
             f"{store} is not a recordmill dataset: it has no {layout.manifest_file('parquet')} "
             f"or {layout.manifest_file('arrow')}"
         )
+    size = store.size(name)
+    if size > MAX_MANIFEST_BYTES:
+        raise OutputError(
+            f"the manifest of {store} is damaged: {name} holds {size:,} bytes, more than a "
+            f"manifest may ({MAX_MANIFEST_BYTES:,}); it is not read"
+        )
     try:
         manifest = parse(store.read_bytes(name), name)
     except manifest_check.Damaged as e:
         raise OutputError(f"the manifest of {store} is damaged: {name}: {e}") from None
+    if len(manifest["partitions"]) > MAX_PARTITIONS:
+        raise OutputError(
+            f"the manifest of {store} is damaged: it lists {len(manifest['partitions']):,} "
+            f"partitions, more than a dataset may have ({MAX_PARTITIONS:,})"
+        )
     if manifest["format_version"] != FORMAT_VERSION:
         raise OutputError(
             f"{store} is in format version {manifest.get('format_version')}; this recordmill "

@@ -9,6 +9,7 @@ object stores need no flush (a completed PUT is durable), so there it changes no
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import os
@@ -145,24 +146,49 @@ def _delays_opens() -> bool:
     return True
 
 
-def check_regular(path: str, real: str) -> None:
-    """Refuse (an ``OutputError``) a file to read that is not a regular file at ``real``, its
-    own path with no link in it: a dataset's files are data made by others, and a symbolic link
-    or a FIFO in it must not make a read of something else (a file outside it, a device, a pipe
-    that never ends). A missing file is let be: the open that follows says it is missing."""
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO's open must not wait for a writer
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def open_regular(path: str, real: str) -> int:
+    """The file ``path``, opened to read, refused (an ``OutputError``) unless what was opened is
+    a regular file at ``real``, its own path with no link in it: a dataset's files are data made
+    by others, and a symbolic link or a FIFO in it must not make a read of something else (a
+    file outside it, a device, a pipe that never ends). What is checked is the file opened (its
+    descriptor), never its path before the open: a file swapped for a link meanwhile is not
+    read. A missing file is the open's ``FileNotFoundError``."""
     try:
-        found = os.lstat(path)
-    except FileNotFoundError:
-        return
-    what = None
-    if stat.S_ISLNK(found.st_mode):
-        what = "a symbolic link"
-    elif not stat.S_ISREG(found.st_mode):
-        what = "not a regular file (a FIFO, a device or a folder)"
-    elif os.path.realpath(path) != real:
-        what = "outside the folder (a link in its path)"
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW | NONBLOCK | CLOEXEC)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        fd, what = -1, "a symbolic link"
+    else:
+        what = None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            what = "not a regular file (a FIFO, a device or a folder)"
+        elif _opened_path(fd, path) != real:
+            what = "outside the folder (a link in its path)"
     if what is not None:
+        if fd >= 0:
+            os.close(fd)
         raise OutputError(f"{path} is {what}: a dataset's files are regular files in its folder")
+    return fd
+
+
+def _opened_path(fd: int, path: str) -> str:
+    """Where the file open on ``fd`` lies (Linux: its link in /proc), else ``path`` resolved."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+
+
+def fd_path(fd: int) -> str:
+    """A name that opens the file ``fd`` is open on, whatever its path is now (Linux's
+    ``/proc/self/fd``, the BSDs' and macOS's ``/dev/fd``): for what opens files by name."""
+    return f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else f"/dev/fd/{fd}"
 
 
 @dataclass(frozen=True)
@@ -292,23 +318,33 @@ class Store:
                 _flush_file(os.path.join(top, name))
         self.flush_dirs()
 
-    def regular(self, *names: str) -> str:
-        """The path of a file of this folder to read: on a local disk, refused unless it is a
-        regular file of this very folder (see :func:`check_regular`)."""
+    def open_regular(self, *names: str) -> int:
+        """A local file of this folder, opened to read: refused unless it is a regular file of
+        this very folder (see :func:`open_regular`)."""
         path = self.path(*names)
-        if self.local:
-            check_regular(path, os.path.join(os.path.realpath(self.root), *names))
-        return path
+        return open_regular(path, os.path.join(os.path.realpath(self.root), *names))
+
+    def opened(self, opener: Callable[[str], Any], *names: str) -> Any:
+        """``opener`` (a function that opens a file by name) of a file of this folder to read:
+        on a local disk, of the file :meth:`open_regular` opened and checked (its descriptor's
+        name), so that nothing swapped in its place since is read."""
+        if not self.local:
+            return opener(self.path(*names))
+        fd = self.open_regular(*names)
+        try:
+            return opener(fd_path(fd))
+        finally:
+            os.close(fd)
 
     def input_file(self, *names: str) -> Any:
         """Random access: memory-mapped on local disk, a range-reading file elsewhere."""
         if self.local:
-            return pa.memory_map(self.regular(*names))
+            return self.opened(pa.memory_map, *names)
         return self.fs.open_input_file(self.path(*names))
 
     def input_stream(self, *names: str) -> Any:
         """A file read from start to end (a regular file of this folder, on a local disk)."""
-        return self.fs.open_input_stream(self.regular(*names))
+        return self.opened(self.fs.open_input_stream, *names)
 
     def size(self, *names: str) -> int:
         return self.info(*names).size

@@ -98,6 +98,12 @@ def prepare(run: Run, final: Store) -> Run:
             f"cannot --append to {final}: it has {layout.MAX_VERSION} versions, the most a "
             "dataset holds; write it again with --overwrite"
         )
+    if len(base["partitions"]) + settings.partitions > manifest_file.MAX_PARTITIONS:
+        raise OutputError(
+            f"cannot --append {settings.partitions:,} partitions to {final}: it has "
+            f"{len(base['partitions']):,}, and a dataset holds at most "
+            f"{manifest_file.MAX_PARTITIONS:,}; give fewer --partitions"
+        )
     if run.declared is not None:
         check_schema(run.declared, base, "declared", schema_flag="schema" in run.options)
     resolved = dataclasses.replace(settings, format=fmt, compression=compression)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from recordmill.dataset.layout import FORMATS
+from recordmill.dataset.manifest import MAX_PARTITIONS
 from recordmill.errors import ConfigError, UnknownSetting, did_you_mean
 
 COMPRESSIONS = ("auto", "none", "zstd", "snappy", "lz4", "gzip", "brotli")
@@ -217,8 +218,11 @@ class WriteSettings:
         if not self.append:  # with --append, the dataset's (engine/append.py)
             object.__setattr__(self, "format", self.format or "parquet")
             object.__setattr__(self, "compression", self.compression or "auto")
-        if self.partitions < 1:
-            raise ConfigError(f"--partitions must be at least 1, got {self.partitions}")
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise ConfigError(
+                f"--partitions must be from 1 to {MAX_PARTITIONS:,} (what a dataset holds at "
+                f"most), got {self.partitions:,}"
+            )
         _check_workers(self)
         if self.format is not None and self.format not in FORMATS:
             raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")

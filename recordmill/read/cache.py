@@ -37,13 +37,13 @@ import pyarrow as pa
 
 from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
+from recordmill.dataset.storage import fd_path
 from recordmill.errors import ConfigError, RecordmillWarning
 from recordmill.read.cache_folder import (
     CACHE_DIR_ENV,
     Folder,
     UnsafeCache,
     default_cache_dir,
-    fd_path,
     log_once,
 )
 from recordmill.read.checked import Checked, check_once, file_key, log_checked

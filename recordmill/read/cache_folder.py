@@ -150,12 +150,6 @@ class Dir:
             os.close(fd)
 
 
-def fd_path(fd: int) -> str:
-    """A name that opens the file ``fd`` is open on, whatever its path is now (Linux's
-    ``/proc/self/fd``, the BSDs' and macOS's ``/dev/fd``): for what opens files by name."""
-    return f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else f"/dev/fd/{fd}"
-
-
 def _flock(fd: int, path: Path) -> None:
     deadline = time.monotonic() + LOCK_WAIT
     pause = 0.001

@@ -11,16 +11,36 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 # "<_io.BytesIO object at 0x7f...>" and the like: a memory address tells a user nothing.
 _OBJECT = re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")
+# An image of more pixels than this (about 8,192 x 8,192) is refused before it is decoded: a
+# small file can hold a huge image (a 2 MB PNG of 13,300 x 13,300 took minutes and gigabytes).
+MAX_PIXELS = 1 << 26
 
 
-def pil(data: bytes) -> Image.Image:
-    """JPEG/PNG/... bytes -> an RGB PIL image, EXIF orientation applied. What is not an image
-    file's bytes, or does not decode, raises ``ValueError`` saying what (see
-    :func:`image_error`)."""
+def opened(data: bytes, max_pixels: int | None = MAX_PIXELS) -> Image.Image:
+    """An image file's bytes opened (its header read, nothing decoded), refused (``ValueError``)
+    where it is not one or holds more than ``max_pixels`` pixels (None: no bound)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ValueError(f"decode.image takes an image file's bytes, got {_kind(data)}")
     try:
         image = Image.open(io.BytesIO(data))
+    except Exception as e:  # Pillow raises many kinds for broken files
+        raise ValueError(image_error(e, bytes(data[:8]))) from e
+    width, height = image.size
+    if max_pixels is not None and width * height > max_pixels:
+        raise ValueError(
+            f"the {image.format or 'image'} is {width:,} x {height:,} pixels, more than "
+            f"max_pixels={max_pixels:,}: it is not decoded (give a larger max_pixels= where "
+            "images are that large)"
+        )
+    return image
+
+
+def pil(data: bytes, max_pixels: int | None = MAX_PIXELS) -> Image.Image:
+    """JPEG/PNG/... bytes -> an RGB PIL image, EXIF orientation applied. What is not an image
+    file's bytes, does not decode, or is larger than ``max_pixels``, raises ``ValueError``
+    saying what (see :func:`image_error`)."""
+    image = opened(data, max_pixels)
+    try:
         image.load()
         return to_rgb(ImageOps.exif_transpose(image))
     except Exception as e:  # Pillow raises many kinds for broken files
@@ -57,9 +77,12 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def image(data: bytes) -> np.ndarray:
-    """JPEG/PNG/... bytes -> an RGB uint8 array of shape (height, width, 3)."""
-    return np.array(pil(data))  # its own, writable: torch makes tensors of it without a warning
+def image(data: bytes, max_pixels: int | None = MAX_PIXELS) -> np.ndarray:
+    """JPEG/PNG/... bytes -> an RGB uint8 array of shape (height, width, 3); an image of more
+    than ``max_pixels`` pixels is refused before it is decoded (``functools.partial(image,
+    max_pixels=...)`` for larger ones; None: no bound)."""
+    # its own, writable: torch makes tensors of it without a warning
+    return np.array(pil(data, max_pixels))
 
 
 def to_rgb(image: Image.Image) -> Image.Image:

@@ -301,7 +301,7 @@ def _mapped(files: Files, partition: int, entry: dict[str, Any]) -> mmap.mmap:
         pass
     # pyarrow 19 and 20 have no working OSFile.fileno(): the file is opened again by name (a
     # version that replaced it meanwhile fails the checksums of its groups).
-    fd = os.open(files.store.regular(entry["file"]), os.O_RDONLY)
+    fd = files.store.open_regular(entry["file"])
     try:
         return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
     finally:
@@ -320,7 +320,7 @@ def _open_file(store: Store, name: str, fmt: str) -> Any:
     if fmt == "arrow":
         return store.input_file(name)
     if store.local:  # reads with pread: one open file serves every thread
-        return pa.OSFile(store.regular(name))
+        return store.opened(pa.OSFile, name)
     return store.fs.open_input_file(store.path(name))
 
 

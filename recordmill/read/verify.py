@@ -102,7 +102,10 @@ def _check_partition(
 ) -> list[str]:
     name = entry["file"]
     try:
-        store.regular(name)  # not a link, a FIFO or a device: never read through those
+        if store.local:  # not a link, a FIFO or a device: never read through those
+            os.close(store.open_regular(name))
+    except FileNotFoundError:
+        pass  # said below
     except OutputError as e:
         return [f"{name}: {str(e).removeprefix(store.path(name) + ' ')}"]
     if not store.is_file(name):

@@ -24,6 +24,7 @@ from recordmill.dataset.storage import Store
 from recordmill.errors import ConfigError, OutputError
 from recordmill.read.dataset import Dataset
 from recordmill.read.dataset import open as open_dataset
+from recordmill.read.decode import MAX_PIXELS
 from recordmill.report import charts, sample, scan, stats, summary
 from recordmill.report.page import ColumnRow, Page, document, fragment
 
@@ -55,6 +56,7 @@ def show(
     seed: int = 0,
     label: str | None = None,
     progress: bool | None = None,
+    max_pixels: int | None = MAX_PIXELS,
 ) -> Report:
     """Write one self-contained HTML page about the dataset at ``path`` (a folder or a URI such
     as ``s3://...``) to ``output`` (default: ``NAME.html`` in the current folder, NAME the
@@ -64,7 +66,8 @@ def show(
     the columns summarized and shown (default: all). ``seed``: which rows. ``label``: the column
     whose distribution is charted and whose classes the sample shows (default: a column named
     ``label``, if it holds integers or strings). ``progress``: a progress bar on stderr (default:
-    when a pass reads more than a few MB).
+    when a pass reads more than a few MB). ``max_pixels``: an image of more pixels is not
+    decoded, its cell says so (None: no bound).
     """
     charts.require()
     if rows < 0:
@@ -78,7 +81,8 @@ def show(
     positions, note = _positions(ds, scanned, label, rows, rng, seed)
     shown_columns = ([label] if label else []) + [c for c in chosen if c != label]
     bar = scan.Bar(len(positions), "sample rows", progress)
-    shown = sample.read(ds.select(shown_columns), positions, bar, _group_bytes(ds.manifest))
+    group_bytes = _group_bytes(ds.manifest)
+    shown = sample.read(ds.select(shown_columns), positions, bar, group_bytes, max_pixels)
     bar.close()
     page = _page(store, ds, chosen, scanned, shown, label, note)
     _add_rejects(page, store, ds.manifest)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from recordmill.read.decode import image_error, to_rgb
+from recordmill.read.decode import MAX_PIXELS, image_error, opened, to_rgb
 
 THUMB = 160
 THUMB_QUALITY = 85
@@ -57,14 +57,15 @@ def is_image_array(value: Any) -> bool:
 LOW_RANGE = 64
 
 
-def thumbnail(value: bytes | np.ndarray) -> Image.Image:
+def thumbnail(value: bytes | np.ndarray, max_pixels: int | None = MAX_PIXELS) -> Image.Image:
     """An RGB image at most THUMB pixels on each side, from encoded bytes or a uint8 array;
-    raises (PIL's own errors, OSError, ValueError) what does not decode."""
+    raises (PIL's own errors, OSError, ValueError) what does not decode, or holds more than
+    ``max_pixels`` pixels (refused before it is decoded)."""
     if isinstance(value, np.ndarray):
         array = value[:, :, 0] if value.ndim == 3 and value.shape[2] == 1 else value
         image = Image.fromarray(np.ascontiguousarray(stretched(array)[0]))
     else:
-        image = Image.open(io.BytesIO(value))
+        image = opened(value, max_pixels)
         image.draft(None, (2 * THUMB, 2 * THUMB))  # a large JPEG decoded at 1/2, 1/4 or 1/8
         image.load()
         image = ImageOps.exif_transpose(image)
@@ -98,5 +99,5 @@ def png_uri(data: bytes) -> str:
 def decode_error(error: BaseException, value: Any = b"") -> str:
     """Why an image did not decode, in one short line that names no Python object."""
     head = bytes(value[:8]) if isinstance(value, (bytes, bytearray, memoryview)) else b""
-    text = image_error(error, head)
+    text = str(error) if "max_pixels=" in str(error) else image_error(error, head)
     return text if len(text) <= 120 else text[:117] + "..."

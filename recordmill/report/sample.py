@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from recordmill.dataset.columns import to_numpy
 from recordmill.read.dataset import Dataset
+from recordmill.read.decode import MAX_PIXELS
 from recordmill.report import images
 from recordmill.report.scan import Bar
 
@@ -120,8 +121,15 @@ class Shown:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # tensors: low, high
 
 
-def read(ds: Dataset, positions: list[int], bar: Bar, group_bytes: float) -> Shown:
-    """The rows at ``positions`` of ``ds`` (its selected columns), as cells."""
+def read(
+    ds: Dataset,
+    positions: list[int],
+    bar: Bar,
+    group_bytes: float,
+    max_pixels: int | None = MAX_PIXELS,
+) -> Shown:
+    """The rows at ``positions`` of ``ds`` (its selected columns), as cells (an image of more
+    than ``max_pixels`` pixels not decoded)."""
     values = []
     for position in positions:
         # ds[i], not take(): a row group decoded once serves every row of it all the same, and
@@ -131,7 +139,7 @@ def read(ds: Dataset, positions: list[int], bar: Bar, group_bytes: float) -> Sho
     shown = Shown()
     pictures = {name for name in ds.schema.names if _pictures(name, values)}
     for index, row in zip(positions, values, strict=True):
-        cells = [_cell(name, value, name in pictures) for name, value in row.items()]
+        cells = [_cell(name, v, name in pictures, max_pixels) for name, v in row.items()]
         shown.rows.append((index, cells))
         for name, value in row.items():
             _note(shown, name, value)
@@ -150,12 +158,12 @@ def _pictures(name: str, rows: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _cell(name: str, value: Any, picture: bool) -> Cell:
+def _cell(name: str, value: Any, picture: bool, max_pixels: int | None = MAX_PIXELS) -> Cell:
     if value is None:
         return Cell(name, text="null")
     if picture:
         try:
-            thumb = images.thumbnail(value)
+            thumb = images.thumbnail(value, max_pixels)
             top = images.stretched(value)[1] if isinstance(value, np.ndarray) else None
             note = f"values 0-{top}, contrast stretched" if top is not None else ""
             small = max(thumb.size) < 64

@@ -4,7 +4,8 @@ The columns are read straight from the partition files with pyarrow, so that onl
 are read: Parquet column chunks of those columns, Arrow IPC pages of those columns (memory-mapped
 on a local disk). ``recordmill.open`` would read and check each row group whole, which for an
 image dataset means every image. The page is a look at the data, not a check of it: ``recordmill
-verify`` checks. A progress bar (tqdm, on stderr) appears once the pass is seen to read more than
+verify`` checks. Their structure is checked all the same (offsets within their buffers), as every
+read of recordmill's does: a damaged or forged file is one line, never a read past its memory. A progress bar (tqdm, on stderr) appears once the pass is seen to read more than
 :data:`BAR_BYTES`.
 """
 
@@ -20,6 +21,7 @@ from tqdm import tqdm
 
 from recordmill.dataset.storage import Store
 from recordmill.errors import OutputError
+from recordmill.read.files import check_structure
 
 BAR_BYTES = 8 << 20
 BATCH_ROWS = 65_536
@@ -90,7 +92,10 @@ def _partition(store: Store, name: str, fmt: str, columns: list[str]) -> Iterato
         if fmt == "arrow":
             reader = pa.ipc.open_file(source)
             for i in range(reader.num_record_batches):
-                yield reader.get_batch(i).select(columns)
+                batch = reader.get_batch(i).select(columns)
+                # offsets past the buffers would make a statistic read memory past them
+                check_structure(batch, f"{store}/{name}, record batch {i}")
+                yield batch
         else:
             parquet = pq.ParquetFile(source)
             yield from parquet.iter_batches(BATCH_ROWS, columns=columns, use_threads=False)

@@ -18,7 +18,8 @@ from tests.conftest import COUNTING_PLUGIN, make_plugin, run_writer
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"partitions": 0}, r"--partitions must be at least 1, got 0"),
+        ({"partitions": 0}, r"--partitions must be from 1 to 131,072 \(what a dataset holds at"),
+        ({"partitions": 1 << 17 + 1}, r"--partitions must be from 1 to 131,072 .* got 262,144"),
         ({"workers": -1}, r"--workers must be 0 \(in this process\) or more, got -1"),
         ({"workers": 0, "executor": "dask"}, r"--workers 0 runs the tasks in this process"),
         ({"workers": 0, "task_timeout": 5}, r"--task-timeout has no effect with --workers 0"),

@@ -209,7 +209,8 @@ class CommittedOnEachRead(pafs.LocalFileSystem):
         self.manifest, self.versions, self.reads = manifest, versions, 0
 
     def open_input_stream(self, path, *args, **kwargs):
-        if Path(path) == self.manifest:
+        # (a local file is opened by the name of the descriptor it was checked on)
+        if Path(os.path.realpath(path)) == self.manifest.resolve():
             self.reads += 1
             new = self.manifest.with_name("manifest.new")
             new.write_bytes(self.versions[self.reads % 2])
