@@ -177,6 +177,13 @@ def open_regular(path: str, real: str) -> int:
     return fd
 
 
+def open_in(store: Store, *names: str) -> int:
+    """A local file of ``store``'s folder, opened to read: refused unless it is a regular file
+    of this very folder (see :func:`open_regular`)."""
+    path = store.path(*names)
+    return open_regular(path, os.path.join(os.path.realpath(store.root), *names))
+
+
 def _opened_path(fd: int, path: str) -> str:
     """Where the file open on ``fd`` lies (Linux: its link in /proc), else ``path`` resolved."""
     try:
@@ -318,19 +325,13 @@ class Store:
                 _flush_file(os.path.join(top, name))
         self.flush_dirs()
 
-    def open_regular(self, *names: str) -> int:
-        """A local file of this folder, opened to read: refused unless it is a regular file of
-        this very folder (see :func:`open_regular`)."""
-        path = self.path(*names)
-        return open_regular(path, os.path.join(os.path.realpath(self.root), *names))
-
     def opened(self, opener: Callable[[str], Any], *names: str) -> Any:
         """``opener`` (a function that opens a file by name) of a file of this folder to read:
         on a local disk, of the file :meth:`open_regular` opened and checked (its descriptor's
         name), so that nothing swapped in its place since is read."""
         if not self.local:
             return opener(self.path(*names))
-        fd = self.open_regular(*names)
+        fd = open_in(self, *names)
         try:
             return opener(fd_path(fd))
         finally:

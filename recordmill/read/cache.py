@@ -203,7 +203,7 @@ class DiskCache:
             # then), and a process keeps at most as many parts mapped as the cache holds.
             if self._seen != (changed := self.folder.parts.changed()):
                 self._seen = changed
-                for gone in [j for j, (p, _) in self._open.items() if p and not self._there(p)]:
+                for gone in [j for j, (p, _) in self._open.items() if p and not self.folder.has(p)]:
                     del self._open[gone]
             while len(self._open) > min(self.capacity, MAX_MAPPED):
                 self._open.popitem(last=False)
@@ -213,13 +213,6 @@ class DiskCache:
         if self._pid != os.getpid():  # a forked DataLoader worker: a lock of its own
             self._pid, self._lock, self._seen = os.getpid(), threading.Lock(), -1
             self._open: OrderedDict[int, tuple[str | None, list[pa.RecordBatch]]] = OrderedDict()
-
-    def _there(self, name: str) -> bool:
-        try:
-            self.folder.parts.stat(name)
-            return True
-        except FileNotFoundError:
-            return False
 
     # --- filling ------------------------------------------------------------------------------
 
@@ -243,7 +236,7 @@ class DiskCache:
                 return found, batches
             batches = self._fetch(part)
             try:
-                path = self._write(part, batches)
+                path = _write(self, part, batches)
             except OSError as e:  # a full disk: read on from the source, say so once
                 self._warn(e)
                 return None, batches
@@ -260,30 +253,6 @@ class DiskCache:
         self.fetched_parts += 1
         schema = self.files.schema
         return [b if b.schema.equals(schema) else _cast(b, schema) for b in batches]
-
-    def _write(self, part: Part, batches: list[pa.RecordBatch]) -> str:
-        partial = f".{part.name}.{os.getpid()}.partial"
-        fd = self.folder.create(partial)
-        try:
-            # pyarrow's own file (an error in a Python file's close aborts pyarrow 19), of the
-            # file just created, never of whatever its name is now
-            with (
-                pa.OSFile(fd_path(fd), "wb") as sink,
-                pa.ipc.new_file(sink, self.files.schema) as w,
-            ):
-                for batch in batches:
-                    w.write_batch(batch)
-            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
-                crc = crc32c(m)
-            name = f"{part.name}.{crc:08x}.arrow"
-            self.folder.parts.replace(partial, name)
-            # Its bytes were just summed from the disk: checked (for this process only: other
-            # processes check it once it settled, read/checked.py).
-            self._checked.add(name)
-        finally:
-            os.close(fd)
-            self.folder.parts.unlink(partial)
-        return name
 
     def _map(self, name: str) -> list[pa.RecordBatch] | None:
         """A cached part's batches (a regular file of this user's, as opened), its bytes checked
@@ -317,6 +286,32 @@ class DiskCache:
                 RecordmillWarning,
                 stacklevel=4,
             )
+
+
+def _write(cache: DiskCache, part: Part, batches: list[pa.RecordBatch]) -> str:
+    """Part ``part``'s batches as its cached file: written aside, named for its CRC-32C."""
+    partial = f".{part.name}.{os.getpid()}.partial"
+    fd = cache.folder.create(partial)
+    try:
+        # pyarrow's own file (an error in a Python file's close aborts pyarrow 19), of the
+        # file just created, never of whatever its name is now
+        with (
+            pa.OSFile(fd_path(fd), "wb") as sink,
+            pa.ipc.new_file(sink, cache.files.schema) as w,
+        ):
+            for batch in batches:
+                w.write_batch(batch)
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
+            crc = crc32c(m)
+        name = f"{part.name}.{crc:08x}.arrow"
+        cache.folder.parts.replace(partial, name)
+        # Its bytes were just summed from the disk: checked (for this process only: other
+        # processes check it once it settled, read/checked.py).
+        cache._checked.add(name)
+    finally:
+        os.close(fd)
+        cache.folder.parts.unlink(partial)
+    return name
 
 
 def _check_limit(cache: DiskCache) -> None:

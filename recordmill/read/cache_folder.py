@@ -303,6 +303,14 @@ class Folder:
                     listing[found.split(".", 1)[0]] = found
         return listing.get(name)
 
+    def has(self, name: str) -> bool:
+        """Whether part ``name`` is there."""
+        try:
+            self.parts.stat(name)
+            return True
+        except FileNotFoundError:
+            return False
+
     def create(self, name: str) -> int:
         """A new, empty, private file in ``parts/``, opened for writing: never one that exists
         (or a link planted there)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,10 @@ def opened(data: bytes, max_pixels: int | None = MAX_PIXELS) -> Image.Image:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ValueError(f"decode.image takes an image file's bytes, got {_kind(data)}")
     try:
-        image = Image.open(io.BytesIO(data))
+        with warnings.catch_warnings():  # Pillow's warning of a large image: refused below
+            if max_pixels is not None and max_pixels <= (Image.MAX_IMAGE_PIXELS or max_pixels):
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
     except Exception as e:  # Pillow raises many kinds for broken files
         raise ValueError(image_error(e, bytes(data[:8]))) from e
     width, height = image.size

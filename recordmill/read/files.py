@@ -27,7 +27,7 @@ from recordmill.dataset import versions
 from recordmill.dataset.checksum import column_crc32
 from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import RowIndex
-from recordmill.dataset.storage import Store
+from recordmill.dataset.storage import Store, open_in
 from recordmill.errors import OutputError
 
 
@@ -301,7 +301,7 @@ def _mapped(files: Files, partition: int, entry: dict[str, Any]) -> mmap.mmap:
         pass
     # pyarrow 19 and 20 have no working OSFile.fileno(): the file is opened again by name (a
     # version that replaced it meanwhile fails the checksums of its groups).
-    fd = files.store.open_regular(entry["file"])
+    fd = open_in(files.store, entry["file"])
     try:
         return mmap.mmap(fd, entry["bytes"], access=mmap.ACCESS_READ)
     finally:

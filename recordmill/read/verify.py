@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from recordmill.dataset import layout, rejects, versions
 from recordmill.dataset import manifest as manifest_file
-from recordmill.dataset.storage import Store
+from recordmill.dataset.storage import Store, open_in
 from recordmill.errors import OutputError
 from recordmill.read.dataset import group_rows, open_partition
 from recordmill.read.files import check_structure
@@ -103,7 +103,7 @@ def _check_partition(
     name = entry["file"]
     try:
         if store.local:  # not a link, a FIFO or a device: never read through those
-            os.close(store.open_regular(name))
+            os.close(open_in(store, name))
     except FileNotFoundError:
         pass  # said below
     except OutputError as e:

@@ -70,6 +70,16 @@ def test_new_refuses_an_existing_folder(tmp_path):
     assert result.returncode == 1 and "already exists" in result.stderr
 
 
+@pytest.mark.parametrize("package", [[], ["--package"]])
+def test_new_refuses_a_link_to_nothing_in_one_line(tmp_path, package):
+    """A name planted as a link to nothing is never written through (it was a traceback)."""
+    (tmp_path / "xyz").symlink_to(tmp_path / "elsewhere")
+    result = recordmill_cli("new", *package, "xyz", cwd=tmp_path)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "xyz already exists (a symbolic link)" in result.stderr
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_help_shows_the_plugin_options(tmp_path):
     result = run_writer("--script", str(REPO / "templates" / "template"), "--help")
     assert result.returncode == 0

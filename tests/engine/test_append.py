@@ -259,6 +259,24 @@ def test_a_declared_schema_that_differs_is_one_line_and_changes_nothing(plugin, 
     assert unchanged(out) == before
 
 
+def test_an_append_past_the_partitions_a_dataset_holds_is_refused(plugin, tmp_path, monkeypatch):
+    """A reader refuses a manifest of more than MAX_PARTITIONS: no append makes one."""
+    from recordmill.dataset import manifest
+
+    out = tmp_path / "out"
+    write(plugin, out)
+    before = unchanged(out)
+    count = len(recordmill.read_manifest(out)["partitions"])
+    monkeypatch.setattr(manifest, "MAX_PARTITIONS", count + 1)
+    with pytest.raises(OutputError) as caught:
+        write(plugin, out, append=True, partitions=2)
+    assert str(caught.value) == (
+        f"cannot --append 2 partitions to {out}: it has {count}, and a dataset holds at most "
+        f"{count + 1}; give fewer --partitions"
+    )
+    assert unchanged(out) == before
+
+
 def test_an_inferred_schema_that_differs_is_refused_before_publishing(tmp_path):
     plugin = make_plugin(tmp_path / "inferred", INFERRED)
     out = tmp_path / "out"

@@ -10,10 +10,15 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import recordmill
+from recordmill.dataset.checksum import crc32c
+from recordmill.read import cache_folder
 from tests.conftest import make_plugin
 from tests.read.test_cache import PLUGIN, ROWS
 
@@ -75,7 +80,7 @@ def test_a_cache_folder_planted_as_a_link_is_not_followed(dataset, shared, tmp_p
     victim.mkdir()
     (victim / "keep.arrow").write_bytes(b"the user's own file")
     os.symlink(victim, os.path.join(shared, f"user-{os.geteuid()}"))  # as another user would
-    with pytest.warns(recordmill.RecordmillWarning, match="is not a folder"):
+    with pytest.warns(recordmill.RecordmillWarning, match=r"is not a folder \(a symbolic link\?\)"):
         ds = recordmill.open(dataset, cache_dir=shared)
     assert ids(ds) == list(range(ROWS))
     assert sorted(p.name for p in victim.iterdir()) == [
@@ -118,4 +123,132 @@ def test_a_cache_dir_others_may_write_or_own_is_not_used(dataset, shared):
     os.chown(shared, NOBODY, NOBODY)  # sticky, but another user's: its owner renames at will
     with pytest.warns(recordmill.RecordmillWarning, match="belongs to another user"):
         ds = recordmill.open(dataset, cache_dir=shared)
+    assert ds.cache is None and ids(ds) == list(range(ROWS))
+
+
+def poisoned(cache, part) -> tuple[str, bytes]:
+    """An Arrow IPC file of ``part``'s rows as the cache keeps them, but every id 666, named as
+    the cache names a part (its CRC-32C right): only where it lies and whose it is tell it."""
+    rows = len(part.rows)
+    ids = pa.array([666] * rows, pa.int64())
+    img = pa.array([b"\0" * 768] * rows, cache.files.schema.field("img").type)
+    table = pa.Table.from_arrays([ids, img], schema=cache.files.schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, cache.files.schema) as writer:
+        writer.write_table(table)
+    data = sink.getvalue().to_pybytes()
+    return f"{part.name}.{crc32c(data):08x}.arrow", data
+
+
+def test_a_cache_dir_link_flipped_after_its_checks_changes_nothing_read(dataset, shared):
+    """Mallory's link at the shared name points first at a root-owned sticky folder (the checks
+    pass), then, once the reader has read from it, at a tree of her own where every part lies
+    poisoned: the reader goes on in the folder it checked, and a new process refuses hers."""
+    first = tempfile.mkdtemp(prefix="recordmill-first-", dir="/tmp")
+    os.chmod(first, 0o1777)
+    link, evil = os.path.join(shared, "cache"), os.path.join(shared, "evil")
+    as_nobody(f"import os; os.symlink({first!r}, {link!r})")
+    ds = recordmill.open(dataset, cache_dir=link)
+    assert ds[0]["id"] == 0  # checked, and a part cached
+    staged = tempfile.mkdtemp()
+    folder = os.path.join(evil, f"user-{os.geteuid()}", ds.cache.root.name, "parts")
+    for part in ds.cache.parts:
+        name, data = poisoned(ds.cache, part)
+        (Path(staged) / name).write_bytes(data)
+    os.chmod(staged, 0o755)
+    as_nobody(
+        "import os, shutil\n"
+        f"os.makedirs({folder!r}, mode=0o777)\n"
+        f"for n in os.listdir({staged!r}): shutil.copy(os.path.join({staged!r}, n), {folder!r})\n"
+        f"os.unlink({link!r}); os.symlink({evil!r}, {link!r})\n"
+    )
+    assert ids(ds) == list(range(ROWS))  # the dataset's rows, also the ones read before
+    fresh = subprocess.run(
+        [
+            *PYTHON,
+            f"import recordmill; ds = recordmill.open({str(dataset)!r}, cache_dir="
+            f"{link!r}); print(sorted(ds.to_arrow().column('id').to_pylist()) == list(range("
+            f"{ROWS})), ds.cache is None)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert fresh.stdout.split() == ["True", "True"], fresh.stderr
+    assert "belongs to another user" in fresh.stderr  # one warning: her folder is not used
+    shutil.rmtree(first, ignore_errors=True)
+
+
+def test_a_cached_part_of_another_user_is_not_served(dataset, tmp_path):
+    """A part in this user's folder that is not this user's file (its CRC-32C right all the
+    same) is fetched again, never served."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    warm = recordmill.open(dataset, cache_dir=tmp_path / "c")
+    assert ids(warm) == list(range(ROWS))
+    part = warm.cache.parts[0]
+    parts = warm.cache.root / "parts"
+    (legit,) = parts.glob(f"{part.name}.*.arrow")
+    name, data = poisoned(warm.cache, part)
+    legit.unlink()
+    (parts / name).write_bytes(data)
+    os.chown(parts / name, NOBODY, NOBODY)
+    with pytest.raises(cache_folder.UnsafeCache, match="is not a file of this user's: not used"):
+        warm.cache.folder.parts.open(name, os.O_RDONLY)
+    again = recordmill.open(dataset, cache_dir=tmp_path / "c")
+    assert ids(again) == list(range(ROWS)) and again.cache.fetched_parts == 1
+
+
+def test_a_lock_held_past_its_bound_is_read_around(dataset, tmp_path, monkeypatch):
+    """A lock of the cache that its holder keeps (or another user could keep, through a link
+    flipped at cache_dir) is waited for LOCK_WAIT at most: then the part is read without the
+    cache, with one warning, never waited for without end."""
+    monkeypatch.setattr(cache_folder, "LOCK_WAIT", 0.5)
+    ds = recordmill.open(dataset, cache_dir=tmp_path / "c")
+    lock = ds.cache.root / "locks" / f"{ds.cache.parts[0].name}.lock"
+    holder = subprocess.Popen(
+        [
+            *PYTHON,
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            lock,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        start = time.monotonic()
+        with pytest.warns(recordmill.RecordmillWarning, match="was held for more than") as said:
+            assert ds[0]["id"] == 0
+        assert f"{lock} was held for more than 0.5 s" in str(said[0].message)
+        assert time.monotonic() - start < 10
+        assert ds.cache.fetched_parts == 1  # read from the dataset, the cache aside
+    finally:
+        holder.kill()
+
+
+@pytest.mark.parametrize("what", ["file", "dangling link", "link to a folder not writable"])
+def test_what_is_no_usable_folder_at_cache_dir_is_not_used(dataset, tmp_path, what):
+    """A file, or a link to nothing this user can use, at the cache_dir name (as another user
+    could put there first) is a cache not used, as a hostile folder is: one warning, and the
+    rows are read from the dataset."""
+    at = tmp_path / "cache"
+    if what == "file":
+        at.write_text("not a folder")
+    elif what == "dangling link":
+        at.symlink_to(tmp_path / "nowhere")
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        os.chown(locked, NOBODY, NOBODY) if os.geteuid() == 0 else None
+        at.symlink_to(locked)
+    # (root may write a folder of mode 0555: it is the other user's, then)
+    unusable = "belongs to another user" if what.startswith("link to") else "is not a folder this"
+    with pytest.warns(recordmill.RecordmillWarning, match=unusable) as said:
+        ds = recordmill.open(dataset, cache_dir=at)
+    assert "it is not used as this user's disk cache" in str(said[0].message) or what.startswith(
+        "link to"
+    )
     assert ds.cache is None and ids(ds) == list(range(ROWS))

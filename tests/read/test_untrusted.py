@@ -127,7 +127,7 @@ def test_a_claimed_billion_row_groups_is_refused_before_any_list_is_built(ds):
     one_error_line(cli("info", ds, timeout=30), "1,000,000,000 row groups in")
 
 
-def test_arrow_offsets_past_the_end_are_an_error_never_memory(ds):
+def test_arrow_offsets_past_the_end_are_an_error_never_memory(ds, tmp_path):
     if not list(ds.glob("*.arrow")):
         pytest.skip("an Arrow IPC dataset's test")
     name = PART.format("arrow")
@@ -159,6 +159,9 @@ def test_arrow_offsets_past_the_end_are_an_error_never_memory(ds):
     assert "(recordmill verify tells more)" in reading.stderr
     one_error_line(cli("head", ds), "is damaged")
     assert any(name in p and "is damaged" in p for p in verify(ds))
+    # show's statistics read the file's columns themselves: checked as every read is
+    one_error_line(cli("show", ds, "--output", tmp_path / "page.html"), f"{name}, record batch")
+    assert not (tmp_path / "page.html").exists()
 
 
 def test_a_parquet_partition_of_another_schema_is_refused_not_cast(ds):
@@ -189,3 +192,50 @@ def test_manifest_strings_reach_the_terminal_escaped(ds):
         assert result.returncode == 0, result.stderr
         assert not any(c in result.stdout for c in "\x1b\x07\x9b"), result.stdout
         assert "\\x1b]0;owned\\x07" in result.stdout
+
+
+def test_a_manifest_past_its_bounds_is_refused_before_it_is_read(ds, monkeypatch):
+    """A manifest of 88 MB (300,000 partitions) was refused after 9-19 s and 790 MB: its bytes
+    are bounded before it is read, its partitions before a list of them is built."""
+    from recordmill.dataset import manifest as manifest_file
+
+    name = next(p.name for p in ds.glob("_manifest.*"))
+    size = (ds / name).stat().st_size
+    monkeypatch.setattr(manifest_file, "MAX_MANIFEST_BYTES", size - 1)
+    monkeypatch.setattr(manifest_file, "parse", lambda *_: pytest.fail("read and parsed"))
+    with pytest.raises(recordmill.OutputError) as caught:
+        recordmill.open(ds)
+    assert str(caught.value) == (
+        f"the manifest of {ds} is damaged: {name} holds {size:,} bytes, more than a manifest "
+        f"may ({size - 1:,}); it is not read"
+    )
+    monkeypatch.undo()
+    monkeypatch.setattr(manifest_file, "MAX_PARTITIONS", 1)
+    with pytest.raises(recordmill.OutputError) as caught:
+        recordmill.open(ds)
+    assert str(caught.value) == (
+        f"the manifest of {ds} is damaged: it lists 2 partitions, more than a dataset may have (1)"
+    )
+
+
+def test_a_partition_is_checked_as_opened_not_by_its_path(ds, tmp_path):
+    """What is checked is the file opened: a FIFO is refused at once (its open waits for no
+    writer), a link at its name is refused, and a partition swapped for a link after it was
+    opened is not read through the link."""
+    from recordmill.dataset.storage import Store, open_in
+
+    store = Store.at(str(ds))
+    name = next(p.name for p in ds.glob("part-*"))
+    fd = open_in(store, name)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"the user's own file")
+    os.replace(ds / name, tmp_path / "moved")
+    os.symlink(secret, ds / name)  # swapped after the open
+    assert os.pread(fd, 4, 0) in (b"PAR1", b"ARRO")  # the partition's bytes, not the secret's
+    os.close(fd)
+    with pytest.raises(recordmill.OutputError, match=f"{name} is a symbolic link: a dataset's"):
+        open_in(store, name)
+    os.unlink(ds / name)
+    os.mkfifo(ds / name)
+    with pytest.raises(recordmill.OutputError, match="is not a regular file \\(a FIFO, a dev"):
+        open_in(store, name)  # at once: were it waiting for a writer, the test would hang

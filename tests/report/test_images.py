@@ -59,3 +59,46 @@ def test_a_low_range_uint8_tensor_is_shown_with_its_contrast_stretched():
     assert np.asarray(images.thumbnail(plain)).max() == plain.max()  # a full range: as it is
     assert _cell("image", digit, picture=True).text == "values 0-16, contrast stretched"
     assert _cell("image", plain, picture=True).text == ""
+
+
+def bomb(width: int, height: int) -> bytes:
+    """A PNG whose header says ``width`` x ``height``: a few bytes that Pillow, decoding them,
+    would make a canvas of (a decompression bomb's header; its pixels hardly matter)."""
+    import struct
+    import zlib
+
+    buffer = io.BytesIO()
+    Image.new("L", (1, 1)).save(buffer, "PNG")
+    data = bytearray(buffer.getvalue())
+    ihdr = data.index(b"IHDR")
+    data[ihdr + 4 : ihdr + 12] = struct.pack(">II", width, height)
+    crc = zlib.crc32(bytes(data[ihdr : ihdr + 17]))
+    data[ihdr + 17 : ihdr + 21] = struct.pack(">I", crc)
+    return bytes(data)
+
+
+def test_an_image_over_the_pixel_budget_is_refused_before_it_is_decoded(monkeypatch):
+    """13,300 x 13,300 (under Pillow's own limit) took 107 s and 3.5 GB for one cell: refused
+    by its header, in show's cells and in decode.image, no pixel decoded."""
+    import recordmill.decode
+
+    huge, over, under = bomb(13_300, 13_300), bomb(100, 11), bomb(100, 10)
+    loads = []
+    real = Image.Image.load
+    monkeypatch.setattr(Image.Image, "load", lambda self: loads.append(self.size) or real(self))
+    line = (
+        "the PNG is 13,300 x 13,300 pixels, more than max_pixels=67,108,864: it is not decoded "
+        "(give a larger max_pixels= where images are that large)"
+    )
+    with pytest.raises(ValueError) as caught:
+        recordmill.decode.image(huge)
+    assert str(caught.value) == line
+    cell = sample._cell("photo", huge, picture=True)
+    assert cell.error == line[:117] + "..." and cell.image is None
+    assert loads == []  # nothing decoded
+    with pytest.raises(ValueError, match="max_pixels=1,000"):
+        recordmill.decode.image(over, max_pixels=1000)
+    assert loads == []
+    with pytest.raises(ValueError, match="Pillow cannot read this PNG"):  # decoded: its pixels
+        recordmill.decode.image(under, max_pixels=1000)  # are not all there
+    assert loads[0] == (100, 10)
