@@ -38,7 +38,7 @@ import pyarrow as pa
 from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.dataset.storage import fd_path
-from recordmill.errors import ConfigError, RecordmillWarning
+from recordmill.errors import ConfigError, OutputError, RecordmillWarning
 from recordmill.read.cache_folder import (
     CACHE_DIR_ENV,
     Folder,
@@ -273,7 +273,7 @@ class DiskCache:
             return batches
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, pa.ArrowInvalid, UnsafeCache):
+        except (OSError, ValueError, pa.ArrowInvalid, OutputError, UnsafeCache):
             self.folder.parts.unlink(name)  # damaged (or not ours): fetched again
             return None
 

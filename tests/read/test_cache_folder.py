@@ -252,3 +252,46 @@ def test_what_is_no_usable_folder_at_cache_dir_is_not_used(dataset, tmp_path, wh
         "link to"
     )
     assert ds.cache is None and ids(ds) == list(range(ROWS))
+
+
+def test_a_cached_part_with_offsets_past_its_buffers_is_fetched_again(tmp_path):
+    """A cached part is checked as a dataset's Arrow file is (its CRC-32C proves only that it is
+    the file its name says): offsets pointing past its values are a part fetched again, never a
+    read of memory past the file."""
+    from tests.conftest import COUNTING_PLUGIN
+
+    plugin = make_plugin(tmp_path / "p", COUNTING_PLUGIN)
+    recordmill.write(plugin, tmp_path / "pq", partitions=1, progress=False, workers=0)
+    warm = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
+    truth = warm.to_arrow()
+    parts = warm.cache.root / "parts"
+    (legit,) = parts.glob("*.arrow")
+    table = pa.ipc.open_file(legit).read_all()
+    column = table.column("name").combine_chunks()
+    offsets = [0] + [100_000] * (len(column) - 1) + [len(column.buffers()[2])]
+    bad = pa.Array.from_buffers(
+        pa.string(),
+        len(column),
+        [None, pa.py_buffer(pa.array(offsets, pa.int32()).buffers()[1]), column.buffers()[2]],
+    )
+    forged = table.set_column(table.schema.get_field_index("name"), "name", bad)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(pa.Table.from_arrays(forged.columns, schema=table.schema))
+    data = sink.getvalue().to_pybytes()
+    legit.unlink()
+    (parts / f"{legit.name.split('.')[0]}.{crc32c(data):08x}.arrow").write_bytes(data)
+    reading = subprocess.run(
+        [
+            *PYTHON,
+            f"import recordmill; ds = recordmill.open({str(tmp_path / 'pq')!r}, cache_dir="
+            f"{str(tmp_path / 'c')!r}); t = ds.to_arrow(); print(t.column('name').to_pylist(), "
+            "ds.cache.fetched_parts)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert reading.returncode == 0, reading  # not -11
+    assert reading.stdout.split("] ")[1].strip() == "1"  # fetched again
+    assert reading.stdout.split("] ")[0] + "]" == str(truth.column("name").to_pylist())
