@@ -182,8 +182,14 @@ class DiskCache:
         """The parts of row groups ``groups`` mapped in this process, those that were not side
         by side in ``pool`` (each may be fetched): a gather then needs no task a group."""
         self._own()
+        needed = {self.part_of[g] for g in groups}
         with self._lock:
-            missing = {self.part_of[g] for g in groups} - set(self._open)
+            # The mapped parts it needs are the last to be let go: a part loaded for it then lets
+            # go of one it does not need (whatever the order the last gather used them in),
+            # never one it would load again, nor have the disk's eviction count as used later.
+            for k in sorted(needed & set(self._open)):
+                self._open.move_to_end(k)
+            missing = needed - set(self._open)
         list(pool.map(self.batches, sorted(missing)))
 
     def batches(self, k: int) -> list[pa.RecordBatch]:

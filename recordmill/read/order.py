@@ -68,14 +68,25 @@ def _block_order(
 
 def part_order(count: int, capacity: int, seed: int, epoch: int) -> np.ndarray:
     """The order in which epoch ``epoch`` takes ``count`` parts: epoch 0 a permutation, each
-    later one the last ``capacity`` parts of the epoch before (shuffled), then the others."""
+    later one the parts of the epoch before that a cache of ``capacity`` parts is sure to hold
+    at its end (``carried``: its last two windows, shuffled), then the others."""
     order = np.random.default_rng([seed, 0, 0]).permutation(count)
+    kept = carried(count, capacity)
     for e in range(1, epoch + 1):
         rng = np.random.default_rng([seed, e, 0])
-        kept = min(capacity, count)
         last, rest = order[count - kept :], order[: count - kept]
         order = np.concatenate([rng.permutation(last), rng.permutation(rest)])
     return order
+
+
+def carried(count: int, capacity: int) -> int:
+    """The parts a cache of ``capacity`` parts holds for sure after an epoch of ``count`` parts
+    in windows of half its capacity: the last window's, and those of the whole windows before
+    it that fit beside it (of a window that fits in part, which parts were used last, parts
+    loaded side by side do not say)."""
+    window = max(1, capacity // 2)
+    last = count % window or window
+    return min(count, last + window * ((capacity - last) // window))
 
 
 def spans(parts: Sequence[range], start: int, stop: int) -> list[tuple[int, int]]:

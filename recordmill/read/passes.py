@@ -67,7 +67,14 @@ def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:
     each window decodes every row group it touches (nearly all of them) and a larger window
     decodes less per row; the groups are kept for the next window only when all of them fit."""
     budget = MAPPED_WINDOW_BYTES if mapped(groups) else groups.cache_limit
-    return batch_size * max(1, budget // row_bytes // batch_size)
+    rows = batch_size * max(1, budget // row_bytes // batch_size)
+    disk = groups.disk
+    if disk is not None and disk.parts and disk.capacity < len(disk.parts):
+        # A cache of fewer parts than the dataset's: a window of at most the block order's
+        # (half the parts it holds), so that a gather touches no more parts than it holds.
+        half = max(1, disk.capacity // 2) * min(len(part.rows) for part in disk.parts)
+        rows = min(rows, batch_size * max(1, half // batch_size))
+    return rows
 
 
 def _groups_per_part(groups: Groups) -> int:

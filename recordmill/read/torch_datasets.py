@@ -332,10 +332,11 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         published = self._take_position()
         ds = self.source.dataset()
         order, pad = self._dealt_order() if published is None else (published, _NO_ROWS)
+        unit = self.read_batch_size  # rows gathered at once: within what the disk cache holds
+        if isinstance(ds, Dataset):
+            unit = min(unit, ds._window(1))
         for batches in self._batches(order, pad):
-            rows = _owned(
-                list(ds.iter_rows(np.concatenate(batches), self.read_batch_size)), self.source
-            )
+            rows = _owned(list(ds.iter_rows(np.concatenate(batches), unit)), self.source)
             if not self.skip:
                 yield from (self.transform(row) for row in rows) if self.transform else rows
                 continue

@@ -382,7 +382,10 @@ def test_part_order_carries_the_parts_last_used_into_the_next_epoch():
         assert sorted(before.tolist()) == list(range(count))
         for epoch in range(1, 4):
             now = order.part_order(count, capacity, seed=2, epoch=epoch)
-            kept = min(capacity, count)
+            kept = order.carried(count, capacity)  # the last two windows of half the capacity
+            window = max(1, capacity // 2)  # whole windows of half the capacity
+            last = count % window or window
+            assert kept == min(count, last + window * ((capacity - last) // window))
             assert set(now[:kept].tolist()) == set(before[count - kept :].tolist()), epoch
             assert sorted(now.tolist()) == list(range(count))
             before = now
@@ -460,3 +463,80 @@ def test_a_reader_reads_the_folder_once_for_its_parts_and_stats_them_only_after_
     cache._open.popitem(last=False)
     cache.batches(0)
     assert calls["stats"] == 1 + len(cache._open)  # each mapped part looked at, once
+
+
+EQUAL = """
+    import numpy as np
+
+    def task_number():
+        return 8
+
+    def schema():
+        return {"id": {"type": "int64"}, "x": {"type": "uint8", "shape": [4096]}}
+
+    def dict_data(task_id):
+        rng = np.random.default_rng(task_id)
+        for i in range(96):
+            yield {"id": task_id * 96 + i, "x": rng.integers(0, 255, 4096, dtype=np.uint8)}
+"""
+
+
+@pytest.fixture(scope="module")
+def equal_parts(tmp_path_factory):
+    """768 rows of 4 KB in 8 Parquet partitions of 12 groups: 48 cache parts of one size (2
+    groups, 16 rows), so that a cache holds a whole number of them."""
+    root = tmp_path_factory.mktemp("equal")
+    plugin = make_plugin(root / "p", EQUAL)
+    recordmill.write(plugin, root / "pq", partitions=8, row_group_size=8, progress=False)
+    return root / "pq"
+
+
+def shuffled_epoch(reader: str, path, cache, limit: int, number: int) -> tuple[list[int], int]:
+    """One epoch of ``reader`` through the cache: the ids it read and the parts it fetched."""
+    options = {"cache_dir": cache, "cache_limit": limit}
+    if reader == "iter_batches":  # a new seed each time: each its own epoch 0
+        ds = recordmill.open(path, **options)
+        ids = [i for b in ds.iter_batches(64, shuffle=True, seed=number) for i in b["id"]]
+        return ids, ds.cache.fetched_parts
+    if reader == "take":
+        ds = recordmill.open(path, **options)
+        order = ds.shuffled(5, number)
+        ids = [i for lo in range(0, len(order), 64) for i in ds.take(order[lo : lo + 64])["id"]]
+        return [i.as_py() for i in ids], ds.cache.fetched_parts
+    import recordmill.torch as rt
+
+    if reader == "MapDataset":
+        loader = rt.DataLoader(rt.MapDataset(path, **options), batch_size=64, shuffle=True, seed=5)
+    else:
+        loader = rt.DataLoader(rt.IterableDataset(path, shuffle=True, seed=5, **options), 64)
+    loader.set_epoch(number)
+    ids = [i for b in loader for i in b["id"].tolist()]
+    return ids, loader.dataset.source.dataset().cache.fetched_parts
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5])
+@pytest.mark.parametrize("reader", ["iter_batches", "take", "MapDataset", "IterableDataset"])
+def test_a_cache_of_a_fraction_fetches_each_part_once_an_epoch_and_keeps_the_last(
+    equal_parts, tmp_path, fraction, reader
+):
+    """Through a cache of a fraction of many parts, with gathers that span several parts: each
+    epoch fetches each part once, and a later epoch of the same seed begins with the parts the
+    last one left (the block order carries them over): 48 - capacity fetches. Gathers once
+    spanned more parts than the cache holds, and evicted parts the order still needed: 1.5x to
+    2.2x the dataset an epoch."""
+    if reader != "take":
+        pytest.importorskip("torch") if reader.endswith("Dataset") else None
+    probe = recordmill.open(equal_parts, cache_dir=tmp_path / "probe").cache
+    parts = len(probe.parts)
+    limit = int(fraction * parts * probe.largest) + 1
+    capacity = limit // probe.largest
+    assert (parts, capacity) == (48, int(fraction * 48))
+    for number in range(3):
+        ids, fetched = shuffled_epoch(reader, equal_parts, tmp_path / "c", limit, number)
+        assert sorted(ids) == list(range(768))
+        if reader == "iter_batches" and number:  # another seed: what it finds left is luck
+            assert parts - capacity <= fetched <= parts, (number, fetched)
+            continue
+        # windows of 7 (0.3) or 12 (0.5) parts: the last 6 + 7, or 12 + 12, carried over
+        carried = 0 if number == 0 else {0.3: 13, 0.5: 24}[fraction]
+        assert fetched == parts - carried, (number, fetched)
