@@ -81,6 +81,11 @@ class Checked:
         finally:
             os.close(fd)  # and the lock with it
 
+    def seen(self, key: str, index: int) -> bool:
+        """Whether item ``index`` of the file ``key`` was checked on this machine (as this
+        process first read its record)."""
+        return self._seen_set(key, index)
+
     def _seen_set(self, key: str, index: int) -> bool:
         """Whether the record, read whole once a process, had item ``index`` set: one look at
         a file's record, not one a row group."""

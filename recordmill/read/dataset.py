@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,13 +26,13 @@ from recordmill.dataset.manifest import arrow_schema
 from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
 from recordmill.errors import ColumnError
-from recordmill.read import order, passes, tokens
+from recordmill.read import formats, order, passes, tokens
 from recordmill.read.cache import DiskCache, cache_location, plan_parts
 from recordmill.read.checked import Checked
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer, Taken
 from recordmill.read.groups import Groups, ReadStats
-from recordmill.read.skips import ReadReject, one_line, skips
+from recordmill.read.skips import ReadReject, skips
 
 __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]
 
@@ -226,7 +225,7 @@ class Dataset:
     def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """The row dicts ``ds[i]`` gives, for many rows at once (a DataLoader batch)."""
         rows = self._global(indices)
-        return _decoded(_rows_at(self, rows, keep=True), self._decoding(rows))
+        return formats.decoded(_rows_at(self, rows, keep=True), self._decoding(rows))
 
     def gather(self, indices: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """The rows ``rows`` reads, as one Arrow batch of newly made arrays, not decoded."""
@@ -296,7 +295,11 @@ class Dataset:
     def _decoding(self, rows: np.ndarray) -> Any:
         """``decode`` for a batch of these (global) rows: with ``on_error="skip"``, its rows too."""
         skips = self._groups.rejects
-        return self._decode if skips is None else _Skipping(self._decode, rows, skips, self.version)
+        return (
+            self._decode
+            if skips is None
+            else formats.Skipping(self._decode, rows, skips, self.version)
+        )
 
     def _window(self, batch_size: int) -> int:  # rows gathered at once by a shuffle
         return passes.window_rows(self._groups, batch_size, self._row_bytes())
@@ -341,7 +344,7 @@ def _iter_rows(
     if indices is None:
         at = ds._start
         for batch in ds.iter_batches(batch_size, format="arrow"):
-            yield from _decoded(row_values(batch), ds._decoding(at + np.arange(len(batch))))
+            yield from formats.decoded(row_values(batch), ds._decoding(at + np.arange(len(batch))))
             at += len(batch)
         return
     rows = ds._global(indices)
@@ -351,15 +354,26 @@ def _iter_rows(
         gathered = _rows_at(ds, numbers, keep=_keeps(ds))
         for start in range(0, len(gathered), batch_size):
             part = slice(start, start + batch_size)
-            yield from _decoded(gathered[part], ds._decoding(numbers[part]))
+            yield from formats.decoded(gathered[part], ds._decoding(numbers[part]))
 
 
 def _batches_in_order(view: Dataset, batch_size: int, fmt: str) -> Iterator[Any]:
-    """``view.iter_batches()``: its row groups in order, cut into batches."""
+    """``view.iter_batches()``: its row groups in order, cut into batches (as numpy, a batch of
+    pieces of several groups is each piece's columns joined: their values are made once, not
+    first copied into one Arrow batch)."""
     at = view._start
     for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
+        if fmt == "numpy" and len(parts) > 1:
+            pieces = []
+            for part in parts:
+                pieces.append(formats.columns(part, view._decoding(at + np.arange(len(part)))))
+                at += len(part)
+            yield formats.joined(pieces)
+            continue
         batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
-        yield from _pieces(batch, batch_size, fmt, view._decoding(at + np.arange(len(batch))))
+        yield from formats.pieces(
+            batch, batch_size, fmt, view._decoding(at + np.arange(len(batch)))
+        )
         at += len(batch)
 
 
@@ -371,7 +385,7 @@ def _shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str
     for lo in range(0, len(order), window):
         rows = order[lo : lo + window] + view._start
         batch = view._gather(rows, check=True)
-        yield from _pieces(batch, batch_size, fmt, view._decoding(rows))
+        yield from formats.pieces(batch, batch_size, fmt, view._decoding(rows))
 
 
 def _shuffled(
@@ -395,73 +409,6 @@ def _row(columns: list[pa.Array], getters: list[Any], local: int) -> dict[str, A
     return row
 
 
-@dataclass(frozen=True)
-class _Skipping:
-    """``decode`` with ``on_error="skip"``: the functions, the global rows of the batch they
-    decode, and the list a row whose value does not decode goes to instead."""
-
-    decode: dict[str, Callable[[Any], Any]]
-    rows: np.ndarray
-    rejects: list[ReadReject]
-    version: int
-
-    def items(self) -> Any:
-        return self.decode.items()
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.decode
-
-    def slice(self, lo: int, n: int) -> _Skipping:
-        return replace(self, rows=self.rows[lo : lo + n])
-
-    def failed(self, values: list[Any], name: str, decoder: Callable[[Any], Any]) -> set[int]:
-        """Decode ``values`` of column ``name`` in place; the offsets of those that raised."""
-        failed = set()
-        for k, value in enumerate(values):
-            try:
-                values[k] = decoder(value)
-            except Exception as e:
-                failed.add(k)
-                reject = ReadReject(int(self.rows[k]), name, one_line(e), version=self.version)
-                self.rejects.append(reject)
-        return failed
-
-
-def _pieces(batch: pa.RecordBatch, size: int, fmt: str, decode: Any) -> Iterator[Any]:
-    """A batch cut into batches of ``size`` rows, as Arrow or as numpy columns."""
-    for lo in range(0, batch.num_rows, size):
-        piece = batch.slice(lo, size)
-        if fmt == "arrow":
-            yield piece
-        else:
-            yield _columns(
-                piece, decode.slice(lo, size) if isinstance(decode, _Skipping) else decode
-            )
-
-
-def _columns(batch: pa.RecordBatch, decode: Any) -> dict[str, Any]:
-    """A batch as numpy arrays and lists, one per column, its values decoded (with skips, the
-    rows whose values do not decode left out)."""
-    out, failed = {}, set()
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        values = to_numpy(column, batch.schema.field(name))
-        if name in decode:
-            values = list(values)
-            if isinstance(decode, _Skipping):
-                failed |= decode.failed(values, name, decode.decode[name])
-            else:
-                values = [decode[name](v) for v in values]
-        out[name] = values
-    if failed:
-        keep = [k for k in range(batch.num_rows) if k not in failed]
-        out = {name: _kept(values, keep) for name, values in out.items()}
-    return out
-
-
-def _kept(values: Any, keep: list[int]) -> Any:
-    return values[keep] if isinstance(values, np.ndarray) else [values[k] for k in keep]
-
-
 def _keeps(ds: Dataset) -> bool:
     """Whether a gather keeps the groups it reads in the cache: only when all of them fit it
     (else a sweep over every group would only churn it)."""
@@ -477,19 +424,3 @@ def gathered(ds: Dataset, indices: Sequence[int] | np.ndarray) -> list[Taken]:
 def _rows_at(ds: Dataset, rows: np.ndarray, keep: bool) -> list[dict[str, Any]]:
     """Row dicts of global ``rows``, not decoded."""
     return rows_of(ds.schema, ds._gatherer.values(rows, keep), len(rows))
-
-
-def _decoded(rows: list[dict[str, Any]], decode: Any) -> list[dict[str, Any]]:
-    """Row dicts, their values decoded (with skips, the rows that do not decode left out)."""
-    if isinstance(decode, _Skipping):
-        failed: set[int] = set()
-        for name, decoder in decode.items():
-            values = [row[name] for row in rows]
-            failed |= decode.failed(values, name, decoder)
-            for row, value in zip(rows, values, strict=True):
-                row[name] = value
-        return [row for k, row in enumerate(rows) if k not in failed]
-    for name, decoder in decode.items():
-        for row in rows:
-            row[name] = decoder(row[name])
-    return rows

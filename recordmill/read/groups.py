@@ -146,6 +146,20 @@ class Groups:
             _, dropped = self._cache.popitem(last=False)
             self._cache_bytes -= dropped.nbytes
 
+    def is_checked(self, g: int) -> bool:
+        """Whether mapped group ``g`` needs no check before it is read: this process or the
+        machine checked its bytes, or there is nothing to check them against."""
+        if not self.segments.available:
+            return False  # a dataset from before group checksums: its columns are checked
+        if g in self._verified or not self.files.checksums:
+            return True
+        key = self._key(self.files.groups[g].partition)
+        return (
+            self.checked is not None
+            and key is not None
+            and (self.checked.seen(key, self.files.groups[g].index))
+        )
+
     def _check_mapped(self, g: int, batch: pa.RecordBatch, check: bool) -> None:
         if not self.segments.available:
             if check:

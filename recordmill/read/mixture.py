@@ -25,8 +25,9 @@ import pyarrow as pa
 from recordmill.dataset.versions import fingerprint
 from recordmill.errors import ColumnError
 from recordmill.read import mixing
-from recordmill.read.dataset import Dataset, _columns, undecoded
+from recordmill.read.dataset import Dataset, undecoded
 from recordmill.read.dataset import open as open_dataset
+from recordmill.read.formats import columns as batch_columns
 from recordmill.read.shared_orders import shared_order
 
 __all__ = ["Mixture", "mix"]
@@ -326,7 +327,7 @@ def _gather(m: Mixture, ids: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:
 
 def _decoded(batch: pa.RecordBatch, source: np.ndarray, datasets: list[Dataset]) -> dict[str, Any]:
     """A batch as numpy columns, each value decoded as its own source decodes it."""
-    out = _columns(batch, {})
+    out = batch_columns(batch, {})
     for name in out:
         decoders = [ds._decode.get(name) for ds in datasets]
         if any(decoders):

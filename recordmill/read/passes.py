@@ -36,6 +36,12 @@ def in_order(
         # reads each group once, as fast from the files themselves.
         return groups.group(g, schema, keep=False, check=True, cached=through)
 
+    if groups.mapped and all(groups.is_checked(g) for g, _, _ in wanted):
+        # Mapped and checked already (by this process or the machine): nothing to do ahead in
+        # threads, which would only wait for the GIL beside the caller.
+        for g, lo, hi in wanted:
+            yield read(g).slice(lo, hi - lo)
+        return
     ahead = [groups.pool.submit(read, g) for g, _, _ in wanted[:depth]]
     try:
         for n, (_, lo, hi) in enumerate(wanted):

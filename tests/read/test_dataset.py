@@ -101,6 +101,13 @@ def test_sequential_batches_cover_every_row_in_order(dataset):
     assert np.concatenate([b["id"] for b in batches]).tolist() == list(range(TOTAL))
     assert batches[1]["vec"].shape == (50, 2, 3)
     assert set(batches[0]) == {"id", "vec"}
+    # A batch of pieces of several groups (16 rows each) is the same as one Arrow batch's values.
+    arrow = list(ds.iter_batches(batch_size=50, format="arrow"))
+    for joined, whole in zip(ds.iter_batches(batch_size=50), arrow, strict=True):
+        assert joined["name"] == whole["name"].to_pylist()
+        assert joined["png"] == whole["png"].to_pylist()
+        assert [a.tolist() for a in joined["ids"]] == whole["ids"].to_pylist()
+        assert joined["vec"].tolist() == whole["vec"].to_pylist()
 
 
 def test_shuffle_is_a_seeded_permutation(dataset):
