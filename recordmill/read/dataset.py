@@ -384,8 +384,12 @@ def _shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str
     window = view._window(batch_size)
     for lo in range(0, len(order), window):
         rows = order[lo : lo + window] + view._start
-        batch = view._gather(rows, check=True)
-        yield from formats.pieces(batch, batch_size, fmt, view._decoding(rows))
+        if fmt == "numpy":  # a binary column's values made once, from where they lie
+            taken = view._gatherer.values(rows, _keeps(view), check=True)
+            yield from formats.taken_pieces(view.schema, taken, batch_size, view._decoding(rows))
+        else:
+            batch = view._gather(rows, check=True)
+            yield from formats.pieces(batch, batch_size, fmt, view._decoding(rows))
 
 
 def _shuffled(

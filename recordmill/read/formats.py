@@ -53,15 +53,29 @@ def pieces(batch: pa.RecordBatch, size: int, fmt: str, decode: Any) -> Iterator[
         if fmt == "arrow":
             yield piece
         else:
-            yield columns(piece, decode.slice(lo, size) if isinstance(decode, Skipping) else decode)
+            yield columns(piece, _sliced(decode, lo, size))
+
+
+def taken_pieces(schema: pa.Schema, taken: list[Any], size: int, decode: Any) -> Iterator[Any]:
+    """Gathered columns (``Gatherer.values``: Arrow arrays, or a binary column's ``bytes``)
+    cut into batches of ``size`` rows as numpy columns."""
+    rows = len(taken[0]) if taken else 0
+    for lo in range(0, rows, size):
+        piece = [column[lo : lo + size] for column in taken]
+        yield _as_columns(schema, piece, _sliced(decode, lo, size))
 
 
 def columns(batch: pa.RecordBatch, decode: Any) -> dict[str, Any]:
     """A batch as numpy arrays and lists, one per column, its values decoded (with skips, the
     rows whose values do not decode left out)."""
+    return _as_columns(batch.schema, batch.columns, decode)
+
+
+def _as_columns(schema: pa.Schema, arrays: list[Any], decode: Any) -> dict[str, Any]:
     out, failed = {}, set()
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        values = to_numpy(column, batch.schema.field(name))
+    for field, column in zip(schema, arrays, strict=True):
+        name = field.name
+        values = column if isinstance(column, list) else to_numpy(column, field)
         if name in decode:
             values = list(values)
             if isinstance(decode, Skipping):
@@ -70,9 +84,13 @@ def columns(batch: pa.RecordBatch, decode: Any) -> dict[str, Any]:
                 values = [decode[name](v) for v in values]
         out[name] = values
     if failed:
-        keep = [k for k in range(batch.num_rows) if k not in failed]
+        keep = [k for k in range(len(arrays[0])) if k not in failed]
         out = {name: kept(values, keep) for name, values in out.items()}
     return out
+
+
+def _sliced(decode: Any, lo: int, size: int) -> Any:
+    return decode.slice(lo, size) if isinstance(decode, Skipping) else decode
 
 
 def kept(values: Any, keep: list[int]) -> Any:

@@ -102,7 +102,7 @@ class Gatherer:
             # From a group of this process's own: the DataLoader's workers that start together
             # check different groups first, each recording them for the others (read/checked.py).
             first = os.getpid() % max(1, count)
-            order = [*range(first, count), *range(first)]
+            order = [g for g in [*range(first, count), *range(first)] if not groups.is_checked(g)]
             list(groups.pool.map(lambda g: groups.group(g, schema, check=True), order))
             self._whole.checked = True
         return self._whole
