@@ -112,11 +112,14 @@ class Tally:
         self.labels: list[np.ndarray] = []
         self.pixels = 0
 
-    def add(self, labels, x) -> None:
-        labels, x = np.asarray(labels), np.asarray(x)
+    def add(self, labels, x=None) -> None:
+        labels = np.asarray(labels)
+        self.labels.append(labels.astype(np.int64))
+        if x is None:  # --transform: only the labels come back
+            return
+        x = np.asarray(x)
         assert x.dtype == np.uint8 and x.shape[1:] == SHAPE, (x.dtype, x.shape)
         assert len(labels) == len(x)
-        self.labels.append(labels.astype(np.int64))
         self.pixels += int(x.sum(dtype=np.int64))
 
     def result(self, seconds: float, **extra) -> dict:
@@ -129,6 +132,18 @@ class Tally:
             "labels": labels.tolist(),
             **extra,
         }
+
+
+def label_of(row: dict) -> int:
+    """--transform: what each row becomes (every reader decodes the whole row first)."""
+    return int(row["label"])
+
+
+def tally_batch(tally: Tally, batch) -> None:
+    if isinstance(batch, dict):
+        tally.add(batch["label"].numpy(), batch["x"].numpy())
+    else:  # a tensor of the transform's labels
+        tally.add(batch.numpy())
 
 
 def emit(result: dict) -> None:
@@ -184,19 +199,23 @@ def epoch_recordmill(args: dict) -> dict:
         for batch in ds.iter_batches(BATCH, shuffle=True, seed=SHUFFLE_SEED):
             tally.add(batch["label"], batch["x"])
         return tally.result(time.perf_counter() - start, fetched_parts=0)
-    if workers or args["loader"] or args["iterable"]:
-        from recordmill.torch import DataLoader, IterableDataset
+    if workers or args["loader"] or args["iterable"] or args["transform"]:
+        from recordmill.torch import DataLoader, IterableDataset, MapDataset
 
         cache = {"cache_dir": args["cache_dir"], "cache_limit": args["limit"]}
+        transform = label_of if args["transform"] else None
         if args["iterable"]:
-            data = IterableDataset(uri, shuffle=True, seed=SHUFFLE_SEED, **cache)
+            data = IterableDataset(
+                uri, shuffle=True, seed=SHUFFLE_SEED, transform=transform, **cache
+            )
             loader = DataLoader(data, batch_size=BATCH, num_workers=workers)
-        else:  # a MapDataset of the path
+        else:
+            data = MapDataset(uri, transform=transform, **cache)
             shuffle = {"shuffle": True, "seed": SHUFFLE_SEED}
-            loader = DataLoader(uri, batch_size=BATCH, num_workers=workers, **shuffle, **cache)
+            loader = DataLoader(data, batch_size=BATCH, num_workers=workers, **shuffle)
         loader.set_epoch(args["epoch"])
         for batch in loader:
-            tally.add(batch["label"].numpy(), batch["x"].numpy())
+            tally_batch(tally, batch)
         return tally.result(time.perf_counter() - start, fetched_parts=-1)
     from recordmill.dataset.columns import to_numpy
 
@@ -287,11 +306,12 @@ def epoch_litdata(args: dict) -> dict:
         seed=SHUFFLE_SEED,
         max_cache_size=args["limit"],
         storage_options=litdata_options(args["endpoint"]),
+        transform=label_of if args["transform"] else None,
     )
     loader = StreamingDataLoader(ds, batch_size=BATCH, num_workers=args["workers"])
     loader.current_epoch = args["epoch"]  # __iter__ adds one: LitData counts epochs from 1
     for batch in loader:
-        tally.add(batch["label"].numpy(), batch["x"].numpy())
+        tally_batch(tally, batch)
     return tally.result(time.perf_counter() - start)
 
 
@@ -343,8 +363,8 @@ def epoch_mds(args: dict) -> dict:
         }
     )
     loader = torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=args["workers"])
-    for batch in loader:
-        tally.add(batch["label"].numpy(), batch["x"].numpy())
+    for batch in loader:  # (--transform: only the labels are tallied)
+        tally.add(batch["label"].numpy(), None if args["transform"] else batch["x"].numpy())
     return tally.result(time.perf_counter() - start)
 
 
@@ -574,6 +594,7 @@ def run_epoch(server, reader, case, root, args) -> dict:
         "workers": args.workers,
         "loader": args.loader,
         "iterable": args.iterable,
+        "transform": args.transform,
         "tmp": str(work),
         "options": reader.options,
     }
@@ -610,6 +631,12 @@ def main() -> int:
         "DataLoader, instead of a MapDataset",
     )
     parser.add_argument(
+        "--transform",
+        action="store_true",
+        help="each reader's dataset turns a row into its label (transform=lambda r: "
+        'int(r["label"])) and the loader collates the labels; pixels are not summed',
+    )
+    parser.add_argument(
         "--shape", default="64,64,3", help="each row's uint8 array (default 64,64,3: 12 KB)"
     )
     parser.add_argument("--litdata-python", help="an interpreter with litdata installed")
@@ -644,6 +671,8 @@ def main() -> int:
 
 def run(server: Server, args, root: Path) -> int:
     want = expected(args.rows)
+    if args.transform:
+        want["pixel_sum"] = 0
     readers = write_all(server, args, root / "written")
     if args.readers:
         keep = args.readers.lower().split(",")

@@ -48,6 +48,7 @@ def make_table(path: Path, rows: int = ROWS) -> None:
     values = rng.lognormal(2, 1, size=(rows, FLOATS)).round(4)
     labels = rng.integers(0, 3, rows)
     names = [f"m{i}" for i in range(FLOATS)]
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         f.write(",".join([*names, "label"]) + "\n")
         for row, label in zip(values, labels, strict=True):

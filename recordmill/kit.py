@@ -11,14 +11,16 @@ built-in plugins import nothing else of recordmill (``tests/test_imports.py`` ch
   that a row that does not fit the schema, or its reject, names that input and the row's number in
   it (``wav/a.wav, row 3 (task 19, row 40)``), not only the task's.
 - The errors a plugin raises, each said in one line: ``InputError`` (bad input), ``ConfigError``
-  (options that do not go together), ``SchemaError`` (a schema that cannot be); and for their
+  (options that do not go together), ``SchemaError`` (a schema that cannot be); the category of
+  its warnings, ``RecordmillWarning`` (what the command line prints, one line each); and for their
   messages ``counted(3, "file")`` (``"3 files"``), ``did_you_mean(name, names)`` and
   ``SKIP_HINT`` (how to skip bad input instead).
 - Declaring a schema: ``from_yaml(path)`` (a YAML file of ``column: type``), ``infer_schema(rows)``,
   ``to_arrow_schema(declared)``, ``safe_name(text)`` (a column name from any text).
 - Inputs: ``input_files(path, pattern)`` (a file, or a folder's files matching a glob, sorted),
   ``tasks_for(size, asked)`` (how many tasks an input of ``size`` bytes splits into: ``asked``,
-  or with 0 one per ``TASK_BYTES``), ``Options`` (what every hook receives as ``options``).
+  or with 0 about 64 of 256 KiB to ``TASK_BYTES``), ``task_size(total)`` (the bytes of such a
+  task), ``Options`` (what every hook receives as ``options``).
 - Other tools' formats, read without the tools, as modules: ``recordmill.kit.images`` (the image
   pipeline: ``--encode``/``--size`` options, decoding, ``row()``), ``features`` (feature lists to
   columns), ``filelists``, ``idx`` (MNIST), ``tfrecord``, ``mindrecord``, ``recordio``,
@@ -37,16 +39,25 @@ from typing import Any
 from recordmill.compat import KIT_FORMATS
 from recordmill.dataset.rejects import Reject, bad_input
 from recordmill.dataset.schema import from_yaml, infer_schema, safe_name, to_arrow_schema
-from recordmill.errors import SKIP_HINT, ConfigError, InputError, SchemaError, counted, did_you_mean
+from recordmill.errors import (
+    SKIP_HINT,
+    ConfigError,
+    InputError,
+    RecordmillWarning,
+    SchemaError,
+    counted,
+    did_you_mean,
+)
 
-# And, loaded when first used (they need the write side): TASK_BYTES, tasks_for, input_files,
-# Options, and the FORMATS modules.
+# And, loaded when first used (they need the write side): TASK_BYTES, task_size, tasks_for,
+# input_files, Options, and the FORMATS modules.
 __all__ = [
     "FORMATS",
     "SKIP_HINT",
     "ConfigError",
     "InputError",
     "Path",
+    "RecordmillWarning",
     "Reject",
     "SchemaError",
     "Source",
@@ -84,7 +95,7 @@ def Path(text: str) -> str:
 
 def __getattr__(name: str) -> Any:
     # The write side's names, and the format modules, only when a plugin asks for them.
-    if name in ("TASK_BYTES", "tasks_for"):
+    if name in ("TASK_BYTES", "task_size", "tasks_for"):
         return getattr(importlib.import_module("recordmill.inputs"), name)
     if name == "input_files":
         return importlib.import_module("recordmill.inputs.features").input_files

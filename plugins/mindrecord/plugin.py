@@ -18,6 +18,7 @@ with ``--on-bad-input skip`` becomes a reject.
 """
 
 import functools
+import os
 
 from recordmill.kit.mindrecord import (
     MindRecordError,
@@ -28,7 +29,7 @@ from recordmill.kit.mindrecord import (
 )
 
 from recordmill import kit
-from recordmill.kit import TASK_BYTES, ConfigError, InputError, bad_input, safe_name
+from recordmill.kit import ConfigError, InputError, bad_input, safe_name, task_size
 
 
 def add_options(parser):
@@ -41,8 +42,8 @@ def add_options(parser):
     parser.add_argument(
         "--pages-per-task",
         type=int,
-        help="blob pages per task; 0: one task per shard (default: about 32 MB of pages a task: "
-        "one of MindSpore's default pages)",
+        help="blob pages per task; 0: one task per shard (default: the shards in about 64 "
+        "tasks of 256 KiB to 32 MB of pages, at least a page: one of MindSpore's default pages)",
     )
 
 
@@ -50,7 +51,9 @@ def add_options(parser):
 def _tasks(input_path, pages_per_task):
     """(shard path, page type ids or None, row count or None, header problem or None) per task."""
     tasks = []
-    for path in shard_paths(input_path):
+    paths = shard_paths(input_path)
+    size = task_size(sum(os.path.getsize(path) for path in paths))
+    for path in paths:
         try:
             header = read_header(path)
         except MindRecordError as e:
@@ -58,7 +61,7 @@ def _tasks(input_path, pages_per_task):
             continue
         pages = header.blob_pages
         if pages_per_task is None:
-            step = max(1, TASK_BYTES // header.page_size)
+            step = max(1, size // header.page_size)
         else:
             step = pages_per_task if pages_per_task > 0 else max(1, len(pages))
         for start in range(0, len(pages), step):

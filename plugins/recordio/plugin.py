@@ -98,9 +98,11 @@ def _tasks(input_path, pattern, tasks, no_index):
             f"({input_path[:-4]}.rec); the .idx beside it is found by itself"
         )
     plan = []
-    for path in input_files(input_path, pattern):
+    files = input_files(input_path, pattern)
+    total = sum(os.path.getsize(path) for path in files)
+    for path in files:
         index = Path(path).with_suffix(".idx")
-        count = tasks_for(os.path.getsize(path), tasks)
+        count = tasks_for(os.path.getsize(path), tasks, total)
         try:
             if index.is_file() and not no_index:
                 plan.extend(_indexed(path, str(index), count))

@@ -14,6 +14,7 @@ import glob
 import io
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ class Piece:
     start: int
     stop: int
     size: int  # bytes of input, to pack pieces into tasks
+    name: str = ""  # the file's name in the ``file`` column (InputFile.name)
 
 
 @dataclass(frozen=True)
@@ -73,69 +75,133 @@ def kind_of(path: str, input_format: str) -> tuple[str, str | None]:
     return kind, codec
 
 
-def input_files(inputs: list[str], pattern: str | None) -> tuple[str, ...]:
+def input_files(inputs: list[str], patterns: tuple[str, ...] = ()) -> tuple[InputFile, ...]:
     """The files of ``--input``: files as named, folders searched at every level (hidden ones
-    left out) for the ``--pattern`` (else the known suffixes), globs expanded; sorted within
-    each, none twice."""
-    found: list[str] = []
+    left out) for the ``--pattern`` globs (else the known suffixes), globs expanded; sorted
+    within each, none twice. Each with its name as a row records it (``InputFile.name``)."""
+    found: dict[str, InputFile] = {}
     for given in inputs:
         if os.path.isfile(given):
-            found.append(given)
+            files = [InputFile(given, os.path.basename(given))]
         elif os.path.isdir(given):
-            found += _folder(given, pattern)
+            files = _folder(given, patterns)
         elif glob.has_magic(given):
+            above = os.path.dirname(_glob_root(given)) or os.curdir
             matched = sorted(p for p in glob.glob(given, recursive=True) if os.path.isfile(p))
             if not matched:
                 raise InputError(f"--input {given} matches no file")
-            found += matched
+            files = [InputFile(p, os.path.relpath(p, above)) for p in matched]
         else:
             raise InputError(f"--input {given} is neither a file, a folder nor a glob")
-    return tuple(dict.fromkeys(found))
+        for f in files:
+            found.setdefault(f.path, f)
+    return tuple(found.values())
 
 
-def _folder(folder: str, pattern: str | None) -> list[str]:
+@dataclass(frozen=True)
+class InputFile:
+    """A file of the corpus, and its name as the ``file`` column records it: its path from the
+    folder given (``corpus/a/b.jsonl``; a glob's: from its last folder without a wildcard), or
+    the name of a file given as it is."""
+
+    path: str
+    name: str
+
+
+def _glob_root(given: str) -> str:
+    """The folder above a glob's first part with a wildcard (what its matches are named from)."""
+    parts = given.split(os.sep)
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    return os.sep.join(parts[:fixed]) or os.curdir
+
+
+def _folder(folder: str, patterns: tuple[str, ...]) -> list[InputFile]:
+    matchers = [pattern_regex(p) for p in patterns]
+    top = os.path.basename(os.path.normpath(folder))
     names = []
     for root, dirs, files in os.walk(folder):
         # Hidden folders and files (.git, a run's own .NAME.recordmill-partial) are not corpus.
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(f for f in files if not f.startswith(".")):
-            wanted = fnmatch.fnmatch(name, pattern) if pattern else name.lower().endswith(KNOWN)
+            path = os.path.join(root, name)
+            below = os.path.relpath(path, folder).replace(os.sep, "/")
+            if matchers:
+                wanted = any(m.fullmatch(below) for m in matchers)
+            else:
+                wanted = name.lower().endswith(KNOWN)
             if wanted:
-                names.append(os.path.join(root, name))
+                names.append(InputFile(path, f"{top}/{below}"))
     if not names:
-        said = f"--pattern {pattern!r}" if pattern else "a known suffix (" + ", ".join(KNOWN) + ")"
+        said = (
+            "--pattern " + " ".join(repr(p) for p in patterns)
+            if patterns
+            else "a known suffix (" + ", ".join(KNOWN) + ")"
+        )
         raise InputError(f"--input {folder} holds no file matching {said}")
     return names
 
 
+def pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A ``--pattern`` as glob users write it, matched against a file's path below the folder:
+    ``*`` and ``?`` within one folder's name, ``**/`` any number of folders (none too); a
+    pattern without a ``/`` matches a name in any folder (``*.py``, as find -name does)."""
+    if "/" not in pattern:
+        pattern = "**/" + pattern
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 2 :]:
+            end = pattern.index("]", i + 2)
+            out.append(fnmatch.translate(pattern[i : end + 1])[4:-3])  # (?s:[...])\Z -> [...]
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
 def pieces(
-    files: tuple[str, ...], input_format: str, documents: str, task_bytes: int
+    files: tuple[InputFile, ...], input_format: str, documents: str, task_bytes: int
 ) -> list[Piece]:
     """Every file cut into pieces of about ``task_bytes``."""
     out: list[Piece] = []
-    for path in files:
+    for f in files:
+        path = f.path
         kind, codec = kind_of(path, input_format)
         size = os.path.getsize(path)
         if kind == "parquet":
-            out += _parquet_pieces(path, task_bytes)
+            out += _parquet_pieces(f, task_bytes)
         elif codec is not None or (kind == "text" and documents == "file"):
-            out.append(Piece(path, kind, codec, 0, -1, size))
+            out.append(Piece(path, kind, codec, 0, -1, size, f.name))
         else:
             step = max(1, task_bytes)
             cuts = list(range(0, size, step)) or [0]
-            out += [Piece(path, kind, None, lo, lo + step, min(step, size - lo)) for lo in cuts]
+            out += [
+                Piece(path, kind, None, lo, lo + step, min(step, size - lo), f.name) for lo in cuts
+            ]
     return out
 
 
-def _parquet_pieces(path: str, task_bytes: int) -> list[Piece]:
-    meta = pq.ParquetFile(path).metadata
+def _parquet_pieces(f: InputFile, task_bytes: int) -> list[Piece]:
+    meta = pq.ParquetFile(f.path).metadata
     out, start, size = [], 0, 0
     for g in range(meta.num_row_groups):
         size += meta.row_group(g).total_byte_size
         if size >= task_bytes or g == meta.num_row_groups - 1:
-            out.append(Piece(path, "parquet", None, start, g + 1, size))
+            out.append(Piece(f.path, "parquet", None, start, g + 1, size, f.name))
             start, size = g + 1, 0
-    return out or [Piece(path, "parquet", None, 0, 0, 0)]
+    return out or [Piece(f.path, "parquet", None, 0, 0, 0, f.name)]
 
 
 def tasks(all_pieces: list[Piece], task_bytes: int) -> list[tuple[Piece, ...]]:
@@ -205,6 +271,8 @@ def where(piece: Piece, line: int | None) -> str:
 
 def _line_document(piece: Piece, line: int, raw: bytes, options, keep) -> Document:
     raw = raw.rstrip(b"\r\n") if raw.endswith(b"\n") else raw
+    if piece.kind == "text" and b"\0" in raw:
+        return _binary(where(piece, line), raw)
     try:
         text = raw.decode("utf-8", errors=options.errors)
     except UnicodeDecodeError as e:
@@ -251,10 +319,19 @@ def _not_utf8(at: str, e: UnicodeDecodeError) -> Document:
 def _whole_file(piece: Piece, errors: str) -> Document:
     with _open(piece) as f:
         data = f.read()
+    if b"\0" in data:
+        return _binary(piece.path, data)
     try:
         return Document(piece.path, data.decode("utf-8", errors=errors), {})
     except UnicodeDecodeError as e:
         return _not_utf8(piece.path, e)
+
+
+def _binary(at: str, data: bytes) -> Document:
+    """Text holds no NUL byte: a file with one is binary (an image, a model, zeros), which
+    UTF-8 would read as text all the same."""
+    reason = f"{at}: a NUL byte at offset {data.index(0):,}; expected text (this is a binary file)"
+    return Document(at, None, {}, reason)
 
 
 def _parquet_documents(piece: Piece, text_field: str, keep: tuple[str, ...]) -> Iterator[Document]:

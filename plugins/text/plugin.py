@@ -24,6 +24,7 @@ import functools
 import hashlib
 import itertools
 import os
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +58,9 @@ def worker_imports():
 def add_options(parser):
     add = parser.add_argument
     add("--input", required=True, nargs="+", help="files, folders or globs (more than one)")
-    add("--pattern", help="the file names a folder is searched for (default: the known suffixes)")
+    add("--pattern", nargs="+", default=[],
+        help="globs of the files a folder is searched for, below it: '*.py', '**/train/*.jsonl' "
+        "(default: the known suffixes)")  # fmt: skip
     add("--input-format", choices=("auto", "jsonl", "parquet", "text"), default="auto",
         help="the inputs' kind (default: auto, from each file's suffix)")  # fmt: skip
     add("--documents", choices=("file", "line"), default="file",
@@ -72,8 +75,9 @@ def add_options(parser):
     add("--hash", action="store_true", help="add text_hash (int64), e.g. for --dedup-key")
     add("--errors", choices=("strict", "replace"), default="strict",
         help="bytes that are not UTF-8: bad input (default), or read as U+FFFD")  # fmt: skip
-    add("--task-bytes", type=int, default=32 << 20,
-        help="bytes of input a task (default: 32 MiB)")  # fmt: skip
+    add("--task-bytes", type=int,
+        help="bytes of input a task (default: the input in about 64 tasks, of 256 KiB to "
+        "32 MiB)")  # fmt: skip
 
 
 def _inputs(options) -> list[str]:
@@ -82,16 +86,17 @@ def _inputs(options) -> list[str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _plan(given: tuple[str, ...], pattern, input_format, documents, task_bytes) -> list:
-    files = inputs.input_files(list(given), pattern)
-    return inputs.tasks(inputs.pieces(files, input_format, documents, task_bytes), task_bytes)
+def _plan(given: tuple[str, ...], patterns, input_format, documents, task_bytes) -> list:
+    files = inputs.input_files(list(given), patterns)
+    size = task_bytes or kit.task_size(sum(os.path.getsize(f.path) for f in files))
+    return inputs.tasks(inputs.pieces(files, input_format, documents, size), size)
 
 
 def _tasks(options) -> list:
-    if options.task_bytes < 1:
+    if options.task_bytes is not None and options.task_bytes < 1:
         raise ConfigError(f"--task-bytes must be 1 or more, got {options.task_bytes}")
     key = (options.input_format, options.documents, options.task_bytes)
-    return _plan(tuple(_inputs(options)), options.pattern, *key)
+    return _plan(tuple(_inputs(options)), tuple(options.pattern or ()), *key)
 
 
 def _encoder(options):
@@ -103,6 +108,14 @@ def _encoder(options):
 
 
 def task_number(options):
+    if options.tokenizer is not None and options.eos is None:
+        warnings.warn(
+            "--eos is not given: documents will follow one another in token blocks with "
+            "nothing between them (give the tokenizer's end-of-text token, e.g. --eos "
+            "'<|endoftext|>')",
+            kit.RecordmillWarning,
+            stacklevel=2,
+        )
     return len(_tasks(options))
 
 
@@ -116,6 +129,7 @@ def schema(options):
         fields["text"] = {"type": "string"}
     if options.hash:
         fields["text_hash"] = {"type": "int64"}
+    fields["file"] = {"type": "string"}
     arrow = kit.to_arrow_schema(fields)
     for field in _kept_fields(options):
         arrow = arrow.append(field)
@@ -127,10 +141,10 @@ def _kept_fields(options) -> list[pa.Field]:
     (once a process: ``schema()`` is asked for again in every task)."""
     if not options.keep:
         return []
-    taken = set(("tokens", "length", "text", "text_hash")) & set(options.keep)
+    taken = set(("tokens", "length", "text", "text_hash", "file")) & set(options.keep)
     if taken:
         raise ConfigError(f"--keep {sorted(taken)[0]}: a column the text plugin writes itself")
-    key = (tuple(_inputs(options)), options.pattern, options.input_format, options.documents,
+    key = (tuple(_inputs(options)), tuple(options.pattern or ()), options.input_format, options.documents,
            options.task_bytes, options.text_field, options.errors, tuple(options.keep))  # fmt: skip
     if key not in _KEPT:
         _KEPT[key] = _infer_kept(options)
@@ -168,7 +182,7 @@ def dict_data(task_id, options):
                 if doc.reason:
                     yield kit.bad_input(options, doc.where, doc.reason)
                 continue
-            batch.append(doc)
+            batch.append((doc, piece.name))
             if len(batch) == BATCH_DOCUMENTS:
                 yield _batch(batch, encoder, out, options)
                 batch = []
@@ -176,7 +190,8 @@ def dict_data(task_id, options):
         yield _batch(batch, encoder, out, options)
 
 
-def _batch(docs, encoder, out: pa.Schema, options) -> pa.RecordBatch:
+def _batch(named, encoder, out: pa.Schema, options) -> pa.RecordBatch:
+    docs = [d for d, _ in named]
     texts = [d.text for d in docs]
     columns = {}
     if encoder is not None:
@@ -191,6 +206,7 @@ def _batch(docs, encoder, out: pa.Schema, options) -> pa.RecordBatch:
         columns["text"] = pa.array(texts, pa.string())
     if "text_hash" in out.names:
         columns["text_hash"] = pa.array([_hash(t) for t in texts], pa.int64())
+    columns["file"] = pa.array([name for _, name in named], pa.string())
     for name in options.keep:
         columns[name] = pa.array([d.fields.get(name) for d in docs], out.field(name).type)
     return pa.RecordBatch.from_arrays([columns[n] for n in out.names], schema=out)

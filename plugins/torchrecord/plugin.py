@@ -62,7 +62,9 @@ def _plan(path, tasks):
     None, None) for a database that cannot be opened (its task reports why)."""
     lmdb_module()  # without lmdb, say so first, whatever else is wrong
     plan = []
-    for db in databases(path):
+    found = databases(path)
+    total = sum(os.path.getsize(os.path.join(db, "data.mdb")) for db in found)
+    for db in found:
         try:
             with Database(db) as opened:
                 entries = opened.entries()  # kept in LMDB's header: no record is read
@@ -70,7 +72,8 @@ def _plan(path, tasks):
             plan.append((db, None, None))
             continue
         parts = max(
-            1, min(tasks_for(os.path.getsize(os.path.join(db, "data.mdb")), tasks), entries)
+            1,
+            min(tasks_for(os.path.getsize(os.path.join(db, "data.mdb")), tasks, total), entries),
         )
         bounds = [entries * part // parts for part in range(parts + 1)]
         plan.extend((db, bounds[i], bounds[i + 1]) for i in range(parts))

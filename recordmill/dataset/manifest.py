@@ -102,6 +102,16 @@ def task_totals(manifest: dict[str, Any]) -> tuple[int, int]:
     )
 
 
+def list_values(partitions: list[dict[str, Any]]) -> dict[str, int]:
+    """The ids each list-of-integers column holds in these partitions (a corpus's tokens), as
+    their entries record them (none in a dataset written before they did)."""
+    total: dict[str, int] = {}
+    for entry in partitions:
+        for name, count in (entry.get("values") or {}).items():
+            total[name] = total.get(name, 0) + int(count)
+    return total
+
+
 def file_metadata(data: bytes, fmt: str) -> dict[bytes, bytes]:
     """The metadata of a file made by :func:`empty_file`."""
     source = pa.BufferReader(data)

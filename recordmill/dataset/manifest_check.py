@@ -137,6 +137,7 @@ _PARTITION = {
     "group_offsets?": ([_COUNT], None),
     "group_crc32c?": ([_COUNT], None),
     "batch_crc32?": ([[_COUNT]], None),
+    "values?": (dict, None),
 }
 _TASK = {"task_id": _COUNT, "rows": _COUNT, "count?": _COUNT}
 _MANIFEST = {

@@ -12,3 +12,11 @@ def human_size(nbytes: float) -> str:
         if nbytes < 1000 or unit == "TB":
             return f"{nbytes:,.1f} {unit}"
     raise AssertionError("unreachable")
+
+
+def human_count(n: float) -> str:
+    """``3.4 M``, ``812.5 k``, ``12``: a count or a rate, short."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,.0f}"

@@ -13,7 +13,7 @@ import warnings
 from recordmill.dataset import layout
 from recordmill.dataset.storage import Store
 from recordmill.engine import records
-from recordmill.errors import RecordmillError, RecordmillWarning
+from recordmill.errors import SKIP_HINT, RecordmillError, RecordmillWarning
 
 
 def put_back_old(final: Store, staging: Store, old: Store) -> bool:
@@ -80,5 +80,7 @@ def keep_for_resume(staging: Store, error: RecordmillError) -> bool:
         return False
     staging.write_text(layout.FAILED_MARK, str(error))
     kept = "the finished task is" if finished == 1 else f"the {finished:,} finished tasks are"
-    error.args = (f"{error}; fix it, then run the same command with --resume: {kept} kept",)
+    # Bad input: skipping it is the other way on, and it combines with --resume.
+    fix = "fix it (or add --on-bad-input skip)" if str(error).endswith(SKIP_HINT) else "fix it"
+    error.args = (f"{error}; {fix}, then run the same command with --resume: {kept} kept",)
     return True

@@ -75,6 +75,8 @@ class PartitionInfo:
     group_crc32c: list[int] | None = None
     # Arrow IPC, written before group_crc32c was: the CRC-32 of each column of each batch.
     batch_crc32: list[list[int]] | None = None
+    # The ids each variable-length list of integers column holds in all (a text corpus's tokens).
+    values: dict[str, int] | None = None
 
     def progress(self) -> tuple[int, int]:
         """(rows, bytes) done, for the progress bar."""
@@ -109,12 +111,15 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
         sink = HashingSink(staging.output(name))
         writer = open_writer(sink, job.schema, job.settings.format, job.settings.compression)
         groups, lost = 0, False
+        values = dict.fromkeys(id_lists(job.schema), 0)
         sink.mark()
         try:
             for table in row_groups(chunks, job.row_group_size):
                 writer.write(table)
                 sink.mark()
                 groups += 1
+                for column in values:
+                    values[column] += _list_values(table.column(column))
                 report((table.num_rows, table.nbytes))
             staging.check()  # on object storage the partition appears when it is closed
         except LeaseLost:  # the staging folder is another run's now: nothing of ours appears
@@ -133,6 +138,7 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
             groups,
             group_offsets=sink.offsets,
             group_crc32c=sink.crc32c,
+            values=values or None,
         )
         staging.makedirs(layout.PARTS_DIR)
         staging.write_text(layout.partition_record_file(name), json.dumps(asdict(info)))
@@ -141,6 +147,25 @@ def write_file(job: Any, chunks: Iterator[Any], report: Callable[[Any], None]) -
         staging.flush_dir()
         staging.flush_dir(layout.PARTS_DIR)
     return info
+
+
+def id_lists(schema: pa.Schema) -> list[str]:
+    """The columns of variable-length lists of integers (token ids): their values are counted."""
+    return [
+        f.name
+        for f in schema
+        if (pa.types.is_list(f.type) or pa.types.is_large_list(f.type))
+        and pa.types.is_integer(f.type.value_type)
+    ]
+
+
+def _list_values(column: pa.ChunkedArray) -> int:
+    """The values a list column's rows hold, from its offsets (nothing read of the values)."""
+    total = 0
+    for chunk in column.chunks:
+        if len(chunk):
+            total += chunk.offsets[-1].as_py() - chunk.offsets[0].as_py()
+    return total
 
 
 def finished_partition(staging: Store, job: PartitionJob) -> PartitionInfo | None:

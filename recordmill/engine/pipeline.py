@@ -28,7 +28,7 @@ from recordmill import executors
 from recordmill.dataset import layout, rejects, versions
 from recordmill.dataset import manifest as manifest_file
 from recordmill.dataset.schema import check_same_schema
-from recordmill.dataset.sizes import human_size
+from recordmill.dataset.sizes import human_count, human_size
 from recordmill.engine import append, dedup
 from recordmill.engine.commit import step
 from recordmill.engine.direct import announced_rows, write_direct
@@ -100,8 +100,20 @@ class Summary:
             f"recordmill: {verb} {counted(self.rows, 'row')} in "
             f"{counted(self.partitions, 'partition')}{self._empty()} "
             f"({human_size(self.bytes)}, {self.manifest['format']}) to {self.output}{where} "
-            f"in {self.seconds:.1f} s ({phases}){skipped}{replaced}"
+            f"in {self.seconds:.1f} s ({phases}){self._values()}{skipped}{replaced}"
         )
+
+    def values(self) -> dict[str, int]:
+        """The ids each list-of-integers column of this version holds (a corpus's tokens)."""
+        own = [p for p in self.manifest["partitions"] if p.get("version", 1) == self.version]
+        return manifest_file.list_values(own)
+
+    def _values(self) -> str:
+        said = [
+            f"; {n:,} {name} ({human_count(n / max(self.seconds, 1e-9))} {name}/s)"
+            for name, n in self.values().items()
+        ]
+        return "".join(said)
 
     def _empty(self) -> str:
         """Partitions left empty because there were fewer rows than --partitions: said, as an

@@ -145,12 +145,21 @@ def check_run(staging: Store, run: Run, resumed: bool) -> None:
         old = before.get("settings") or {}
         if "on_bad_row" in old:  # recorded before the policy had one name
             old["on_bad_input"] = old.pop("on_bad_row")
+        # A run stopped by bad input resumes with --on-bad-input skip, as its error offers:
+        # the tasks it finished met no bad input, so skipping would have made them the same.
+        skips_now = (
+            old.get("on_bad_input") == "fail" and record["settings"].get("on_bad_input") == "skip"
+        )
+        if skips_now:
+            old["on_bad_input"] = "skip"
         changed = describe_changes(before, record)
         if changed:
             raise OutputError(
                 f"cannot --resume: this run differs from the interrupted one ({changed}). Run "
                 f"it as before, or delete {staging} to drop it and start over"
             )
+        if skips_now:
+            staging.write_text(layout.RUN_FILE, json.dumps(record))
         return
     staging.write_text(layout.RUN_FILE, json.dumps(record))
     step("recorded")

@@ -295,11 +295,9 @@ class Dataset:
     def _decoding(self, rows: np.ndarray) -> Any:
         """``decode`` for a batch of these (global) rows: with ``on_error="skip"``, its rows too."""
         skips = self._groups.rejects
-        return (
-            self._decode
-            if skips is None
-            else formats.Skipping(self._decode, rows, skips, self.version)
-        )
+        if skips is None:
+            return self._decode
+        return formats.Skipping(self._decode, rows, skips, self.version)
 
     def _window(self, batch_size: int) -> int:  # rows gathered at once by a shuffle
         return passes.window_rows(self._groups, batch_size, self._row_bytes())

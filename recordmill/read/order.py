@@ -37,6 +37,15 @@ def permutation(rows: int, seed: int, epoch: int = 0, orders: Orders | None = No
     return shared_order(orders, rows, ("permutation", rows, seed + epoch), InPlace(rows, fill))
 
 
+def within_windows(count: int, window: int, seed: int, epoch: int) -> np.ndarray:
+    """``0 .. count - 1`` shuffled within each run of ``window`` (the last one shorter): a
+    seeded order that moves nothing further than its window."""
+    if window <= 1:
+        return np.arange(count, dtype=np.int64)
+    keys = np.random.default_rng([seed, epoch, window]).random(count)
+    return np.lexsort((keys, np.arange(count, dtype=np.int64) // window)).astype(np.int64)
+
+
 def block_order(
     parts: Sequence[tuple[int, int]],
     capacity: int,

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from recordmill.dataset.schema import nested_shape, numpy_dtype
+from recordmill.read import order
 
 __all__ = ["TokenStream"]
 
@@ -131,14 +132,17 @@ class Epoch:
         return values, starts
 
 
-def iter_blocks(epoch: Epoch, batch_size: int | None, start: int = 0) -> Iterator[np.ndarray]:
+def iter_blocks(
+    epoch: Epoch, batch_size: int | None, start: int = 0, within: np.ndarray | None = None
+) -> Iterator[np.ndarray]:
     """Every block of an epoch from block ``start``, a block (or ``batch_size`` of them) at a
-    time, read a few million tokens' worth at once."""
+    time, read a few million tokens' worth at once; ``within``: the blocks in that order."""
     step = max(1, (1 << 22) // epoch.stream.width)
     if batch_size:
         step = max(batch_size, step - step % batch_size)
     for lo in range(start, epoch.blocks, step):
-        blocks = epoch.read(np.arange(lo, min(lo + step, epoch.blocks)))
+        numbers = np.arange(lo, min(lo + step, epoch.blocks))
+        blocks = epoch.read(numbers if within is None else within[numbers])
         if batch_size:
             yield from (blocks[i : i + batch_size] for i in range(0, len(blocks), batch_size))
         else:
@@ -201,21 +205,34 @@ def token_blocks(
     dataset: Any,
     block_size: int,
     column: str = "tokens",
-    shuffle: bool = False,
+    shuffle: bool = True,
     seed: int = 0,
     epoch: int = 0,
     eos: int | None = None,
     targets: bool = True,
     batch_size: int | None = None,
     lengths: str | None = "auto",
+    shuffle_window: int = 0,
 ) -> Iterator[np.ndarray]:
-    """``ds.token_blocks(block_size)``: the documents of a column of token ids (in order, or
-    with ``shuffle=True, seed=, epoch=`` in that epoch's seeded order) laid end to end and cut
-    into numpy blocks of ``block_size`` tokens (+1 for the shifted targets unless
-    ``targets=False``), one at a time or ``batch_size`` at a time (a 2-d array); ``eos=ID``
-    puts that id after each document. See :mod:`recordmill.read.tokens`."""
+    """``ds.token_blocks(block_size)``: the documents of a column of token ids (in the epoch's
+    seeded order, as ``TokenBlocks`` by default; ``shuffle=False``: the stored order) laid end
+    to end and cut into numpy blocks of ``block_size`` tokens (+1 for the shifted targets
+    unless ``targets=False``), one at a time or ``batch_size`` at a time (a 2-d array);
+    ``eos=ID`` puts that id after each document; ``shuffle_window=N``: the blocks shuffled
+    within each run of N (a long document's blocks spread over batches). See
+    :mod:`recordmill.read.tokens`."""
     stream = TokenStream(dataset, block_size, column, eos, targets, lengths)
-    return iter_blocks(stream.epoch(document_order(dataset, shuffle, seed, epoch)), batch_size)
+    epoch_stream = stream.epoch(document_order(dataset, shuffle, seed, epoch))
+    return iter_blocks(
+        epoch_stream, batch_size, within=window_order(epoch_stream, shuffle_window, seed, epoch)
+    )
+
+
+def window_order(epoch: Epoch, window: int, seed: int, number: int) -> np.ndarray | None:
+    """The blocks of an epoch shuffled within runs of ``window`` (None: in the stream's order)."""
+    if type(window) is not int or window < 0:
+        raise ValueError(f"shuffle_window must be a whole number of blocks from 0, got {window!r}")
+    return order.within_windows(epoch.blocks, window, seed, number) if window > 1 else None
 
 
 def document_order(

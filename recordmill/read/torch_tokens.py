@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from recordmill.read import states
+from recordmill.read import order, states
 from recordmill.read.tokens import Epoch, TokenStream, document_order
 from recordmill.read.torch_datasets import _NO_ROWS, IterableDataset
 
@@ -28,7 +28,9 @@ class TokenBlocks(IterableDataset):
     ``batch_size`` (recordmill's :class:`DataLoader` sets it), and its ``state_dict()`` resumes
     mid-epoch exactly, with any number of workers or ranks; ``even`` shares the last blocks out as
     an ``IterableDataset``'s last rows. ``transform`` is applied to each
-    block (``lambda b: (b[:-1].long(), b[1:].long())``).
+    block (``lambda b: (b[:-1].long(), b[1:].long())``). ``shuffle_window=N`` (with
+    ``shuffle``) shuffles the blocks within each run of N of the stream, so that a long
+    document's blocks are spread over batches; a batch is then read as its blocks' documents.
     """
 
     def __init__(
@@ -50,8 +52,14 @@ class TokenBlocks(IterableDataset):
         cache_limit: int | None = None,
         version: int | None = None,
         even: str | None = "pad",
+        shuffle_window: int = 0,
     ):
         self._settings = (block_size, column, eos, targets, lengths)
+        if type(shuffle_window) is not int or shuffle_window < 0:
+            raise ValueError(
+                f"shuffle_window must be a whole number of blocks from 0, got {shuffle_window!r}"
+            )
+        self.shuffle_window = shuffle_window
         self._tokens: TokenStream | None = None
         self._epoch_stream: tuple[Any, Epoch] | None = None
         super().__init__(
@@ -83,20 +91,28 @@ class TokenBlocks(IterableDataset):
         return self._tokens
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "tokens": self.stream_of().state()}
+        return {**super().state_dict(), "tokens": self._stream_state()}
+
+    def _stream_state(self) -> dict[str, Any]:
+        window = {"shuffle_window": self.shuffle_window} if self._window() > 1 else {}
+        return {**self.stream_of().state(), **window}
+
+    def _window(self) -> int:
+        return self.shuffle_window if self.shuffle else 0
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        saved, mine = states.mapping(state).get("tokens"), self.stream_of().state()
+        saved, mine = states.mapping(state).get("tokens"), self._stream_state()
         if not isinstance(saved, Mapping):
             raise ValueError(
                 f"cannot resume: the saved state is not a TokenBlocks state (its 'tokens' is "
                 f"{saved!r}; expected the dict of block size, column and eos it was saved with)"
             )
-        for key, value in mine.items():
+        for key, value in {"shuffle_window": None, **mine}.items():
             if saved.get(key) != value:
                 raise ValueError(
                     f"cannot resume: the saved state has {key}={saved.get(key)!r}, this one "
-                    f"{value!r}; resume with the block size, column and eos it was saved with"
+                    f"{value!r}; resume with the block size, column, eos and shuffle_window it "
+                    "was saved with"
                 )
         super().load_state_dict(state)
 
@@ -106,7 +122,8 @@ class TokenBlocks(IterableDataset):
         mixture.resume(saved, epoch, 2**62)  # the weights it was saved with, the whole epoch
         self.epoch = epoch
         stream, ends = self.stream_of(), self._epoch().ends
-        at = min(at, self._epoch().blocks)
+        window = max(1, self._window())  # the blocks before ``at`` read all of its window's
+        at = min(-(-at // window) * window, self._epoch().blocks)
         read = at * stream.block_size + stream.width - stream.block_size if at else 0
         starts = np.concatenate([[0], ends[:-1]])
         mixture.resume(saved, epoch, int(np.searchsorted(starts, read, side="left")))
@@ -116,8 +133,8 @@ class TokenBlocks(IterableDataset):
 
     def _shuffled(self) -> np.ndarray:
         # The documents are shuffled (see _epoch); blocks go out in the stream's order, so that
-        # a batch is one stretch of the stream, read in one go.
-        return np.arange(self._length())
+        # a batch is one stretch of the stream, read in one go (or shuffled within windows).
+        return order.within_windows(self._length(), self._window(), self.seed, self.epoch)
 
     def _epoch(self) -> Epoch:
         """This epoch's stream: its documents in a seeded order, or in the stored one (a

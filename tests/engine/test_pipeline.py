@@ -348,6 +348,43 @@ def test_a_failed_run_keeps_its_finished_tasks_for_resume(tmp_path, monkeypatch)
         recordmill.write(plugin, tmp_path / "other", workers=0, progress=False, resume=True)
 
 
+REJECTING_TASK_4 = """
+    import os
+    from pathlib import Path
+    import recordmill
+
+    def task_number():
+        return 6
+
+    def dict_data(task_id):
+        Path(os.environ["RAN"], str(task_id)).touch()
+        yield {"task": task_id}
+        if task_id == 4:
+            yield recordmill.Reject("input 4", "unreadable")
+"""
+
+
+def test_a_run_stopped_by_bad_input_resumes_skipping_it_as_its_error_offers(tmp_path, monkeypatch):
+    """The two remedies the error names combine: --on-bad-input skip with --resume runs only
+    the tasks not finished; a later resume must then skip too."""
+    plugin = make_plugin(tmp_path / "p", REJECTING_TASK_4)
+    out, first, second = tmp_path / "out", tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    monkeypatch.setenv("RAN", str(first))
+    with pytest.raises(TaskError, match=r"fix it \(or add --on-bad-input skip\), then run"):
+        recordmill.write(plugin, out, workers=0, progress=False)
+    monkeypatch.setenv("RAN", str(second))
+    summary = recordmill.write(
+        plugin, out, workers=0, progress=False, resume=True, on_bad_input="skip"
+    )
+    assert sorted(int(p.name) for p in second.iterdir()) == [4, 5]
+    assert summary.rows == 6 and sorted(read_dataset(out)["task"].to_pylist()) == list(range(6))
+    assert recordmill.read_rejects(out) == [
+        {"task_id": 4, "source": "input 4", "reason": "unreadable"}
+    ]
+    assert recordmill.read_manifest(out)["run"]["settings"]["on_bad_input"] == "skip"
+
+
 def test_no_rows_at_all_is_an_error(counting_plugin, tmp_path):
     with pytest.raises(PluginError, match="no rows in any of its 2 tasks"):
         recordmill.write(
@@ -535,7 +572,10 @@ def test_a_reject_the_plugin_yields_fails_the_run_unless_skip(tmp_path):
         "(--on-bad-input skip records it and goes on)"
     )
     # Where task 0 finished first (the workers race), the line says how to keep it.
-    kept = "; fix it, then run the same command with --resume: the finished task is kept"
+    kept = (
+        "; fix it (or add --on-bad-input skip), then run the same command with --resume: the "
+        "finished task is kept"
+    )
     assert result.stderr in (said + "\n", said + kept + "\n")
     assert not (tmp_path / "r").exists()
     with pytest.raises(TaskError, match="the plugin rejected input 7"):

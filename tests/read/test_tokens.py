@@ -68,7 +68,7 @@ def as_rows(blocks) -> list[tuple[int, ...]]:
                                                            (64, None, False)])  # fmt: skip
 def test_blocks_are_the_documents_end_to_end(docs, fmt, block_size, eos, targets):
     ds = recordmill.open(docs[fmt])
-    got = list(ds.token_blocks(block_size, eos=eos, targets=targets))
+    got = list(ds.token_blocks(block_size, shuffle=False, eos=eos, targets=targets))
     assert np.array_equal(np.stack(got), reference(docs[fmt], block_size, None, eos, targets))
     assert got[0].dtype == np.uint16 and got[0].shape == (block_size + targets,)
     order = ds.shuffled(seed=3, epoch=2)
@@ -85,7 +85,7 @@ def test_a_tokenized_corpus_packs_as_numpy_concatenates_it(text_corpus, tmp_path
                               "eos": "<|endoftext|>", "task_bytes": 50_000})  # fmt: skip
     eos = tokenizer.token_to_id("<|endoftext|>")
     stream = np.concatenate([[*tokenizer.encode(f.read_text()).ids, eos] for f in files])
-    blocks = np.stack(list(recordmill.open(tmp_path / "out").token_blocks(128)))
+    blocks = np.stack(list(recordmill.open(tmp_path / "out").token_blocks(128, shuffle=False)))
     assert len(blocks) == (len(stream) - 129) // 128 + 1
     for j in (0, 1, len(blocks) // 2, len(blocks) - 1):
         assert blocks[j].tolist() == stream[j * 128 : j * 128 + 129].tolist()
@@ -134,6 +134,40 @@ def test_resume_mid_epoch_with_other_workers(docs, before, after):
     assert resumed.position.epoch == 2  # the epoch ran out: the next one starts
 
 
+def test_token_blocks_and_the_loader_shuffle_alike_by_default(docs):
+    path = docs["arrow"]
+    numpy_blocks = as_rows(recordmill.open(path).token_blocks(32, batch_size=4))
+    assert numpy_blocks == as_rows(loader_blocks(path, 0)) == expected_epoch(path, 0)
+
+
+def test_blocks_shuffled_within_windows_are_each_window_s_blocks_and_resume_exactly(docs):
+    """shuffle_window=8: each run of 8 blocks of the stream comes in a seeded order of its
+    own (a long document no longer fills whole batches), the same in numpy and the loader,
+    resumed exactly; a state of another window is refused."""
+    path = docs["parquet"]
+    stream = expected_epoch(path, 1)
+    numpy_blocks = as_rows(recordmill.open(path).token_blocks(32, epoch=1, shuffle_window=8))
+    assert numpy_blocks != stream
+    for lo in range(0, len(stream), 8):
+        assert sorted(numpy_blocks[lo : lo + 8]) == sorted(stream[lo : lo + 8])
+
+    def windowed(workers):
+        blocks = rt.TokenBlocks(path, 32, shuffle_window=8)
+        loader = rt.DataLoader(blocks, batch_size=4, num_workers=workers)
+        loader.set_epoch(1)
+        return loader
+
+    seen, state = stop_after(windowed(2), 3)
+    resumed = windowed(0)
+    resumed.load_state_dict(state)
+    assert seen + as_rows(resumed) == numpy_blocks
+    other = loader_blocks(path, 0)
+    with pytest.raises(ValueError, match="the saved state has shuffle_window=8, this one None"):
+        other.load_state_dict(state)
+    with pytest.raises(ValueError, match="shuffle_window must be a whole number of blocks"):
+        rt.TokenBlocks(path, 32, shuffle_window=-1)
+
+
 def test_resume_on_another_number_of_ranks(docs):
     path = docs["parquet"]
     seen, states = [], []
@@ -160,9 +194,9 @@ def test_through_the_disk_cache_from_object_storage(s3, docs, tmp_path):
     uri = s3("tokens/ds")
     recordmill.write(plugin, uri, partitions=2, row_group_size=16, progress=False)
     cache = tmp_path / "cache"
-    local = np.stack(list(recordmill.open(docs["parquet"]).token_blocks(50)))
+    local = np.stack(list(recordmill.open(docs["parquet"]).token_blocks(50, shuffle=False)))
     remote = recordmill.open(uri, cache_dir=cache)
-    assert np.array_equal(np.stack(list(remote.token_blocks(50))), local)
+    assert np.array_equal(np.stack(list(remote.token_blocks(50, shuffle=False))), local)
     assert remote.cache.fetched_parts == len(remote.cache.parts)
     blocks = rt.TokenBlocks(uri, 50, shuffle=False, cache_dir=cache)
     assert as_rows(rt.DataLoader(blocks, batch_size=8, num_workers=2)) == as_rows(local)
@@ -190,7 +224,8 @@ def test_refusals(docs, tmp_path):
     other = rt.DataLoader(rt.TokenBlocks(path, 16), batch_size=4)
     with pytest.raises(
         ValueError,
-        match=r"saved state has block_size=32, this one 16; resume with the block size, column and eos it was saved with",
+        match=r"saved state has block_size=32, this one 16; resume with the block size, column, "
+        r"eos and shuffle_window it was saved with",
     ):
         other.load_state_dict(state)
     rows = rt.DataLoader(rt.IterableDataset(path), batch_size=4).state_dict()

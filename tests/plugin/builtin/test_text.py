@@ -13,7 +13,7 @@ import pytest
 
 import recordmill
 from recordmill.errors import RecordmillError
-from tests.conftest import read_dataset, run_writer
+from tests.conftest import read_dataset, recordmill_here, run_writer
 
 EOS = "<|endoftext|>"
 
@@ -114,6 +114,88 @@ def test_a_file_that_is_not_utf8_fails_or_is_a_listed_reject_or_replaced(tmp_pat
     write(tmp_path / "replace", input=[str(corpus)], errors="replace")
     texts = read_dataset(tmp_path / "replace").column("text").to_pylist()
     assert texts == ["caf\ufffd au lait", "fine text"]
+
+
+def test_a_binary_file_is_bad_input_not_a_document_of_nul_characters(tmp_path):
+    """NUL bytes are valid UTF-8, but no text holds one: a file of them (or a line, read line
+    by line) is named as binary, not tokenized into a document of nothing."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "good.txt").write_text("fine text\nmore\n")
+    (corpus / "zeros.txt").write_bytes(b"\0" * 2000)
+    said = r"zeros\.txt: a NUL byte at offset 0; expected text \(this is a binary file\)"
+    with pytest.raises(RecordmillError, match=said):
+        write(tmp_path / "fail", input=[str(corpus)])
+    write(tmp_path / "skip", input=[str(corpus)], on_bad_input="skip")
+    assert read_dataset(tmp_path / "skip").column("text").to_pylist() == ["fine text\nmore\n"]
+    (corpus / "zeros.txt").write_bytes(b"a line\nx\0y\n")
+    write(tmp_path / "lines", input=[str(corpus)], documents="line", on_bad_input="skip")
+    assert read_dataset(tmp_path / "lines").column("text").to_pylist() == [
+        "fine text",
+        "more",
+        "a line",
+    ]
+    assert [r["reason"] for r in recordmill.read_rejects(tmp_path / "lines")] == [
+        f"{corpus / 'zeros.txt'}:2: a NUL byte at offset 1; expected text (this is a binary file)"
+    ]
+
+
+def test_patterns_as_glob_users_write_them_and_each_row_names_its_file(tmp_path):
+    """--pattern takes several globs, matched below the folder (``**/`` any folders, none too;
+    a bare name in any folder); the file column names each row's file as found."""
+    root = tmp_path / "repo"
+    for name in ("a.py", "pkg/b.py", "pkg/sub/c.py", "pkg/d.md", "e.txt", "pkg/sub/f.txt"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(name)
+    cases = {
+        ("**/*.py",): ["a.py", "pkg/b.py", "pkg/sub/c.py"],
+        ("pkg/**/*.py",): ["pkg/b.py", "pkg/sub/c.py"],
+        ("*.py", "*.md"): ["a.py", "pkg/b.py", "pkg/d.md", "pkg/sub/c.py"],
+        ("pkg/*.??",): ["pkg/b.py", "pkg/d.md"],
+        ("[ae].*",): ["a.py", "e.txt"],
+    }
+    for n, (patterns, expected) in enumerate(cases.items()):
+        write(tmp_path / f"out{n}", input=[str(root)], pattern=list(patterns))
+        table = read_dataset(tmp_path / f"out{n}")
+        assert table.column("text").to_pylist() == expected, patterns
+        assert table.column("file").to_pylist() == [f"repo/{name}" for name in expected]
+    with pytest.raises(RecordmillError, match=r"holds no file matching --pattern '\*\.c' '\*\.h'"):
+        write(tmp_path / "none", input=[str(root)], pattern=["*.c", "*.h"])
+    glob = str(tmp_path / "repo" / "pkg" / "*.py")
+    write(tmp_path / "g", input=[glob, str(root / "e.txt")])
+    assert read_dataset(tmp_path / "g").column("file").to_pylist() == ["pkg/b.py", "e.txt"]
+
+
+def test_tasks_are_cut_from_the_input_by_default_and_the_output_is_the_same(tmp_path):
+    """Without --task-bytes a corpus is cut into about 64 tasks of 256 KiB or more: a 1.5 MB
+    file is 6 tasks (every core busy), and the rows are those of one task."""
+    lines = [json.dumps({"text": f"document {i} " + "x" * (i % 50)}) for i in range(28_000)]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    size = (tmp_path / "a.jsonl").stat().st_size
+    assert 5 * (256 << 10) < size <= 6 * (256 << 10)
+    cut = write(tmp_path / "cut", input=[str(tmp_path / "a.jsonl")], workers=2)
+    whole = write(tmp_path / "whole", input=[str(tmp_path / "a.jsonl")], task_bytes=1 << 30)
+    assert len(cut.manifest["tasks"]) == 6 and len(whole.manifest["tasks"]) == 1
+    assert read_dataset(tmp_path / "cut").equals(read_dataset(tmp_path / "whole"))
+
+
+def test_the_summary_and_info_count_the_tokens_and_a_missing_eos_is_said(text_corpus, tmp_path):
+    files, tok_path, tokenizer = text_corpus
+    given = {"input": [str(f) for f in files[:4]], "tokenizer": str(tok_path)}
+    with pytest.warns(recordmill.RecordmillWarning, match="--eos is not given"):
+        write(tmp_path / "no-eos", **given)
+    tokens = sum(len(tokenizer.encode(f.read_text()).ids) + 1 for f in files[:4])
+    result = run_writer(
+        "--script", "text", "--input", *given["input"], "--tokenizer", given["tokenizer"],
+        "--eos", EOS, "--output", tmp_path / "out",
+    )  # fmt: skip
+    assert result.returncode == 0 and "--eos" not in result.stderr, result.stderr
+    assert f"; {tokens:,} tokens (" in result.stdout and " tokens/s)" in result.stdout
+    info = recordmill_here("info", str(tmp_path / "out"))
+    assert f"tokens: {tokens:,} ids in all" in info.stdout
+    assert recordmill.read_manifest(tmp_path / "out")["partitions"][0]["values"] == {
+        "tokens": tokens
+    }
 
 
 def test_bad_jsonl_lines_name_their_file_and_line(tmp_path):
