@@ -123,8 +123,8 @@ class DiskCache:
         self.part_of = [k for k, part in enumerate(self.parts) for _ in part.groups]
         self.folder = Folder(Path(folder).expanduser().absolute(), _version_key(files))
         self.root = self.folder.root
-        # The block shuffle's windows follow the limit, so an order drawn on another machine
-        # must see the same one: only a limit given (the same on every rank) shapes the order.
+        segments.keep_footers(self.folder)
+        # Only a limit given (the same on every rank) shapes the block shuffle's windows.
         self.chosen = limit is not None
         self.limit = limit if limit is not None else self.folder.parts.free() // 2
         self._largest: int | None = None

@@ -324,6 +324,28 @@ class Folder:
         """Part ``name``'s lock (see :meth:`Dir.locked`)."""
         return self.locks.locked(name)
 
+    def kept(self, name: str, most: int) -> bytes | None:
+        """A small file kept beside the parts (a Parquet footer), if it is there, of this user's,
+        and at most ``most`` bytes; what it holds is for the caller to check."""
+        try:
+            fd = self.parts.open(name, os.O_RDONLY)
+        except (OSError, UnsafeCache):
+            return None
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(most + 1)
+        return data if len(data) <= most else None
+
+    def keep(self, name: str, data: bytes) -> None:
+        """Keep ``data`` as the small file ``name`` beside the parts: written aside and renamed
+        into place whole; not kept when the folder cannot take it (a full disk)."""
+        partial = f".{name}.{os.getpid()}.partial"
+        try:
+            with os.fdopen(self.create(partial), "wb") as f:
+                f.write(data)
+            self.parts.replace(partial, name)
+        except OSError:
+            self.parts.unlink(partial)
+
 
 def log_count(env: str, count: int) -> None:
     """Append ``PID COUNT`` to the file the environment variable ``env`` names, where it is set:

@@ -38,6 +38,9 @@ class Segments:
         self._remote: dict[int, Any] = {}
         self._pid = os.getpid()
         self._footers: dict[int, pq.FileMetaData] = {}
+        # Where footers read from object storage are kept for the next process (the disk
+        # cache's folder, :meth:`keep_footers`): a warm epoch then asks the store for none.
+        self._kept: Any = None
         self._lock = threading.RLock()  # footer() opens the file under it
 
     def offsets(self, partition: int) -> list[int]:
@@ -123,18 +126,28 @@ class Segments:
             raise OutputError(self._replaced(partition, None, "do not match its checksum"))
         return data
 
-    def set_footer(self, partition: int, data: bytes) -> pq.FileMetaData:
-        """Take a footer read before (the disk cache keeps them), checked by parsing it."""
-        metadata = _parse_footer(data)
-        with self._lock:
-            self._footers[partition] = metadata
-        return metadata
+    def keep_footers(self, folder: Any) -> None:
+        """Keep the footers read from object storage in ``folder`` (a cache ``Folder``), and
+        take them from there, checked against the manifest's CRC-32C, in later processes."""
+        self._kept = folder
+
+    def _footer_data(self, partition: int) -> bytes:
+        if self._kept is None:
+            return self.footer_bytes(partition)
+        entry = self.files.manifest["partitions"][partition]
+        crc = entry["group_crc32c"][len(self.offsets(partition)) - 1]
+        name = f"footer-{partition}.{crc:08x}"
+        data = self._kept.kept(name, entry["bytes"])
+        if data is None or crc32c(data) != crc:
+            data = self.footer_bytes(partition)
+            self._kept.keep(name, data)
+        return data
 
     def _read_footer(self, partition: int) -> pq.FileMetaData:
         if self.files.store.local:
             return self.files.handle(partition).metadata
         try:
-            footer = _parse_footer(self.footer_bytes(partition))
+            footer = _parse_footer(self._footer_data(partition))
         except (OSError, pa.ArrowInvalid) as e:
             raise OutputError(self._where(partition, f"has a damaged footer: {e}")) from e
         if not footer.schema.to_arrow_schema().equals(self.files.schema):  # never cast to it

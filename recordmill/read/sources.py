@@ -81,15 +81,17 @@ class Source:
             self._dataset, self._decoders = (plain if self.raw else ds), [decode]
         return self._dataset
 
-    def scalars_only(self) -> bool:
-        """Whether no value it reads can be a numpy array: one dataset, nothing decoded, no
-        column of arrays (tensors, lists)."""
+    def array_columns(self) -> list[str] | None:
+        """The columns whose values it reads can be numpy arrays (tensors, lists) where it is
+        one dataset with nothing decoded; None (any column may) otherwise."""
         ds = self.dataset()
         if self.mixture is not None or self.decode:
-            return False
-        return not any(
-            pa.types.is_nested(t) or pa.types.is_fixed_size_binary(t) for t in ds.schema.types
-        )
+            return None
+        return [
+            f.name
+            for f in ds.schema
+            if pa.types.is_nested(f.type) or pa.types.is_fixed_size_binary(f.type)
+        ]
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_dataset": None}

@@ -47,9 +47,16 @@ def _own(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _owned(rows: list[dict[str, Any]], source: _Source) -> list[dict[str, Any]]:
-    """``_own`` of every row, unless none of the source's values can be an array (it looks at
-    every value)."""
-    return rows if source.scalars_only() else [_own(row) for row in rows]
+    """``_own`` of every row: of the columns that can hold arrays, where the source knows them
+    (a copy of each row's value costs less than one of the batch's column: its memory is
+    reused, a new column's is not)."""
+    names = source.array_columns()
+    if names is None:
+        return [_own(row) for row in rows]
+    for name in names:
+        for row in rows:
+            row[name] = collated.writable(row[name])
+    return rows
 
 
 class MapDataset(torch_data.Dataset):

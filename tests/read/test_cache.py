@@ -100,11 +100,17 @@ def test_an_epoch_pulls_the_dataset_once_and_the_next_job_nothing(remote, tmp_pa
     parts, partitions = first["fetched"], 3
     # one ranged GET a part; the manifest, a HEAD and a footer a partition besides
     assert requests <= parts + 3 * partitions + 5, (requests, parts)
+    counts.seen.clear()
     second = epoch(uri, tmp_path / "cache", number=1)  # a new process: the cache is there
     _, again = counts.take()
     assert sorted(second["ids"]) == list(range(ROWS)) and second["fetched"] == 0
     assert again <= 0.05 * total, (again, total)
     assert first["ids"] != second["ids"]  # another epoch, another order
+    # Not one request to a partition: a Parquet partition's footer (its row groups' sizes,
+    # which size the parts) is kept in the cache too, checked against the manifest's CRC-32C.
+    names = [p["file"] for p in recordmill.read_manifest(uri)["partitions"]]
+    touched = [(method, path) for method, path in counts.seen if any(n in path for n in names)]
+    assert touched == [], touched
 
 
 def test_a_cache_of_a_third_of_the_dataset_pulls_at_most_one_and_a_half_per_epoch(remote, tmp_path):
@@ -157,6 +163,28 @@ def test_a_damaged_or_half_written_part_is_fetched_again(remote, tmp_path):
     ds = recordmill.open(uri, cache_dir=tmp_path / "cache")
     assert ds.to_arrow().equals(expected)
     assert ds.cache.fetched_parts == 2
+
+
+def test_a_kept_footer_that_does_not_match_its_checksum_is_read_again(remote, tmp_path):
+    """A Parquet partition's footer kept in the cache is trusted only when its bytes match the
+    CRC-32C the manifest records for them: a damaged one (or one of another size) is read from
+    the partition again, and kept again."""
+    uris, counts = remote
+    uri = uris["parquet"]
+    expected = recordmill.open(uri).to_arrow()
+    recordmill.open(uri, cache_dir=tmp_path / "cache").to_arrow()
+    footers = sorted((tmp_path / "cache").rglob("footer-*"))
+    assert len(footers) == 3  # one a partition
+    good = footers[0].read_bytes()
+    footers[0].write_bytes(good[:-9] + bytes([good[-9] ^ 0xFF]) + good[-8:])
+    footers[1].write_bytes(good[:100])
+    counts.seen.clear()
+    ds = recordmill.open(uri, cache_dir=tmp_path / "cache")
+    assert ds.to_arrow().equals(expected) and ds.cache.fetched_parts == 0
+    names = [p["file"] for p in recordmill.read_manifest(uri)["partitions"]]
+    ranged = sorted(path for method, path in counts.seen if method == "GET" and "part-" in path)
+    assert [path.rsplit("/", 1)[1] for path in ranged] == names[:2], ranged
+    assert footers[0].read_bytes() == good  # kept again as read
 
 
 def test_an_overwritten_dataset_never_serves_the_older_parts(s3, tmp_path):

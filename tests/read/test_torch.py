@@ -135,18 +135,22 @@ def test_batches_collate_without_warnings_and_keep_their_dtype(dataset):
         assert batch["img"].dtype == torch.uint8 and batch["x"].dtype == torch.float32
 
 
-def test_rows_of_numbers_only_are_not_looked_over_for_arrays(dataset, monkeypatch):
-    from recordmill.read import torch_datasets
+def test_only_the_columns_that_can_hold_arrays_are_looked_over_for_them(dataset, monkeypatch):
+    from recordmill.read import collated
 
     looked = []
-    own = torch_datasets._own
-    monkeypatch.setattr(torch_datasets, "_own", lambda row: looked.append(1) or own(row))
-    for data, holds_arrays in ((rtorch.MapDataset(dataset, columns=["id"]), False),
-                               (rtorch.IterableDataset(dataset, batch_size=4), True)):  # fmt: skip
-        batch = next(iter(DataLoader(data, batch_size=4, num_workers=0)))
-        assert batch["id"].tolist() == [0, 1, 2, 3]
-        assert bool(looked) == holds_arrays  # its tensor columns' rows: looked over
-        looked.clear()
+    writable = collated.writable
+    monkeypatch.setattr(collated, "writable", lambda v: looked.append(v) or writable(v))
+    ids = rtorch.MapDataset(dataset, columns=["id"])
+    batch = next(iter(DataLoader(ids, batch_size=4, num_workers=0)))
+    assert batch["id"].tolist() == [0, 1, 2, 3] and looked == []
+    rows = rtorch.IterableDataset(dataset, batch_size=4)
+    batch = next(iter(DataLoader(rows, batch_size=4, num_workers=0)))
+    assert batch["id"].tolist() == [0, 1, 2, 3] and batch["x"].shape == (4, 4)
+    # the two array columns' values alone, one each a row read (never an id)
+    shapes = [v.shape if isinstance(v, np.ndarray) else type(v) for v in looked]
+    assert shapes.count((4,)) == shapes.count((6, 5)) >= 4, shapes[:3]
+    assert set(shapes) == {(4,), (6, 5)}
 
 
 def test_an_iterable_gathers_mapped_rows_a_batch_at_a_time(dataset, tmp_path, monkeypatch):
