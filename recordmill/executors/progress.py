@@ -18,6 +18,9 @@ class Progress:
         self._start = self._shown = time.perf_counter()
         self._final_only = enabled and not _is_terminal(sys.stderr)
         self._stalled: set[str] = set()  # the jobs said to stall, in a log
+        if not enabled:  # (--quiet) not even tqdm's import, 10 ms of a write's start
+            self._bar: Any = _NoBar(desc)
+            return
         # tqdm imported here: a worker's fork server imports this module (through the pool's
         # package) and needs no bar, nor what tqdm imports (importlib.metadata: 10 ms)
         from tqdm import tqdm
@@ -71,6 +74,23 @@ class Progress:
         if self._final_only:
             print(str(self._bar), file=sys.stderr, flush=True)
             self._bar.fp.close()
+
+
+class _NoBar:
+    """A bar that is not shown (``enabled=False``): what ``Progress`` asks of tqdm's, doing
+    nothing."""
+
+    def __init__(self, desc: str):
+        self.desc = desc
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def update(self, count: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _is_terminal(stream: Any) -> bool:
