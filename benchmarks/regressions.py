@@ -14,12 +14,15 @@ compare on.
   workers each epoch, two epochs and a second job (``bench_checks.py``'s count);
 - ``arrow checked / unchecked, shuffled`` and ``random ds[i]``: the cost of the checks;
 - ``parquet / arrow, shuffled`` and ``random``: Parquet opened with no argument;
-- ``template write, 4 tasks (s)``: ``python writer.py --script template`` wall time;
+- ``template write, 4 tasks, 2 workers (s)``: ``python writer.py --script template
+  --partitions 2 --workers 2`` wall time, the whole process;
 - ``text bytes / 2 bytes a token``: the text plugin's dataset of a tokenized corpus;
 - ``orders drawn, 2 ranks x 2 workers``: a shuffled epoch's order (1.2 M rows) on one node
   (``bench_worker_memory.py``'s count);
 - ``images DataLoader map`` / ``iter``: ``recordmill.torch.DataLoader`` epochs over 20,000 images
-  (``bench_read.py``'s cases and datasets) as ratios to HF's map-style epoch.
+  (``bench_read.py``'s cases and datasets) as ratios to HF's map-style epoch;
+- ``first pass ...``: ``bench_first_pass.py``'s first passes in a fresh process (sequential,
+  shuffled, torch's own DataLoader over each dataset, random ``ds[i]``), as ratios to HF's.
 
 A time more than 10% worse than its baseline is measured once more, and is a regression only if
 that run shows it too (the better of the two is printed): a 2-core machine's busy moment made
@@ -76,11 +79,12 @@ def template_write(root: Path, runs: int) -> dict[str, float]:
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, str(HERE.parent / "writer.py"), "--script",
-             str(HERE.parent / "templates" / "template"), "--output", str(out), "--quiet"],
+             str(HERE.parent / "templates" / "template"), "--output", str(out),
+             "--partitions", "2", "--workers", "2", "--quiet"],
             check=True, capture_output=True,
         )  # fmt: skip
-        seconds.append(time.perf_counter() - start)
-    return {"template write, 4 tasks (s)": statistics.median(seconds)}
+        seconds.append(time.perf_counter() - start)  # the whole process, as a user waits
+    return {"template write, 4 tasks, 2 workers (s)": statistics.median(seconds)}
 
 
 def text(root: Path) -> dict[str, float]:
@@ -129,6 +133,30 @@ def loaders(runs: int) -> dict[str, float]:
     }
 
 
+def first_passes(runs: int) -> dict[str, float]:
+    """``bench_first_pass.py``'s measures (a first pass in a fresh process over 20,000 images)
+    as ratios of recordmill's time to HF datasets', each case in a new process."""
+    import bench_first_pass
+
+    if not (bench_first_pass.DATA / "hf" / "dataset_info.json").exists():
+        print("first passes not measured: run bench_first_pass.py first (it writes the data)")
+        return {}
+    times: dict[tuple[str, str], list[float]] = {}
+    measures = ["seq", "shuf", "torch_iter", "torch_map", "random"]
+    for _ in range(runs):  # interleaved, as bench_first_pass.py's rounds are
+        for measure in measures:
+            for reader in ("recordmill", "hf"):
+                command = [sys.executable, bench_first_pass.__file__, "--one", reader, measure]
+                done = subprocess.run(command, check=True, capture_output=True, text=True)
+                seconds = json.loads(done.stdout.splitlines()[-1])["seconds"]
+                times.setdefault((measure, reader), []).append(seconds)
+    return {
+        f"first pass {m}, recordmill / HF": statistics.median(times[m, "recordmill"])
+        / statistics.median(times[m, "hf"])
+        for m in measures
+    }
+
+
 @dataclass(frozen=True)
 class Group:
     """Measures that one function gives: times, or counts (the same every run)."""
@@ -143,6 +171,7 @@ GROUPS = [
     Group(lambda root, runs: text(root), timed=False),
     Group(lambda root, runs: orders(), timed=False),
     Group(lambda root, runs: loaders(runs)),
+    Group(lambda root, runs: first_passes(runs)),
 ]
 
 
