@@ -80,7 +80,7 @@ def keep_for_resume(staging: Store, error: RecordmillError) -> bool:
         return False
     staging.write_text(layout.FAILED_MARK, str(error))
     kept = "the finished task is" if finished == 1 else f"the {finished:,} finished tasks are"
-    # Bad input: skipping it is the other way on, and it combines with --resume.
-    fix = "fix it (or add --on-bad-input skip)" if str(error).endswith(SKIP_HINT) else "fix it"
+    # Bad input: skipping it (the flag the error names already) combines with --resume.
+    fix = "fix it or skip it" if str(error).endswith(SKIP_HINT) else "fix it"
     error.args = (f"{error}; {fix}, then run the same command with --resume: {kept} kept",)
     return True

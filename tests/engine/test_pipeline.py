@@ -371,7 +371,7 @@ def test_a_run_stopped_by_bad_input_resumes_skipping_it_as_its_error_offers(tmp_
     out, first, second = tmp_path / "out", tmp_path / "first", tmp_path / "second"
     first.mkdir(), second.mkdir()
     monkeypatch.setenv("RAN", str(first))
-    with pytest.raises(TaskError, match=r"fix it \(or add --on-bad-input skip\), then run"):
+    with pytest.raises(TaskError, match=r"goes on\); fix it or skip it, then run"):
         recordmill.write(plugin, out, workers=0, progress=False)
     monkeypatch.setenv("RAN", str(second))
     summary = recordmill.write(
@@ -572,10 +572,7 @@ def test_a_reject_the_plugin_yields_fails_the_run_unless_skip(tmp_path):
         "(--on-bad-input skip records it and goes on)"
     )
     # Where task 0 finished first (the workers race), the line says how to keep it.
-    kept = (
-        "; fix it (or add --on-bad-input skip), then run the same command with --resume: the "
-        "finished task is kept"
-    )
+    kept = "; fix it or skip it, then run the same command with --resume: the finished task is kept"
     assert result.stderr in (said + "\n", said + kept + "\n")
     assert not (tmp_path / "r").exists()
     with pytest.raises(TaskError, match="the plugin rejected input 7"):
