@@ -6,7 +6,7 @@
 **Data**: ``--rows`` rows ``{label, data: 30 KB of seeded random bytes}`` (an image's size,
 which compression cannot shrink), written once as Arrow IPC and once as Parquet (4 partitions,
 row groups of about 1 MB), both older than two seconds when read (a machine records checks of
-files that settled, ``recordmill/read/checked.py``).
+files that settled, ``recordmill/read/machine/checked.py``).
 
 **Bytes checked** (a count, not a time: every process appends each check's bytes to
 ``RECORDMILL_CHECK_LOG``, summed here): the Arrow dataset read by a map-style

@@ -27,7 +27,7 @@ if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
         "PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "recordmill-tests-pycache")
     )
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-# The user's cache folder (where a machine records what it checked, read/checked.py): one of the
+# The user's cache folder (where a machine records what it checked, read/machine/checked.py): one of the
 # tests' own, not the home folder's.
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="recordmill-tests-cache-")
 os.environ.pop("RECORDMILL_CACHE_DIR", None)

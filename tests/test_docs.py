@@ -291,3 +291,20 @@ def test_architecture_names_every_module():
         if p.name not in ("__init__.py", "__main__.py", "plugin.py") and p.name not in named
     )
     assert not missing, f"modules ARCHITECTURE.md does not name: {missing}"
+
+
+def test_the_docs_count_the_built_in_plugins_there_are():
+    """A count of the built-in plugins in words ("the ten built-in plugins") is the number of
+    folders of plugins/: a plugin added makes such a sentence stale."""
+    words = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
+    number = {w: n for n, w in enumerate(words.split(), start=1)}
+    plugins = [p for p in (ROOT / "plugins").iterdir() if (p / "plugin.py").is_file()]
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    said = [
+        (page.name, m.group(1))
+        for page in pages
+        for m in re.finditer(r"\b(\w+) built-in plugins", page.read_text(), re.I)
+        if m.group(1).lower() in number
+    ]
+    wrong = [(name, w) for name, w in said if number[w.lower()] != len(plugins)]
+    assert said and not wrong, f"{len(plugins)} built-in plugins; the docs say {wrong or said}"

@@ -110,6 +110,29 @@ def test_the_read_side_needs_nothing_of_the_write_side():
         assert "pluggy" not in needed, name
 
 
+def test_only_the_pytorch_wing_imports_torch():
+    """``recordmill/read/torch/`` holds every module that imports torch: the rest of the read
+    side (and everything else) is read without it."""
+    wing = "recordmill.read.torch"
+    found = sorted(n for n in MODULES if "torch" in imports(n) and not n.startswith(wing))
+    assert not found, f"modules outside read/torch/ that import torch: {found}"
+    assert "torch" in imports(f"{wing}.datasets")  # the rule sees an import of torch
+
+
+def test_every_package_folder_is_in_the_wheel():
+    """pyproject.toml lists the packages the wheel holds, one by one: a new folder of the
+    package must be among them (an editable install finds it either way)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    listed = set(
+        tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"][
+            "packages"
+        ]
+    )
+    folders = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    assert folders <= listed, f"not in pyproject.toml's packages: {sorted(folders - listed)}"
+
+
 def test_no_import_cycles():
     for name in MODULES:
         if name != "recordmill":

@@ -27,11 +27,11 @@ from recordmill.dataset.rows import bounds, recut
 from recordmill.dataset.storage import Store
 from recordmill.errors import ColumnError
 from recordmill.read import formats, order, passes, tokens
-from recordmill.read.cache import DiskCache, cache_location, plan_parts
-from recordmill.read.checked import Checked
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer, Taken
 from recordmill.read.groups import Groups, ReadStats
+from recordmill.read.machine.cache import DiskCache, cache_location, plan_parts
+from recordmill.read.machine.checked import Checked
 from recordmill.read.skips import ReadReject, skips
 
 __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]

@@ -14,8 +14,8 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from recordmill.read.cache import DiskCache, every_part
 from recordmill.read.groups import Groups
+from recordmill.read.machine.cache import DiskCache, every_part
 
 # A gathered column: an Arrow array, or a binary column's values as bytes.
 Taken = pa.Array | list[bytes]
@@ -100,7 +100,7 @@ class Gatherer:
             self._whole = Columns(batches, schema, lookup=True)  # taken from at every gather
         if check and not self._whole.checked:
             # From a group of this process's own: the DataLoader's workers that start together
-            # check different groups first, each recording them for the others (read/checked.py).
+            # check different groups first, each recording them for the others (read/machine/checked.py).
             first = os.getpid() % max(1, count)
             order = [g for g in [*range(first, count), *range(first)] if not groups.is_checked(g)]
             list(groups.pool.map(lambda g: groups.group(g, schema, check=True), order))

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from recordmill.errors import ConfigError, RecordmillWarning
-from recordmill.read.cache import DiskCache
-from recordmill.read.cache_folder import UnsafeCache
-from recordmill.read.checked import Checked, check_once, file_key, log_checked
 from recordmill.read.files import Files
+from recordmill.read.machine.cache import DiskCache
+from recordmill.read.machine.cache_folder import UnsafeCache
+from recordmill.read.machine.checked import Checked, check_once, file_key, log_checked
+from recordmill.read.machine.shared_orders import Orders
 from recordmill.read.segments import Segments
-from recordmill.read.shared_orders import Orders
 
 # Parquet row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
 READ_THREADS = max(1, min(4, os.cpu_count() or 1))
@@ -51,7 +51,7 @@ class Groups:
         self.files = files
         # What this machine checked already, shared by its processes (None: this process's own).
         self.checked = checked
-        # Where large epoch orders are drawn once a machine (read/shared_orders.py).
+        # Where large epoch orders are drawn once a machine (read/machine/shared_orders.py).
         self.orders = Orders(disk[0] if disk is not None else None)
         self.segments = Segments(files)
         # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.

@@ -28,7 +28,7 @@ from recordmill.read import mixing
 from recordmill.read.dataset import Dataset, undecoded
 from recordmill.read.dataset import open as open_dataset
 from recordmill.read.formats import columns as batch_columns
-from recordmill.read.shared_orders import shared_order
+from recordmill.read.machine.shared_orders import shared_order
 
 __all__ = ["Mixture", "mix"]
 
@@ -158,7 +158,7 @@ class Mixture:
         steps = self.epoch_steps(epoch)
         key = (epoch, steps, tuple(self._blocks()))
         if self._order is None or self._order[0] != key:
-            # Drawn once a machine where it is large (read/shared_orders.py), by what it is of.
+            # Drawn once a machine where it is large (read/machine/shared_orders.py), by what it is of.
             views = [(ds._start, ds._stop) for ds in self.datasets]  # shards share identities
             settings = (self.seed, self.until, self.rows_per_epoch, self.shuffle)
             named = (self.identity(), views, *settings)
@@ -185,24 +185,6 @@ class Mixture:
         if self.blocks is None:
             self.blocks = [ds.order_blocks() if self.shuffle else 0 for ds in self.datasets]
         return self.blocks
-
-    def _rows_of(self, i: int, epoch: int, nth: np.ndarray) -> np.ndarray:
-        """Source ``i``'s rows for its ``nth`` rows drawn in the epoch (pass ``nth // size``)."""
-        size = self.sizes[i]
-        if not self.shuffle:
-            return nth % size
-        out = np.empty(len(nth), dtype=np.int64)
-        passes = nth // size
-        repeats = self.rows_per_epoch is not None or self.until == "all_exhausted"
-        for p in np.unique(passes):
-            where = passes == p
-            if repeats:  # a new shuffle for each pass of each epoch
-                seed, pass_ = _seed(self.seed, i, epoch), int(p)
-            else:  # one pass an epoch: the epoch's, so a cached order carries over
-                seed, pass_ = _seed(self.seed, i), epoch
-            order = self.datasets[i].shuffled(seed, pass_, self._blocks()[i])
-            out[where] = order[nth[where] % size]
-        return out
 
     # --- rows ---------------------------------------------------------------------------------
 
@@ -240,20 +222,26 @@ class Mixture:
     def iter_batches(
         self,
         batch_size: int = 1024,
+        columns: Sequence[str] | None = None,
+        shuffle: bool | None = None,
+        seed: int | None = None,
+        format: str = "numpy",
+        *,
         epoch: int = 0,
         rank: int = 0,
         world_size: int = 1,
-        format: str = "numpy",
     ) -> Iterator[Any]:
-        """Epoch ``epoch``'s batches for ``rank`` of ``world_size`` (batch b of the epoch goes to
-        rank ``b % world_size``, as the PyTorch loaders deal them): dicts of numpy arrays and
-        lists, or Arrow record batches (``format="arrow"``, values not decoded)."""
+        """As :meth:`Dataset.iter_batches` (``shuffle`` and ``seed``: the mixture's own unless
+        given), epoch ``epoch``'s batches for ``rank`` of ``world_size`` (batch b of the epoch
+        goes to rank ``b % world_size``, as the PyTorch loaders deal them): dicts of numpy
+        arrays and lists, or Arrow record batches (``format="arrow"``, values not decoded)."""
+        if type(batch_size) is not int or batch_size < 1:
+            raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in 0..{world_size - 1}, got {rank}")
-        order = self.order(epoch)
-        for start in range(rank * batch_size, len(order), world_size * batch_size):
-            batch, source = _gather(self, order[start : start + batch_size])
-            yield batch if format == "arrow" else _decoded(batch, source, self.datasets)
+        m = _reordered(self, shuffle, seed)
+        m = m.select(columns) if columns is not None else m
+        return _batches(m, batch_size, format, epoch, rank, world_size)
 
     def take(self, ids: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """These row numbers, in their order, as one Arrow record batch (values not decoded)."""
@@ -302,7 +290,7 @@ def _draw(m: Mixture, epoch: int) -> np.ndarray:
     ids = np.empty(len(plan), dtype=np.int64)
     for i in range(len(m.datasets)):
         where = np.flatnonzero(plan.source == i)
-        ids[where] = m.offsets[i] + m._rows_of(i, epoch, plan.nth[where])
+        ids[where] = m.offsets[i] + _rows_of(m, i, epoch, plan.nth[where])
     return ids
 
 
@@ -440,3 +428,42 @@ def _check_sources(saved: list[Mapping[str, Any]], mine: list[dict[str, Any]]) -
                     f"saved state's source {k} ({then.get('name')}) had {then.get(key)!r}; "
                     "resume with the sources (and versions) the state was saved with"
                 )
+
+
+def _reordered(m: Mixture, shuffle: bool | None, seed: int | None) -> Mixture:
+    """The mixture with another ``shuffle`` or ``seed`` where one is given (the same sources)."""
+    if (shuffle is None or shuffle == m.shuffle) and (seed is None or seed == m.seed):
+        return m
+    seed = m.seed if seed is None else seed
+    shuffle = m.shuffle if shuffle is None else shuffle
+    args = (m.steps, seed, m.until, m.rows_per_epoch, shuffle, m.source_column)
+    return Mixture(m.datasets, m.names, *args)
+
+
+def _batches(
+    m: Mixture, size: int, fmt: str, epoch: int, rank: int, world_size: int
+) -> Iterator[Any]:
+    """``Mixture.iter_batches``: batch b of the epoch's order for rank ``b % world_size``."""
+    order = m.order(epoch)
+    for start in range(rank * size, len(order), world_size * size):
+        batch, source = _gather(m, order[start : start + size])
+        yield batch if fmt == "arrow" else _decoded(batch, source, m.datasets)
+
+
+def _rows_of(m: Mixture, i: int, epoch: int, nth: np.ndarray) -> np.ndarray:
+    """Source ``i``'s rows for its ``nth`` rows drawn in the epoch (pass ``nth // size``)."""
+    size = m.sizes[i]
+    if not m.shuffle:
+        return nth % size
+    out = np.empty(len(nth), dtype=np.int64)
+    passes = nth // size
+    repeats = m.rows_per_epoch is not None or m.until == "all_exhausted"
+    for p in np.unique(passes):
+        where = passes == p
+        if repeats:  # a new shuffle for each pass of each epoch
+            seed, pass_ = _seed(m.seed, i, epoch), int(p)
+        else:  # one pass an epoch: the epoch's, so a cached order carries over
+            seed, pass_ = _seed(m.seed, i), epoch
+        order = m.datasets[i].shuffled(seed, pass_, m._blocks()[i])
+        out[where] = order[nth[where] % size]
+    return out

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from recordmill.read.shared_orders import InPlace, Orders, shared_order
+from recordmill.read.machine.shared_orders import InPlace, Orders, shared_order
 
 
 def permutation(rows: int, seed: int, epoch: int = 0, orders: Orders | None = None) -> np.ndarray:

@@ -8,8 +8,8 @@ from concurrent.futures import wait as wait_for
 
 import pyarrow as pa
 
-from recordmill.read.cache import every_part
 from recordmill.read.groups import READ_THREADS, Groups
+from recordmill.read.machine.cache import every_part
 
 # A shuffle over memory-mapped Arrow IPC gathers about this many bytes of rows at a time.
 MAPPED_WINDOW_BYTES = 16 << 20

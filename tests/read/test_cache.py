@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill.read import cache_folder, order
-from recordmill.read.cache_folder import Folder
+from recordmill.read import order
+from recordmill.read.machine import cache_folder
+from recordmill.read.machine.cache_folder import Folder
 from tests.conftest import REPO, make_plugin
 from tests.s3proxy import CountingProxy
 
@@ -440,7 +441,7 @@ def test_each_epoch_after_the_first_fetches_only_the_parts_the_cache_could_not_k
 
 
 def test_each_cached_part_is_checked_once_per_process(tmp_path, monkeypatch):
-    from recordmill.read import cache as cache_module
+    from recordmill.read.machine import cache as cache_module
 
     local_parquet(tmp_path, partitions=3, row_group_size=200)
     summed = []

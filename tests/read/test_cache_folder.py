@@ -18,7 +18,7 @@ import pytest
 
 import recordmill
 from recordmill.dataset.checksum import crc32c
-from recordmill.read import cache_folder
+from recordmill.read.machine import cache_folder
 from tests.conftest import make_plugin
 from tests.read.test_cache import PLUGIN, ROWS
 

@@ -1,4 +1,4 @@
-"""What a machine has checked (read/checked.py): each row group's bytes summed once a machine,
+"""What a machine has checked (read/machine/checked.py): each row group's bytes summed once a machine,
 whatever the processes reading them, counted across processes with ``RECORDMILL_CHECK_LOG``; and
 a byte changed after its check still never comes back as data."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill.read import checked
+from recordmill.read.machine import checked
 from tests.conftest import make_plugin
 
 torch = pytest.importorskip("torch")

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 from torch.utils.data import default_collate  # noqa: E402
 
-from recordmill.read import collated  # noqa: E402
 from recordmill.read.dataset import gathered  # noqa: E402
+from recordmill.read.torch import collated  # noqa: E402
 
 Pair = namedtuple("Pair", "a b")
 

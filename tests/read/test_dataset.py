@@ -403,10 +403,10 @@ def test_parquet_shuffles_go_through_the_users_cache_by_default(
 ):
     import logging
 
-    import recordmill.read.cache_folder
+    import recordmill.read.machine.cache_folder
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(recordmill.read.cache_folder, "_SAID", set())
+    monkeypatch.setattr(recordmill.read.machine.cache_folder, "_SAID", set())
     with caplog.at_level(logging.INFO, logger="recordmill"):
         ds = recordmill.open(str(dataset))
         again = recordmill.open(str(dataset))

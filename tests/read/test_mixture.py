@@ -93,6 +93,25 @@ def test_epochs_differ_and_sources_read_in_stored_order_without_shuffle(sources)
         assert local[source == i].tolist() == list(range(int(np.sum(source == i))))
 
 
+def test_iter_batches_takes_what_a_dataset_s_takes(sources):
+    """A mixture in place of a dataset: the same call, the same meanings (columns, shuffle,
+    seed, format); shuffle and seed default to the mixture's own."""
+    m = recordmill.mix(sources, [1, 1, 1], seed=2)
+    own = ids_of(m.iter_batches(64))
+    same = [b["id"].tolist() for b in m.iter_batches(64, ["id"], True, 2, "numpy")]
+    assert [i for b in same for i in b] == own
+    assert set(next(m.iter_batches(64, columns=["id"])).keys()) == {"id"}
+    other = ids_of(m.iter_batches(64, shuffle=True, seed=3))
+    assert other != own and len(set(other)) == len(other)  # another seed: another draw
+    plain = ids_of(m.iter_batches(64, shuffle=False))
+    stored = recordmill.mix(sources, [1, 1, 1], seed=2, shuffle=False)
+    assert plain == ids_of(stored.iter_batches(64)) != own
+    arrow = next(m.iter_batches(64, ["id"], format="arrow"))
+    assert arrow.schema.names == ["id"] and arrow.num_rows == 64
+    with pytest.raises(ValueError, match="batch_size must be a whole number"):
+        next(m.iter_batches(0))
+
+
 @pytest.mark.parametrize(
     "until,expect",
     [
@@ -395,7 +414,7 @@ def test_an_empty_source_ends_a_first_exhausted_epoch_and_cannot_repeat(sources,
 def test_a_mixtures_order_is_drawn_once_a_machine_by_all_it_depends_on(
     sources, monkeypatch, tmp_path
 ):
-    from recordmill.read import shared_orders
+    from recordmill.read.machine import shared_orders
 
     unshared = {}
     for weights, shuffle in (
@@ -434,7 +453,7 @@ PADDED = """
 def test_shards_of_one_source_are_told_apart_by_the_machines_orders(monkeypatch, tmp_path):
     """Two shards of a source have its identity; through a small disk cache each has a block
     order of its own rows, which one drawn for the other must not stand in for."""
-    from recordmill.read import shared_orders
+    from recordmill.read.machine import shared_orders
 
     recordmill.write(make_plugin(tmp_path / "p", PADDED), tmp_path / "ds", partitions=4,
                      row_group_size=10, progress=False)  # fmt: skip

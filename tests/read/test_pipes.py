@@ -1,4 +1,4 @@
-"""The pipe of a DataLoader's results, widened (read/pipes.py): as wide as the system lets a
+"""The pipe of a DataLoader's results, widened (read/torch/pipes.py): as wide as the system lets a
 user make it, only that one pipe of a loader, and left as it is where the system refuses."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from recordmill.read import pipes
+from recordmill.read.torch import pipes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pipe widths are Linux's")
 F_GETPIPE_SZ = 1032
@@ -28,7 +28,7 @@ def widest() -> int:
 REFUSED = """
 import fcntl, multiprocessing, os
 from pathlib import Path
-from recordmill.read import pipes
+from recordmill.read.torch import pipes
 queue = multiprocessing.get_context().Queue()  # what it needs made first, then a user's process
 if os.geteuid() == 0:
     os.setgid(65534)

@@ -13,8 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from recordmill.read import cache_folder, order, shared_orders
-from recordmill.read.shared_orders import Orders, shared_order
+from recordmill.read import order
+from recordmill.read.machine import cache_folder, shared_orders
+from recordmill.read.machine.shared_orders import Orders, shared_order
 
 ROWS = 5000
 
@@ -192,7 +193,8 @@ def test_an_error_while_drawing_is_that_error_and_leaves_nothing(drawn, tmp_path
 FULL_DISK = """
 import logging, sys
 import numpy as np
-from recordmill.read import cache_folder, order, shared_orders
+from recordmill.read import order
+from recordmill.read.machine import cache_folder, shared_orders
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 shared_orders.SHARE_ROWS = 1000
 got = order.permutation(100_000, 3, orders=shared_orders.Orders(sys.argv[1]))

@@ -13,16 +13,17 @@ import pytest
 import recordmill.decode
 
 import recordmill
-from recordmill.read.skips import Chunk, ReadReject, Rebatcher, RejectsWarning, TooManyRejects
+from recordmill.read.skips import ReadReject
+from recordmill.read.torch.chunks import Chunk, Rebatcher, RejectsWarning, TooManyRejects
 from tests.conftest import make_plugin
 
 # 4 of the 100 rows fail: more than the 1% an epoch's warning is for (its own test sees it)
-pytestmark = pytest.mark.filterwarnings("ignore::recordmill.read.skips.RejectsWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::recordmill.read.torch.chunks.RejectsWarning")
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 from recordmill.torch import DataLoader, IterableDataset, MapDataset, Sampler  # noqa: E402
 
-from recordmill.read.torch_loader import _Pieces  # noqa: E402
+from recordmill.read.torch.loader import _Pieces  # noqa: E402
 
 PLUGIN = """
     import io

@@ -136,7 +136,7 @@ def test_batches_collate_without_warnings_and_keep_their_dtype(dataset):
 
 
 def test_only_the_columns_that_can_hold_arrays_are_looked_over_for_them(dataset, monkeypatch):
-    from recordmill.read import collated
+    from recordmill.read.torch import collated
 
     looked = []
     writable = collated.writable
@@ -523,7 +523,7 @@ def test_an_epochs_order_is_drawn_once_a_machine_not_by_each_rank_or_worker(
 ):
     """Each worker once drew the whole permutation (8 bytes a row, per worker per rank): two
     ranks of three workers each, two epochs, then a job after them, draw it once an epoch."""
-    from recordmill.read import shared_orders
+    from recordmill.read.machine import shared_orders
 
     monkeypatch.setattr(shared_orders, "SHARE_ROWS", 1)  # the workers are forked: they see it
     monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "cache"))

@@ -1,6 +1,6 @@
 """The PyTorch datasets of :mod:`recordmill.torch`: ``MapDataset`` (with its ``Sampler``) and
 ``IterableDataset``, over a dataset or a mixture; the loader that resumes them is in
-:mod:`recordmill.read.torch_loader`."""
+:mod:`recordmill.read.torch.loader`."""
 
 from __future__ import annotations
 
@@ -21,14 +21,16 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 import pyarrow as pa
 
-from recordmill.read import collated, dealing
+from recordmill.read import dealing
 from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
 from recordmill.read.passes import laid_out_once
-from recordmill.read.positions import Position, Ranks, accelerate_deals
-from recordmill.read.skips import Chunk, Guard, skips
-from recordmill.read.sources import Source as _Source
-from recordmill.read.sources import check_counted_once
+from recordmill.read.skips import skips
+from recordmill.read.torch import collated
+from recordmill.read.torch.chunks import Chunk, Guard
+from recordmill.read.torch.positions import Position, Ranks, accelerate_deals
+from recordmill.read.torch.sources import Source as _Source
+from recordmill.read.torch.sources import check_counted_once
 
 # With pandas installed, pyarrow imports it the first time it converts anything (0.2 s). Have it
 # happen with this module's imports, as it does for Hugging Face datasets, so that DataLoader
@@ -273,7 +275,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         """Let the DataLoader's workers follow where each epoch starts (persistent workers
         outlive an epoch): the loader's process publishes it before they start. A dataset's
         order is not shared here (a large one is drawn once a machine and mapped by each:
-        ``read/shared_orders.py``); a mixture's is, since a resume may have given the loader's
+        ``read/machine/shared_orders.py``); a mixture's is, since a resume may have given the loader's
         mixture weights that the workers' copies do not have."""
         # epoch, position, blocks, this rank's rows read past the position, the order's rows
         self._shared = multiprocessing.RawArray("q", 5)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from recordmill.read.cache_folder import (
+from recordmill.read.machine.cache_folder import (
     Dir,
     UnsafeCache,
     default_cache_dir,

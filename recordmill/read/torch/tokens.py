@@ -13,7 +13,7 @@ import torch
 
 from recordmill.read import order, states
 from recordmill.read.tokens import Epoch, TokenStream, document_order
-from recordmill.read.torch_datasets import _NO_ROWS, IterableDataset
+from recordmill.read.torch.datasets import _NO_ROWS, IterableDataset
 
 __all__ = ["TokenBlocks"]
 

@@ -1,5 +1,5 @@
 """A pass of recordmill's ``DataLoader`` over a dataset made with ``on_error="skip"``: the chunks
-its workers hand out (:class:`~recordmill.read.skips.Chunk`, one a batch of the order) cut into
+its workers hand out (:class:`~recordmill.read.torch.chunks.Chunk`, one a batch of the order) cut into
 full batches of the rows that did not fail, each moving the position to the row of the order it
 reached.
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from recordmill.read.skips import Chunk, Rebatcher
+from recordmill.read.torch.chunks import Chunk, Rebatcher
 
 __all__ = ["skipping_pass"]
 

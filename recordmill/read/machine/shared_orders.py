@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recordmill.read.cache_folder import (
+from recordmill.read.machine.cache_folder import (
     Dir,
     UnsafeCache,
     alive,

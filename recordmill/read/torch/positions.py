@@ -19,8 +19,8 @@ import torch
 
 from recordmill.dataset.versions import fingerprint
 from recordmill.read import order, states
+from recordmill.read.machine.shared_orders import Orders
 from recordmill.read.mixture import resume_as, resumed
-from recordmill.read.shared_orders import Orders
 
 __all__ = ["Position", "Ranks", "accelerate_deals", "go_back", "where_now"]
 
@@ -145,7 +145,7 @@ class Position:
 
     def _shuffled(self) -> np.ndarray:
         """This epoch's permutation: drawn from ``seed + epoch`` (once a machine where it is
-        large: ``read/shared_orders.py``), or the dataset's own order (a block shuffle where its
+        large: ``read/machine/shared_orders.py``), or the dataset's own order (a block shuffle where its
         disk cache holds only some of it)."""
         return order.permutation(self._length(), self.seed, self.epoch, Orders())
 

@@ -16,9 +16,9 @@ import os
 from typing import Any
 
 from recordmill.read.mixture import Mixture
-from recordmill.read.sources import check_counted_once
-from recordmill.read.torch_datasets import IterableDataset, MapDataset
-from recordmill.read.torch_loader import DataLoader
+from recordmill.read.torch.datasets import IterableDataset, MapDataset
+from recordmill.read.torch.loader import DataLoader
+from recordmill.read.torch.sources import check_counted_once
 
 __all__ = ["STATE_FILE", "TrainerMixin"]
 

@@ -13,7 +13,7 @@ folder is shared, safely:
   fetch it at once; the file is written under a temporary name and renamed into place whole, so
   a process killed while filling leaves nothing that another trusts (and the kernel drops its
   lock). A cached file is checked against the CRC-32C in its name before a row of it is
-  returned, once a machine (:mod:`recordmill.read.checked`); a damaged one is fetched again.
+  returned, once a machine (:mod:`recordmill.read.machine.checked`); a damaged one is fetched again.
 - Bounded: after each fill, parts are removed, least recently used first (each process touches
   the part's marker in ``locks/`` when it opens it), until the folder holds at most ``limit``
   bytes, the new part aside. Shuffled epochs are ordered so that what is needed next is what
@@ -39,15 +39,15 @@ from recordmill.dataset.checksum import crc32c
 from recordmill.dataset.sizes import human_size
 from recordmill.dataset.storage import fd_path
 from recordmill.errors import ConfigError, OutputError, RecordmillWarning
-from recordmill.read.cache_folder import (
+from recordmill.read.files import Files, check_structure
+from recordmill.read.machine.cache_folder import (
     CACHE_DIR_ENV,
     Folder,
     UnsafeCache,
     default_cache_dir,
     log_once,
 )
-from recordmill.read.checked import Checked, check_once, file_key, log_checked
-from recordmill.read.files import Files, check_structure
+from recordmill.read.machine.checked import Checked, check_once, file_key, log_checked
 
 __all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "cache_location", "plan_parts"]
 from recordmill.read.segments import Segments
@@ -135,7 +135,7 @@ class DiskCache:
         self._own()  # the mapped parts, their lock, the folder's last change seen
         self._said: set[str] = set()  # warnings said once
         self._checked: set[str] = set()  # cached files whose bytes matched, in this process
-        self.checked = checked  # and on this machine, by any process (read/checked.py)
+        self.checked = checked  # and on this machine, by any process (read/machine/checked.py)
         # Made by default (no cache_dir given): shuffles and random reads use it, passes in
         # order read the files themselves.
         self.implicit = implicit
@@ -312,7 +312,7 @@ def _write(cache: DiskCache, part: Part, batches: list[pa.RecordBatch]) -> str:
         name = f"{part.name}.{crc:08x}.arrow"
         cache.folder.parts.replace(partial, name)
         # Its bytes were just summed from the disk: checked (for this process only: other
-        # processes check it once it settled, read/checked.py).
+        # processes check it once it settled, read/machine/checked.py).
         cache._checked.add(name)
     finally:
         os.close(fd)
@@ -348,7 +348,7 @@ def _check_part(
 ) -> None:
     """A cached file's bytes against the CRC-32C in its name, and its batches' structure (what
     a bad offset would make a read of memory past them), unless this machine checked this
-    very file (read/checked.py) already."""
+    very file (read/machine/checked.py) already."""
 
     def check() -> None:
         if cache.files.checksums and crc32c(data) != int(name.split(".")[1], 16):

@@ -276,7 +276,7 @@ class Folder:
 
     def touch(self, name: str) -> None:
         """Part ``name`` was just used (its marker's time, not its own: the part's times are
-        part of what read/checked.py knows it by)."""
+        part of what read/machine/checked.py knows it by)."""
         with contextlib.suppress(OSError):
             fd = self.locks.open(f"{name}.used", os.O_WRONLY | os.O_CREAT)
             try:

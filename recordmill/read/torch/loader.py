@@ -13,19 +13,21 @@ from typing import Any
 try:
     from torch.utils import data as torch_data
     from torch.utils.data import default_collate
-except ImportError as e:  # the line torch_datasets.py gives, before a bare "No module named"
+except ImportError as e:  # the line datasets.py gives, before a bare "No module named"
     raise ImportError(
         'recordmill.torch needs PyTorch: pip install "recordmill[torch]" (or pip install torch)'
     ) from e
 
-from recordmill.read import collated, states
+from recordmill.read import states
 from recordmill.read.mixture import Mixture
-from recordmill.read.pipes import widen_results
-from recordmill.read.positions import go_back, where_now
-from recordmill.read.prepared import Handing
-from recordmill.read.skipping import skipping_pass
-from recordmill.read.skips import MAX_READ_REJECTS, Chunk, Ledger, ReadReject
-from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
+from recordmill.read.skips import ReadReject
+from recordmill.read.torch import collated
+from recordmill.read.torch.chunks import MAX_READ_REJECTS, Chunk, Ledger
+from recordmill.read.torch.datasets import IterableDataset, MapDataset, Sampler
+from recordmill.read.torch.pipes import widen_results
+from recordmill.read.torch.positions import go_back, where_now
+from recordmill.read.torch.prepared import Handing
+from recordmill.read.torch.skipping import skipping_pass
 
 __all__ = ["DataLoader"]
 
@@ -98,7 +100,7 @@ class DataLoader(Handing, torch_data.DataLoader):
     ``rejects_log`` appends each to a JSON-lines file, and more than ``max_read_rejects`` in an
     epoch (a count, or a fraction of its rows: by default a tenth; None: no bound) is an error
     naming the first; past 1% of them, a warning says so. An epoch with no good row is an error.
-    With several ranks each hands out as many batches (see :mod:`~recordmill.read.skipping`).
+    With several ranks each hands out as many batches (see :mod:`~recordmill.read.torch.skipping`).
     """
 
     def __init__(
@@ -315,7 +317,7 @@ def _rows_a_batch(loader: DataLoader) -> int:
 
 
 class _Pieces:
-    """Chunks' samples cut and joined (:class:`~recordmill.read.skips.Pieces`): batches the
+    """Chunks' samples cut and joined (:class:`~recordmill.read.torch.chunks.Pieces`): batches the
     workers collated, along their rows; lists of samples, collated with ``collate`` here."""
 
     def __init__(self, collate: Callable[[list[Any]], Any]):

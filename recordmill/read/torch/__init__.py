@@ -20,9 +20,9 @@ Under the Hugging Face ``Trainer``, ``TrainerMixin`` trains from recordmill's ``
 keeps its state in the checkpoints; ``accelerator.prepare()`` hands the loader back as it is.
 """
 
-from recordmill.read.torch_datasets import IterableDataset, MapDataset, Sampler
-from recordmill.read.torch_loader import DataLoader
-from recordmill.read.torch_tokens import TokenBlocks
-from recordmill.read.torch_trainer import TrainerMixin
+from recordmill.read.torch.datasets import IterableDataset, MapDataset, Sampler
+from recordmill.read.torch.loader import DataLoader
+from recordmill.read.torch.tokens import TokenBlocks
+from recordmill.read.torch.trainer import TrainerMixin
 
 __all__ = ["DataLoader", "IterableDataset", "MapDataset", "Sampler", "TokenBlocks", "TrainerMixin"]
