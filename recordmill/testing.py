@@ -21,6 +21,14 @@ It returns the rows, a ``pyarrow.Table``, for the author's own asserts. Use it f
     def test_my_plugin(tmp_path):
         rows = check_plugin("my_plugin", input=str(tmp_path / "data"))
         assert rows.num_rows == 30
+
+or as the pytest fixture ``check_plugin`` (recordmill registers it with pytest), which gives a
+:class:`PluginCheck` (``rows``, ``rejects``, ``summary``) and takes the modules of the folder
+plugins it loaded out of ``sys.modules`` after the test::
+
+    def test_my_plugin(check_plugin, tmp_path):
+        checked = check_plugin("path/to/my_plugin", input=str(tmp_path / "data"))
+        assert checked.rows.num_rows == 30 and checked.rejects == []
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import argparse
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -36,13 +45,14 @@ import numpy as np
 import pyarrow as pa
 
 from recordmill.dataset.rejects import Reject
-from recordmill.engine.pipeline import write
+from recordmill.dataset.rejects import read as read_rejects
+from recordmill.engine.pipeline import Summary, write
 from recordmill.kit import Source
 from recordmill.plugin.manager import load_plugin
 from recordmill.plugin.options import plugin_options
 from recordmill.read.dataset import open as open_dataset
 
-__all__ = ["PluginCheckFailed", "check_plugin"]
+__all__ = ["PluginCheck", "PluginCheckFailed", "check_plugin", "run_check"]
 
 _DEFAULT = re.compile(r"\(default:?\s*([^)]*)\)")
 
@@ -51,16 +61,37 @@ class PluginCheckFailed(AssertionError):
     """A plugin does something a dataset plugin must not; the message names task and row."""
 
 
+@dataclass(frozen=True)
+class PluginCheck:
+    """What a checked plugin wrote: its ``rows``, the inputs it left out (``rejects``, as
+    ``recordmill.read_rejects`` lists them) and the write's ``summary``."""
+
+    rows: pa.Table
+    rejects: list[dict[str, Any]]
+    summary: Summary
+
+
 def check_plugin(plugin: str | os.PathLike[str] | ModuleType, **options: Any) -> pa.Table:
     """Write ``plugin`` with ``options`` (its own options, by their Python names) twice in this
     process, check it (see the module) and return its rows. Give options that make a small
     dataset: every task runs four times."""
+    return _checked(plugin, options, "fail").rows
+
+
+def run_check(plugin: str | os.PathLike[str] | ModuleType, **options: Any) -> PluginCheck:
+    """:func:`check_plugin`'s checks, giving the rows, the rejects and the summary (what the
+    ``check_plugin`` pytest fixture gives): an input the plugin rejects is listed in
+    ``rejects`` (written with ``--on-bad-input skip``), not a failed check."""
+    return _checked(plugin, options, "skip")
+
+
+def _checked(plugin: Any, options: dict[str, Any], on_bad_input: str) -> PluginCheck:
     loaded = load_plugin(plugin)
     _check_defaults(loaded)
     parsed = plugin_options(loaded, options)
     with tempfile.TemporaryDirectory(prefix="recordmill-check-") as tmp:
-        first = _written(plugin, os.path.join(tmp, "a"), options)
-        second = _written(plugin, os.path.join(tmp, "b"), options)
+        first, summary, rejects = _written(plugin, os.path.join(tmp, "a"), options, on_bad_input)
+        second = _written(plugin, os.path.join(tmp, "b"), options, on_bad_input)[0]
     if not first.equals(second):
         raise PluginCheckFailed(f"plugin {loaded.name}: {_first_difference(first, second)}")
     count = loaded.task_number(parsed)
@@ -79,17 +110,20 @@ def check_plugin(plugin: str | os.PathLike[str] | ModuleType, **options: Any) ->
                 f"plugin {loaded.name}: task_rows({t}) says {announced} rows, dict_data({t}) "
                 f"yields {len(per_task[t])}"
             )
-    return first
+    return PluginCheck(first, rejects, summary)
 
 
-def _written(plugin: Any, out: str, options: dict[str, Any]) -> pa.Table:
+def _written(
+    plugin: Any, out: str, options: dict[str, Any], on_bad_input: str
+) -> tuple[pa.Table, Summary, list[dict[str, Any]]]:
     """The rows of a write in this process (a row that does not fit fails it, naming task and
-    row), in their global order."""
+    row), in their global order; its summary and its rejects."""
+    settings = {"workers": 0, "partitions": 1, "progress": False, "on_bad_input": on_bad_input}
     try:
-        write(plugin, out, options=options, workers=0, partitions=1, progress=False)
+        summary = write(plugin, out, options=options, **settings)
     except Exception as e:
         raise PluginCheckFailed(str(e).splitlines()[0]) from e
-    return open_dataset(out).to_arrow()
+    return open_dataset(out).to_arrow(), summary, read_rejects(out)
 
 
 def _task_rows(plugin: Any, task: int, options: Any) -> list[dict[str, Any]]:

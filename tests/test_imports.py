@@ -8,6 +8,7 @@ import ast
 import functools
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,7 @@ def test_every_module_is_in_a_layer_or_a_single_job_module_at_the_top():
         "recordmill.timeline",  # RECORDMILL_TIMELINE: a write's moments, process by process
         "recordmill.kit",  # the plugin kit: what plugins use, gathered from the layers
         "recordmill.testing",  # check_plugin(): a plugin's write, checked, for its tests
+        "recordmill.fixtures",  # the check_plugin pytest fixture (the pytest11 entry point)
     }, top
 
 
@@ -171,21 +173,30 @@ def test_the_old_module_names_are_the_new_modules():
 
 
 def test_modules_functions_and_classes_stay_small():
-    too_big = []
+    """Every unit within its limit; those within 10% of it listed in the output (a warning), so
+    that the next feature in one is a split planned, not an emergency."""
+    sizes = []  # (name, lines, limit)
     for name, path in MODULES.items():
         text = path.read_text()
-        if text.count("\n") > MAX_MODULE_LINES:
-            too_big.append(f"module {name}: {text.count(chr(10))} lines")
+        sizes.append((f"module {name}", text.count("\n"), MAX_MODULE_LINES))
         for node in ast.walk(ast.parse(text)):
             limit = {
                 ast.FunctionDef: MAX_FUNCTION_LINES,
                 ast.AsyncFunctionDef: MAX_FUNCTION_LINES,
                 ast.ClassDef: MAX_CLASS_LINES,
             }.get(type(node))
-            if limit is not None and node.end_lineno - node.lineno + 1 > limit:
-                lines = node.end_lineno - node.lineno + 1
-                too_big.append(f"{name}.{node.name}: {lines} lines (at most {limit})")
+            if limit is not None:
+                sizes.append((f"{name}.{node.name}", node.end_lineno - node.lineno + 1, limit))
+    too_big = [
+        f"{n}: {lines} lines (at most {limit})" for n, lines, limit in sizes if lines > limit
+    ]
     assert not too_big, "\n".join(too_big)
+    near = sorted(
+        (lines / limit, n, lines, limit) for n, lines, limit in sizes if lines > 0.9 * limit
+    )
+    if near:
+        listed = "; ".join(f"{n} {lines}/{limit}" for _, n, lines, limit in reversed(near))
+        warnings.warn(f"within 10% of their size limits: {listed}", stacklevel=1)
 
 
 def test_the_test_extra_keeps_the_newest_pyarrow():

@@ -121,7 +121,23 @@ def test_each_mistake_is_one_line(fault, tmp_path):
     assert "\n" not in str(caught.value)
 
 
+EDITED = """
+def task_number():
+    return 3
+
+
+def schema():
+    return {"caption": {"type": "string"}, "score": {"type": "float32"}}
+
+
+def dict_data(task_id):
+    for i in range(5):
+        yield {"caption": f"photo {task_id}-{i}", "score": i / 4}
+"""
+
+
 def test_new_package_makes_a_package_that_registers_and_checks_its_plugin(tmp_path):
+    import os
     import subprocess
     import sys
 
@@ -142,8 +158,31 @@ def test_new_package_makes_a_package_that_registers_and_checks_its_plugin(tmp_pa
     )
     module = root / "src" / "recordmill_my_set"
     assert (module / "plugin.py").read_text() == (REPO / "templates/template/plugin.py").read_text()
-    assert "check_plugin(" in (root / "tests" / "test_plugin.py").read_text()
-    assert check_plugin(module, tasks=2, rows_per_task=10).num_rows == 20  # what its test runs
+    rendered = [p for p in root.rglob("*") if p.is_file()]
+    assert sorted(str(p.relative_to(root)) for p in rendered) == [
+        "README.md", "pyproject.toml", "src/recordmill_my_set/__init__.py",
+        "src/recordmill_my_set/plugin.py", "tests/test_plugin.py",
+    ]  # fmt: skip
+    assert not [p for p in rendered if "$name" in p.read_text() or "$module" in p.read_text()]
+    # Its test, as pytest runs it once the package is installed (its entry point, made here
+    # as pip makes it, in a folder on the path): it holds for the template as it is ...
+    site = tmp_path / "site" / "recordmill_my_set-0.1.0.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: recordmill-my-set\nVersion: 0.1.0\n"
+    )
+    (site / "entry_points.txt").write_text(
+        "[recordmill.plugins]\nmy-set = recordmill_my_set.plugin\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(site.parent)])}
+    test = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    ran = subprocess.run(test, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout[-2000:]
+    # ... and after the author's first edit (other columns, no --tasks option): no "id" asked for
+    plugin = module / "plugin.py"
+    plugin.write_text(EDITED)
+    ran = subprocess.run(test, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout[-2000:]
     again = subprocess.run(
         [sys.executable, "-m", "recordmill", "new", "--package", "my-set"],
         cwd=tmp_path,

@@ -1,6 +1,7 @@
-"""``recordmill new --package NAME``: a pip-installable plugin package, made from the template:
-``pyproject.toml`` registering the plugin under ``NAME`` in the ``recordmill.plugins`` entry-point
-group, a src layout, the plugin module, a test that uses ``recordmill.testing`` and a README."""
+"""``recordmill new --package NAME``: a pip-installable plugin package, rendered from
+``templates/package/``: ``pyproject.toml`` registering the plugin under ``NAME`` in the
+``recordmill.plugins`` entry-point group, a src layout, the plugin module (a copy of the plugin
+template), a test that uses the ``check_plugin`` pytest fixture, and a README."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from string import Template
 
 from recordmill.errors import ConfigError
 from recordmill.plugin.manager import TEMPLATE_DIR
@@ -15,57 +17,9 @@ from recordmill.version import __version__
 
 __all__ = ["make_package"]
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "recordmill-{name}"
-version = "0.1.0"
-description = "The {name} dataset plugin for recordmill"
-readme = "README.md"
-requires-python = ">=3.10"
-dependencies = ["recordmill>={version}"]
-
-[project.optional-dependencies]
-test = ["pytest"]
-
-# `recordmill write --script {name}` finds the plugin through this entry point.
-[project.entry-points."recordmill.plugins"]
-{name} = "{module}.plugin"
-
-[tool.setuptools.packages.find]
-where = ["src"]
-"""
-
-TEST = '''\
-"""The plugin checked by recordmill.testing: the rows fit the schema, two runs give the same rows,
-the tasks are independent, task_rows() (if any) is right, the help states the defaults."""
-
-from recordmill.testing import check_plugin
-
-
-def test_the_plugin_writes_what_it_should():
-    rows = check_plugin("{name}", tasks=2, rows_per_task=10)  # small options: a quick run
-    assert rows.num_rows == 2 * 10
-    assert rows.column("id").to_pylist() == list(range(20))
-'''
-
-README = """\
-# recordmill-{name}
-
-The `{name}` dataset plugin for [recordmill](https://pypi.org/project/recordmill/).
-
-```
-pip install -e ".[test]" && recordmill plugins          # installs it; {name} is listed
-pytest                                                  # checks it (recordmill.testing)
-```
-
-Then `recordmill write --script {name} --output out/{name} --partitions 4`. Edit
-`src/{module}/plugin.py`: `task_number()` and `dict_data(task_id)`, and the options in
-`add_options()`; its docstring says what each hook does.
-"""
+# The package's files: templates/package/, each FILE.tmpl rendered as FILE ($name, $module,
+# $version), src/ as src/MODULE/; the plugin module is a copy of the plugin template.
+SUFFIX = ".tmpl"
 
 
 def make_package(name: str, where: Path) -> Path:
@@ -80,12 +34,12 @@ def make_package(name: str, where: Path) -> Path:
         raise ConfigError(f"{target} already exists{' (a symbolic link)' * target.is_symlink()}")
     module = "recordmill_" + name.lower().replace("-", "_")
     fields = {"name": name, "module": module, "version": __version__}
-    package = target / "src" / module
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(f'"""The {name} dataset plugin for recordmill."""\n')
-    shutil.copy(TEMPLATE_DIR / "plugin.py", package / "plugin.py")
-    (target / "tests").mkdir()
-    (target / "tests" / "test_plugin.py").write_text(TEST.format(**fields))
-    (target / "pyproject.toml").write_text(PYPROJECT.format(**fields))
-    (target / "README.md").write_text(README.format(**fields))
+    source = TEMPLATE_DIR.parent / "package"
+    for found in sorted(source.rglob("*" + SUFFIX)):
+        relative = found.relative_to(source).with_suffix("")  # FILE.tmpl -> FILE
+        if relative.parts[0] == "src":
+            relative = Path("src", module, *relative.parts[1:])
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        (target / relative).write_text(Template(found.read_text()).substitute(fields))
+    shutil.copy(TEMPLATE_DIR / "plugin.py", target / "src" / module / "plugin.py")
     return target

@@ -152,16 +152,7 @@ def _run(
     parser = _write_parser()
     # The executor's own flags, like the plugin's: known once the first pass found its name.
     all_executor_dests = executors.add_all_options(parser, executor)
-    plugin = None
-    plugin_dests: list[str] = []
-    if ref is not None:
-        plugin = load_plugin(ref)
-        try:
-            plugin_dests = group_dests(plugin_group(parser, plugin))
-        except argparse.ArgumentError as e:
-            raise ConfigError(
-                f"plugin {plugin.name}: its option clashes with recordmill's: {e}"
-            ) from e
+    plugin, plugin_dests = _plugin_flags(parser, ref)
     # The plugins' old policy flags, unless this plugin has such a flag of its own.
     old_names = tuple(n for n in settings.OLD_PLUGIN_POLICY_NAMES if n not in plugin_dests)
     argv, notes = settings.old_policy_flags(argv, old_names)
@@ -178,14 +169,7 @@ def _run(
     if args.output is None:
         parser.error("--output is required")
 
-    for name, dests in all_executor_dests.items():
-        for dest in dests:
-            if name != executor and getattr(args, dest) != parser.get_default(dest):
-                print(
-                    f"recordmill: note: {dest} is an option of --executor {name}, not of "
-                    f"{executor}; ignored",
-                    file=sys.stderr,
-                )
+    _note_other_executors(parser, args, all_executor_dests, executor)
     executor_dests = all_executor_dests[executor]
     summary = run_write(
         plugin,
@@ -201,6 +185,35 @@ def _run(
     )
     print(summary.line())
     return 0
+
+
+def _plugin_flags(parser: argparse.ArgumentParser, ref: PluginRef | None) -> tuple[Any, list[str]]:
+    """The plugin ``ref`` names, loaded, and the dests of its flags, added to ``parser``
+    (None and none without ``--script``)."""
+    if ref is None:
+        return None, []
+    plugin = load_plugin(ref)
+    try:
+        return plugin, group_dests(plugin_group(parser, plugin))
+    except argparse.ArgumentError as e:
+        raise ConfigError(f"plugin {plugin.name}: its option clashes with recordmill's: {e}") from e
+
+
+def _note_other_executors(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    dests: dict[str, list[str]],
+    executor: str,
+) -> None:
+    """A note for each flag given of an executor other than ``executor`` (it is ignored)."""
+    for name, names in dests.items():
+        for dest in names:
+            if name != executor and getattr(args, dest) != parser.get_default(dest):
+                print(
+                    f"recordmill: note: {dest} is an option of --executor {name}, not of "
+                    f"{executor}; ignored",
+                    file=sys.stderr,
+                )
 
 
 def _raised_in_plugin(error: BaseException) -> bool:

@@ -151,6 +151,17 @@ NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO's open must not wait for a wri
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
+def _makedirs_flushed(path: str) -> None:
+    """``path`` and any missing folder above it, each one made flushed into its parent."""
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for made in reversed(missing):
+        os.makedirs(made, exist_ok=True)  # exist_ok: workers make _tasks/ at once
+        fsync_dir(os.path.dirname(made))
+
+
 def open_regular(path: str, real: str) -> int:
     """The file ``path``, opened to read, refused (an ``OutputError``) unless what was opened is
     a regular file at ``real``, its own path with no link in it: a dataset's files are data made
@@ -289,13 +300,7 @@ class Store:
         if not self.flushes:
             self.fs.create_dir(path, recursive=True)
             return
-        missing = []
-        while not os.path.isdir(path):
-            missing.append(path)
-            path = os.path.dirname(path)
-        for made in reversed(missing):
-            os.makedirs(made, exist_ok=True)  # exist_ok: workers make _tasks/ at once
-            fsync_dir(os.path.dirname(made))
+        _makedirs_flushed(path)
 
     def output(self, *names: str) -> Any:
         """A file to write, flushed when it is closed if this store flushes."""

@@ -184,11 +184,7 @@ class OutputDir:
             self._restart()
             return False
         if changed:
-            where = self.staging if self.staged else self.final
-            raise OutputError(
-                f"cannot --resume: {where} holds the complete output of another run ({changed}); "
-                f"run it as before, or {APPEND_AGAIN if self.append else WRITE_AGAIN}"
-            )
+            raise _another_run(self, changed)
         return True
 
     def keep_for_resume(self, error: RecordmillError) -> RecordmillError:
@@ -237,3 +233,12 @@ def _publish(
         append.publish_object_store(staging, final, name, manifest)
     else:
         commit.publish_object_store(staging, final, name, manifest)
+
+
+def _another_run(out: OutputDir, changed: str) -> OutputError:
+    """The refusal of a ``--resume`` whose finished output is another run's."""
+    where = out.staging if out.staged else out.final
+    return OutputError(
+        f"cannot --resume: {where} holds the complete output of another run ({changed}); "
+        f"run it as before, or {APPEND_AGAIN if out.append else WRITE_AGAIN}"
+    )

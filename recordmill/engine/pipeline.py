@@ -162,14 +162,7 @@ def run_write(
 ) -> Summary:
     """:func:`write`, its errors worded for the command line (``--overwrite``)."""
     started = time.perf_counter()
-    values, notes = old_policy_keys(values)
-    for note in notes:
-        warnings.warn(note, DeprecationWarning, stacklevel=3)
-    if settings is not None and values:
-        raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
-    if settings is None:
-        check_keywords(values, _option_names(plugin, values))
-    settings = settings or WriteSettings(**values)
+    settings = _settings(plugin, settings, values)
     if settings.executor == "process" and settings.workers != 0:
         check_main_guard()  # before a fork server imports this script's __main__
     mark("write-called")
@@ -198,6 +191,33 @@ def run_write(
             out.abort()
             return _nothing_new(run, out, nothing.duplicates, started)
         manifest = publish(run, out, results, written, found)
+    return _summary(run, out, manifest, written, phases, found, replaced, started)
+
+
+def _settings(plugin: Any, settings: WriteSettings | None, values: dict[str, Any]) -> WriteSettings:
+    """A write's settings: ``settings=`` or the setting keywords (old names said once, each
+    checked against the settings and the plugin's option names), not both."""
+    values, notes = old_policy_keys(values)
+    for note in notes:
+        warnings.warn(note, DeprecationWarning, stacklevel=4)
+    if settings is not None and values:
+        raise TypeError(f"write() takes settings= or setting keywords, not both: {sorted(values)}")
+    if settings is None:
+        check_keywords(values, _option_names(plugin, values))
+    return settings or WriteSettings(**values)
+
+
+def _summary(
+    run: Any,
+    out: OutputDir,
+    manifest: dict[str, Any],
+    written: Any,
+    phases: Any,
+    found: Any,
+    replaced: int | None,
+    started: float,
+) -> Summary:
+    """The summary of a write that published ``manifest``: its own run's figures."""
     own = versions.latest_run(manifest)
     return Summary(
         str(out.final),

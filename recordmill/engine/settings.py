@@ -224,24 +224,7 @@ class WriteSettings:
                 f"most), got {self.partitions:,}"
             )
         _check_workers(self)
-        if self.format is not None and self.format not in FORMATS:
-            raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {self.format!r}")
-        if self.compression is not None and self.compression not in COMPRESSIONS:
-            raise ConfigError(
-                f"--compression must be one of {', '.join(COMPRESSIONS)}, got {self.compression!r}"
-            )
-        if self.on_bad_input not in POLICIES:
-            raise ConfigError(f"--on-bad-input must be fail or skip, got {self.on_bad_input!r}")
-        if self.retries < 0:
-            raise ConfigError(f"--retries must be at least 0, got {self.retries}")
-        if self.task_timeout is not None and self.task_timeout <= 0:
-            raise ConfigError(
-                f"--task-timeout must be more than 0 seconds, got {self.task_timeout}"
-            )
-        if self.row_group_size is not None and self.row_group_size < 1:
-            raise ConfigError(f"--row-group-size must be at least 1, got {self.row_group_size}")
-        if self.max_rejects is not None and self.max_rejects < 0:
-            raise ConfigError(f"--max-rejects must be at least 0, got {self.max_rejects}")
+        _check_choices(self)
 
     @property
     def worker_count(self) -> int:
@@ -264,6 +247,26 @@ class WriteSettings:
             if not found[key]:
                 del found[key]
         return found
+
+
+def _check_choices(s: WriteSettings) -> None:
+    """The settings that take one of a few values, or a bound: refused in one line each."""
+    if s.format is not None and s.format not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {s.format!r}")
+    if s.compression is not None and s.compression not in COMPRESSIONS:
+        raise ConfigError(
+            f"--compression must be one of {', '.join(COMPRESSIONS)}, got {s.compression!r}"
+        )
+    if s.on_bad_input not in POLICIES:
+        raise ConfigError(f"--on-bad-input must be fail or skip, got {s.on_bad_input!r}")
+    if s.retries < 0:
+        raise ConfigError(f"--retries must be at least 0, got {s.retries}")
+    if s.task_timeout is not None and s.task_timeout <= 0:
+        raise ConfigError(f"--task-timeout must be more than 0 seconds, got {s.task_timeout}")
+    if s.row_group_size is not None and s.row_group_size < 1:
+        raise ConfigError(f"--row-group-size must be at least 1, got {s.row_group_size}")
+    if s.max_rejects is not None and s.max_rejects < 0:
+        raise ConfigError(f"--max-rejects must be at least 0, got {s.max_rejects}")
 
 
 def _check_workers(settings: WriteSettings) -> None:

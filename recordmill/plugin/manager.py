@@ -48,6 +48,8 @@ BUILTIN_DIR = next(
     (p for p in (_PACKAGE_DIR / "builtin_plugins", _PACKAGE_DIR.parent / "plugins") if p.is_dir()),
     _PACKAGE_DIR / "builtin_plugins",
 )
+# The package a plugin folder is imported as: this, the folder's name and a hash of its path.
+FOLDER_PACKAGES = "recordmill_plugin_"
 TEMPLATE_DIR = next(
     (
         p
@@ -266,7 +268,7 @@ def _import_file(path: Path) -> ModuleType:
     # so that another plugin's helpers.py is its own.
     folder = path.parent
     digest = hashlib.sha1(str(folder).encode()).hexdigest()[:10]
-    package = f"recordmill_plugin_{_identifier(folder.name)}_{digest}"
+    package = f"{FOLDER_PACKAGES}{_identifier(folder.name)}_{digest}"
     module_name = f"{package}.{_identifier(path.stem)}"
     if module_name in sys.modules:
         return sys.modules[module_name]

@@ -32,13 +32,18 @@ from recordmill.read.gather import Gatherer, Taken
 from recordmill.read.groups import Groups, ReadStats
 from recordmill.read.machine.cache import DiskCache, cache_location, plan_parts
 from recordmill.read.machine.checked import Checked
+from recordmill.read.options import (
+    CACHE_BYTES,
+    READ_AHEAD_BYTES,
+    CacheLimit,
+    ReadOptions,
+    check_cache_limit,
+)
 from recordmill.read.skips import ReadReject, skips
 
 __all__ = ["Dataset", "ReadStats", "group_rows", "open", "open_partition", "to_numpy"]
 
 _BY_ROW = "a Dataset is indexed by row number or slice; for a column"
-CACHE_BYTES = 256 << 20
-READ_AHEAD_BYTES = 64 << 20
 
 
 def open(
@@ -50,7 +55,7 @@ def open(
     read_ahead_bytes: int = READ_AHEAD_BYTES,
     checksums: bool = True,
     cache_dir: str | os.PathLike[str] | bool | None = None,
-    cache_limit: int | None = None,
+    cache_limit: CacheLimit = None,
     version: int | None = None,
     on_error: str = "raise",
 ) -> Dataset:
@@ -69,7 +74,8 @@ def open(
 
     ``cache_dir`` keeps what a dataset on object storage, or in Parquet, is read from on local
     disk as memory-mapped Arrow IPC, fetched and checked once and shared by every process on
-    the machine, at most ``cache_limit`` bytes (default: half the free space of its disk);
+    the machine, at most ``cache_limit`` (bytes, a size such as ``"50GB"``, or a fraction of the
+    free space of its disk; default: half of it);
     shuffles then take the rows in an order that fetches each part about once per epoch (see
     :meth:`Dataset.shuffled`). By default (``RECORDMILL_CACHE_DIR``, else the user's cache
     folder, said once in the log) shuffles and random reads go through it and passes in order
@@ -79,44 +85,40 @@ def open(
     ``iter_rows()`` and ``iter_batches()`` (whose batches may then be short) and listed in
     ``ds.read_rejects``; ``ds[i]`` still raises. The PyTorch loaders keep batches full.
     """
-    _check_arguments(version, on_error)
+    _check_arguments(version, on_error, cache_limit)
     store = Store.at(path) if filesystem is None else Store(filesystem, str(path).rstrip("/"))
     files = open_files(store, checksums, version=version)
-    where = cache_location(cache_dir, files)
-    disk = None if where is None else (where[0], cache_limit, where[1])
-    checked = Checked.at(where and where[0]) if checksums else None  # checked on this machine
-    groups = Groups(files, cache_bytes, read_ahead_bytes, disk, checked)
+    place = cache_location(cache_dir, cache_limit, files)
+    checked = Checked.at(place and place.folder) if checksums else None  # on this machine
+    groups = Groups(files, cache_bytes, read_ahead_bytes, place, checked)
     # How to open it again in another process (a Dataset pickled into a DataLoader worker).
-    groups.opened = {
-        **{"path": os.fspath(path), "filesystem": filesystem, "checksums": checksums},
-        **{"cache_bytes": cache_bytes, "read_ahead_bytes": read_ahead_bytes},
-        **{"cache_dir": _given(cache_dir, where), "cache_limit": cache_limit},
-        **{"version": int(files.manifest.get("version", 1)), "on_error": on_error},
-    }
+    version = int(files.manifest.get("version", 1))
+    cache_dir = False if cache_dir is False else (place and place.given())
+    given = (filesystem, cache_bytes, read_ahead_bytes, checksums, cache_dir, cache_limit)
+    groups.opened = (os.fspath(path), ReadOptions(*given, version, on_error))
     groups.rejects = [] if on_error == "skip" else None
-    schema = arrow_schema(files.manifest)
-    unknown = [name for name in decode or {} if name not in schema.names]
+    return _whole(groups, dict(decode or {}))
+
+
+def _whole(groups: Groups, decode: dict[str, Callable[[Any], Any]]) -> Dataset:
+    """Every row of the dataset ``groups`` reads, ``decode`` checked against its columns."""
+    schema = arrow_schema(groups.files.manifest)
+    unknown = [name for name in decode if name not in schema.names]
     if unknown:
         raise ColumnError(
             f"decode= names no column {unknown[0]!r}; columns: {', '.join(schema.names)}"
         )
-    return Dataset(groups, schema, 0, files.manifest["total_rows"], dict(decode or {}))
+    return Dataset(groups, schema, 0, groups.files.manifest["total_rows"], decode)
 
 
-def _given(cache_dir: Any, where: tuple[str, bool] | None) -> str | bool | None:
-    """``cache_dir`` as another process must be given it to read through the same cache."""
-    if cache_dir is False or where is None:
-        return False if cache_dir is False else None
-    return None if where[1] else where[0]
-
-
-def _check_arguments(version: int | None, on_error: str) -> None:
+def _check_arguments(version: int | None, on_error: str, cache_limit: Any) -> None:
     if version is not None and (type(version) is not int or version < 1):  # not bool, not 2.0
         raise ValueError(
             f"version must be a whole number from 1 (recordmill history lists them), got "
             f"{type(version).__name__} {version!r}"
         )
     skips(on_error)
+    check_cache_limit(cache_limit)
 
 
 class Dataset:
@@ -195,15 +197,8 @@ class Dataset:
     # --- reading ------------------------------------------------------------------------------
 
     def __getitem__(self, key: int | slice) -> Any:
-        if isinstance(key, str):
-            raise TypeError(
-                f"ds[{key!r}]: {_BY_ROW}: ds.select([{key!r}]) or ds.to_arrow()[{key!r}]"
-            )
-        if isinstance(key, slice):
-            start, stop, step = key.indices(len(self))
-            if step != 1:
-                return self.take(range(start, stop, step))
-            return self._range(self._start + start, self._start + max(start, stop))
+        if isinstance(key, (str, slice)):  # (a row, the hot path, is read here)
+            return _sliced(self, key)
         index = int(key)
         if index < 0:
             index += len(self)
@@ -320,18 +315,30 @@ class Dataset:
         return self._gatherer.take(rows, _keeps(self) if keep is None else keep, check)
 
 
+def _sliced(ds: Dataset, key: str | slice) -> pa.Table:
+    """``ds[a:b]`` (a table), or the error of ``ds["column"]``."""
+    if isinstance(key, str):
+        raise TypeError(f"ds[{key!r}]: {_BY_ROW}: ds.select([{key!r}]) or ds.to_arrow()[{key!r}]")
+    start, stop, step = key.indices(len(ds))
+    if step != 1:
+        return ds.take(range(start, stop, step))
+    return ds._range(ds._start + start, ds._start + max(start, stop))
+
+
 def undecoded(ds: Dataset) -> tuple[Dataset, dict[str, Callable[[Any], Any]]]:
     """The same rows without their ``decode=`` functions, and those functions (what a reader
     that decodes row by row, to skip a row that fails, reads through)."""
     return Dataset(ds._groups, ds.schema, ds._start, ds._stop, {}), dict(ds._decode)
 
 
-def _reopen(opened: dict[str, Any], decode: dict[str, Any], view: tuple[Any, ...]) -> Dataset:
+def _reopen(
+    opened: tuple[str, ReadOptions], decode: dict[str, Any], view: tuple[Any, ...]
+) -> Dataset:
     """A pickled :class:`Dataset` opened again: the same version, columns and rows (open files
     and memory maps do not travel to another process)."""
     names, start, stop = view
-    kwargs = dict(opened)
-    ds = open(kwargs.pop("path"), decode=decode, **kwargs).select(names)
+    path, options = opened
+    ds = open(path, decode=decode, **options.given()).select(names)
     return Dataset(ds._groups, ds.schema, start, stop, ds._decode)
 
 

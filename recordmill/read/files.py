@@ -212,18 +212,7 @@ class Files:
         local disk), or a Parquet row group decoded (its pages' checksums checked)."""
         group = self.groups[g]
         if self.arrow:
-            batch = self.handle(group.partition).get_batch(group.index)
-            if batch.num_rows != group.rows:
-                raise OutputError(
-                    f"{self.store}/{self.entry(g)['file']}, record batch {group.index}, holds "
-                    f"{batch.num_rows} rows, the manifest says {group.rows}: the dataset is "
-                    "damaged (recordmill verify tells more)"
-                )
-            batch = batch.select(columns)
-            if (g, tuple(columns)) not in self._valid:
-                check_structure(batch, f"{self.store}/{self.entry(g)['file']}, record batch {g}")
-                self._valid.add((g, tuple(columns)))
-            return batch
+            return _arrow_batch(self, g, columns)
         try:
             table = self.handle(group.partition).read_row_group(
                 group.index, columns=columns, use_threads=False
@@ -234,6 +223,24 @@ class Files:
                 "(recordmill verify tells more)"
             ) from e
         return table.combine_chunks().to_batches()[0] if table.num_rows else _empty(table)
+
+
+def _arrow_batch(files: Files, g: int, columns: list[str]) -> pa.RecordBatch:
+    """Group ``g``'s ``columns`` of an Arrow IPC partition, its rows counted and its structure
+    checked (once a process for these columns)."""
+    group = files.groups[g]
+    batch = files.handle(group.partition).get_batch(group.index)
+    if batch.num_rows != group.rows:
+        raise OutputError(
+            f"{files.store}/{files.entry(g)['file']}, record batch {group.index}, holds "
+            f"{batch.num_rows} rows, the manifest says {group.rows}: the dataset is "
+            "damaged (recordmill verify tells more)"
+        )
+    batch = batch.select(columns)
+    if (g, tuple(columns)) not in files._valid:
+        check_structure(batch, f"{files.store}/{files.entry(g)['file']}, record batch {g}")
+        files._valid.add((g, tuple(columns)))
+    return batch
 
 
 def check_structure(batch: pa.RecordBatch, where: str) -> None:

@@ -21,6 +21,7 @@ from recordmill.read.machine.cache import DiskCache
 from recordmill.read.machine.cache_folder import UnsafeCache
 from recordmill.read.machine.checked import Checked, check_once, file_key, log_checked
 from recordmill.read.machine.shared_orders import Orders
+from recordmill.read.options import CachePlace, ReadOptions
 from recordmill.read.segments import Segments
 
 # Parquet row groups decoded at once; pyarrow decodes without the GIL, so threads use every core.
@@ -45,33 +46,33 @@ class Groups:
         files: Files,
         cache_limit: int,
         read_ahead_bytes: int,
-        disk: tuple[str, int | None, bool] | None = None,
+        place: CachePlace | None = None,
         checked: Checked | None = None,
     ):
         self.files = files
         # What this machine checked already, shared by its processes (None: this process's own).
         self.checked = checked
         # Where large epoch orders are drawn once a machine (read/machine/shared_orders.py).
-        self.orders = Orders(disk[0] if disk is not None else None)
+        self.orders = Orders(place.folder if place is not None else None)
         self.segments = Segments(files)
         # Arrow IPC on a local disk is memory-mapped: its batches cost nothing to keep.
         self.mapped = files.arrow and files.store.local
         # Anything else, given a cache folder (and written with group checksums), is read from
-        # parts kept there as mapped Arrow IPC: ``disk`` is (folder, limit).
+        # parts kept there as mapped Arrow IPC.
         self.disk: DiskCache | None = None
-        if disk is not None and not self.mapped and self.segments.available:
+        if place is not None and not self.mapped and self.segments.available:
             try:
-                self.disk = DiskCache(files, self.segments, *disk, checked=checked)
+                self.disk = DiskCache(files, self.segments, place, checked=checked)
             except UnsafeCache as e:  # another user's: read on from the dataset itself
                 warnings.warn(f"{e}; reading from {files.store}", RecordmillWarning, stacklevel=4)
             except ConfigError as e:  # the default folder cannot be made: read on without
-                if not disk[2]:
+                if not place.default:
                     raise
                 warnings.warn(f"{e}; reading from {files.store}", RecordmillWarning, stacklevel=4)
         self.cache_limit = cache_limit
         self.read_ahead_bytes = read_ahead_bytes
         self.stats = ReadStats()
-        self.opened: dict[str, object] = {}  # open()'s arguments, to open it again elsewhere
+        self.opened: tuple[str, ReadOptions] | None = None  # open()'s, to open it elsewhere
         self.rejects: list | None = None  # with open(on_error="skip"): the rows left out
         self._pid = -1
         self._fresh()

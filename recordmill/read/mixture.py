@@ -29,6 +29,7 @@ from recordmill.read.dataset import Dataset, undecoded
 from recordmill.read.dataset import open as open_dataset
 from recordmill.read.formats import columns as batch_columns
 from recordmill.read.machine.shared_orders import shared_order
+from recordmill.read.options import CacheLimit
 
 __all__ = ["Mixture", "mix"]
 
@@ -47,7 +48,7 @@ def mix(
     columns: Sequence[str] | None = None,
     decode: Mapping[str, Callable[[Any], Any]] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
-    cache_limit: int | None = None,
+    cache_limit: CacheLimit = None,
 ) -> Mixture:
     """Several datasets read as one (see :class:`Mixture`).
 

@@ -48,6 +48,7 @@ from recordmill.read.machine.cache_folder import (
     log_once,
 )
 from recordmill.read.machine.checked import Checked, check_once, file_key, log_checked
+from recordmill.read.options import CachePlace, cache_limit_bytes
 
 __all__ = ["CACHE_DIR_ENV", "DiskCache", "Part", "cache_location", "plan_parts"]
 from recordmill.read.segments import Segments
@@ -112,23 +113,24 @@ class DiskCache:
         self,
         files: Files,
         segments: Segments,
-        folder: str | os.PathLike[str],
-        limit: int | None,
-        implicit: bool = False,
+        place: CachePlace,
         checked: Checked | None = None,
     ):
         self.files = files
         self.segments = segments
         self.parts = plan_parts(files)
         self.part_of = [k for k, part in enumerate(self.parts) for _ in part.groups]
-        self.folder = Folder(Path(folder).expanduser().absolute(), _version_key(files))
+        self.folder = Folder(Path(place.folder).expanduser().absolute(), _version_key(files))
         self.root = self.folder.root
         segments.keep_footers(self.folder)
         # Only a limit given (the same on every rank) shapes the block shuffle's windows.
-        self.chosen = limit is not None
-        self.limit = limit if limit is not None else self.folder.parts.free() // 2
+        self.chosen = place.limit is not None
+        self.limit = cache_limit_bytes(place.limit, self.folder.parts.free())
+        # Made by default (no cache_dir given): shuffles and random reads use it, passes in
+        # order read the files themselves.
+        self.implicit = place.default
         self._largest: int | None = None
-        if not implicit:  # a cache_dir given: its limit checked now (else at the first use)
+        if not self.implicit:  # a cache_dir given: its limit checked now (else at first use)
             _check_limit(self)
         self.fetched_parts = 0  # this process's fetches, for tests and benchmarks
         self._pid = -1
@@ -136,9 +138,6 @@ class DiskCache:
         self._said: set[str] = set()  # warnings said once
         self._checked: set[str] = set()  # cached files whose bytes matched, in this process
         self.checked = checked  # and on this machine, by any process (read/machine/checked.py)
-        # Made by default (no cache_dir given): shuffles and random reads use it, passes in
-        # order read the files themselves.
-        self.implicit = implicit
 
     @property
     def largest(self) -> int:
@@ -364,18 +363,20 @@ def _check_part(
 
 
 def cache_location(
-    cache_dir: str | os.PathLike[str] | bool | None, files: Files
-) -> tuple[str, bool] | None:
-    """The disk cache's folder, and whether it was made by default: the ``cache_dir`` given,
-    else ``RECORDMILL_CACHE_DIR``, else for Parquet or object storage (whose shuffles are slow
-    without one) the user's cache folder; None for none (``cache_dir=False``, or a local Arrow
-    IPC dataset, read where it is)."""
+    cache_dir: str | os.PathLike[str] | bool | None,
+    cache_limit: int | str | float | None,
+    files: Files,
+) -> CachePlace | None:
+    """Where the disk cache is: the ``cache_dir`` given, else ``RECORDMILL_CACHE_DIR``, else
+    for Parquet or object storage (whose shuffles are slow without one) the user's cache folder
+    (the default); None for none (``cache_dir=False``, or a local Arrow IPC dataset, read where
+    it is)."""
     if cache_dir is False:
         return None
     if cache_dir is None or cache_dir is True:
         cache_dir = os.environ.get(CACHE_DIR_ENV) or None
     if cache_dir is not None:
-        return os.fspath(cache_dir), False
+        return CachePlace(os.fspath(cache_dir), cache_limit, default=False)
     if files.arrow and files.store.local:
         return None
     folder = str(default_cache_dir())
@@ -383,7 +384,7 @@ def cache_location(
         f"shuffled and random reads of {files.store} go through the disk cache in {folder} "
         "(cache_dir=False: none; cache_dir=FOLDER: another)"
     )
-    return folder, True
+    return CachePlace(folder, cache_limit, default=True)
 
 
 def _version_key(files: Files) -> str:

@@ -24,6 +24,7 @@ import pyarrow as pa
 from recordmill.read import dealing
 from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
+from recordmill.read.options import CacheLimit
 from recordmill.read.passes import laid_out_once
 from recordmill.read.skips import skips
 from recordmill.read.torch import collated
@@ -75,7 +76,7 @@ class MapDataset(torch_data.Dataset):
         decode: Mapping[str, Callable[[Any], Any]] | None = None,
         cache_bytes: int | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        cache_limit: CacheLimit = None,
         version: int | None = None,
         on_error: str = "raise",
     ):
@@ -239,7 +240,7 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         read_batch_size: int = 1024,
         cache_bytes: int | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        cache_limit: CacheLimit = None,
         version: int | None = None,
         on_error: str = "raise",
         even: str | None = "pad",

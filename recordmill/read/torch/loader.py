@@ -20,6 +20,7 @@ except ImportError as e:  # the line datasets.py gives, before a bare "No module
 
 from recordmill.read import states
 from recordmill.read.mixture import Mixture
+from recordmill.read.options import CacheLimit
 from recordmill.read.skips import ReadReject
 from recordmill.read.torch import collated
 from recordmill.read.torch.chunks import MAX_READ_REJECTS, Chunk, Ledger
@@ -110,7 +111,7 @@ class DataLoader(Handing, torch_data.DataLoader):
         shuffle: bool = False,
         seed: int = 0,
         cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        cache_limit: CacheLimit = None,
         on_error: str | None = None,
         max_read_rejects: int | float | None = MAX_READ_REJECTS,
         rejects_log: str | os.PathLike[str] | None = None,
@@ -259,7 +260,7 @@ class DataLoader(Handing, torch_data.DataLoader):
 
 
 def _dataset_of(
-    dataset: Any, cache_dir: Any, cache_limit: int | None, on_error: str | None
+    dataset: Any, cache_dir: Any, cache_limit: CacheLimit, on_error: str | None
 ) -> MapDataset | IterableDataset:
     """What a loader reads: a path's or mixture's ``MapDataset`` of every column; a
     ``MapDataset``'s copy (how a loader reads it is its own: another loader of it reads its own

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from recordmill.read import order, states
+from recordmill.read.options import CacheLimit
 from recordmill.read.tokens import Epoch, TokenStream, document_order
 from recordmill.read.torch.datasets import _NO_ROWS, IterableDataset
 
@@ -49,7 +50,7 @@ class TokenBlocks(IterableDataset):
         batch_size: int = 1,
         read_blocks: int = 1024,
         cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | None = None,
+        cache_limit: CacheLimit = None,
         version: int | None = None,
         even: str | None = "pad",
         shuffle_window: int = 0,

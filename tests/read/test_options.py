@@ -1,0 +1,52 @@
+"""The reading options: what cache_limit takes, checked at open, and the options a dataset is
+opened again with in another process."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import recordmill
+from recordmill.read.options import cache_limit_bytes
+from tests.read.test_cache import local_parquet
+
+
+@pytest.mark.parametrize(
+    "given,expected",
+    [
+        (123, 123),
+        (0, 0),
+        ("50GB", 50 * 10**9),
+        ("50 gb", 50 * 10**9),
+        ("1.5TiB", int(1.5 * 2**40)),
+        ("200MiB", 200 << 20),
+        ("4096", 4096),
+        ("10kB", 10_000),
+        (0.25, 250),
+        (1.0, 1000),
+        (None, 500),  # half the free space by default
+    ],
+)
+def test_cache_limit_takes_what_users_write(given, expected):
+    assert cache_limit_bytes(given, free=1000) == expected
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, 0.0, "fifty", "50 XB", True, [1]])
+def test_a_cache_limit_that_is_no_size_is_refused_at_open_in_one_line(tmp_path, bad):
+    local_parquet(tmp_path)
+    with pytest.raises(ValueError, match=r"^cache_limit must be bytes .*got ") as caught:
+        recordmill.open(tmp_path / "pq", cache_limit=bad)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_size_or_a_fraction_bounds_the_disk_cache(tmp_path):
+    local_parquet(tmp_path)
+    ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c", cache_limit="2MB")
+    assert ds.cache.limit == 2_000_000 and ds.cache.chosen
+    free = ds.cache.folder.parts.free()
+    half = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c", cache_limit=0.5)
+    assert abs(half.cache.limit - free // 2) <= free // 100  # the disk's free space moves
+    # A dataset pickled into another process opens with the same options, the limit as given.
+    again = pickle.loads(pickle.dumps(ds))
+    assert again.cache.limit == 2_000_000 and again.cache.root == ds.cache.root
