@@ -156,6 +156,12 @@ def edit_manifest(path: Path, change) -> None:
     (path / name).write_bytes(manifest.to_bytes(found, manifest.arrow_schema(found)))
 
 
+# How long a test waits for a process it stopped (or that finishes held work) to end: a wait on
+# a condition, never a guess of how long the work takes, so generous enough for a slow, busy
+# 2-core machine running the suite in parallel (a run that does not end fails it).
+ENDS_WITHIN = 180
+
+
 def wait_for_staged_tasks(out: Path, count: int, process: subprocess.Popen, timeout: float = 60):
     """Wait until a running writer has finished ``count`` tasks (their records are staged)."""
     from recordmill.dataset import layout

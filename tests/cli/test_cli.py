@@ -14,6 +14,7 @@ import pytest
 import recordmill
 from tests.conftest import (
     COUNTING_PLUGIN,
+    ENDS_WITHIN,
     REPO,
     make_plugin,
     read_dataset,
@@ -293,7 +294,7 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, sig):
     )
     wait_for_staged_tasks(out, 1, process)
     os.kill(process.pid, sig)
-    process.wait(timeout=30)
+    process.wait(timeout=ENDS_WITHIN)
     assert process.returncode != 0
     assert not out.exists()
     assert not list(tmp_path.rglob("_manifest.*"))

@@ -17,7 +17,7 @@ import recordmill
 from recordmill.dataset import layout
 from recordmill.engine.direct import plan
 from recordmill.read.verify import verify
-from tests.conftest import REPO, make_plugin, run_writer
+from tests.conftest import ENDS_WITHIN, REPO, make_plugin, run_writer
 
 PLUGIN = """
     import numpy as np
@@ -191,7 +191,7 @@ def test_a_killed_run_resumes_its_unwritten_partitions_to_the_same_files(slow, t
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)  # the power cut: the run and its workers
-    process.wait(timeout=30)
+    process.wait(timeout=ENDS_WITHIN)
     assert not out.exists()
     written = sorted(int(p.name.split("-")[1]) for p in parts.glob("*.json"))
     for mark in marks.iterdir():

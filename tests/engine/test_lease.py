@@ -21,7 +21,7 @@ import recordmill
 from recordmill.dataset import layout
 from recordmill.dataset.storage import Store
 from recordmill.read.verify import verify
-from tests.conftest import REPO, make_plugin
+from tests.conftest import ENDS_WITHIN, REPO, make_plugin
 from tests.s3proxy import CountingProxy, Fault
 
 LEASE_SECONDS = 3
@@ -107,7 +107,7 @@ def test_a_run_paused_past_its_lease_stops_and_deletes_nothing(s3, tmp_path):
         wait_until(lambda: finished_tasks(uri) >= 4, second, "the resume at work")
     finally:
         os.killpg(first.pid, signal.SIGCONT)
-    _, paused = first.communicate(timeout=60)
+    _, paused = first.communicate(timeout=ENDS_WITHIN)
     _, stderr = second.communicate(timeout=120)
     assert second.returncode == 0, (stderr, paused)
     lines = paused.strip().splitlines()
@@ -145,7 +145,7 @@ def test_a_live_run_keeps_its_lease_past_the_lease_time_while_it_renews(s3, tmp_
         time.sleep(2 * LEASE_SECONDS)  # past the lease: only its renewals keep it
         assert first.poll() is None, "the first run should still be running"
         second = start(slow, uri, "--resume")
-        out, err = second.communicate(timeout=60)
+        out, err = second.communicate(timeout=ENDS_WITHIN)
         assert second.returncode == 1, (out, err)
         assert "another recordmill run is writing" in err and f"(pid {first.pid} on" in err, err
         assert lease_holder(uri) == first.pid

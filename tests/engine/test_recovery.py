@@ -13,7 +13,7 @@ import time
 import pytest
 
 import recordmill
-from tests.conftest import REPO, make_plugin, run_writer, wait_for_staged_tasks
+from tests.conftest import ENDS_WITHIN, REPO, make_plugin, run_writer, wait_for_staged_tasks
 
 # Each task leaves a mark per run of it, so tests can count what ran again; the tasks from
 # --hold-from on wait for the gate file (MARKS.go) before making rows, so that a run is surely
@@ -102,7 +102,7 @@ def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference,
     out = tmp_path / "out"
     process = start(plugin, marks, out, "--hold-from", "3")
     wait_for_staged_tasks(out, 3, process)
-    began = time.monotonic()
+    # Held tasks never end on their own: a run that did not stop at once would not end at all.
     if how != "kill -9":
         if how == "ctrl-c":
             os.killpg(process.pid, signal.SIGINT)  # as a terminal does: the whole process group
@@ -110,15 +110,14 @@ def test_interrupt_then_resume_gives_the_same_dataset(slow, tmp_path, reference,
             os.killpg(process.pid, signal.SIGHUP)  # a closed terminal: the whole group too
         else:
             os.kill(process.pid, signal.SIGTERM)  # as a job scheduler does: the main process
-        _, err = process.communicate(timeout=30)
+        _, err = process.communicate(timeout=ENDS_WITHIN)
         assert process.returncode == {"ctrl-c": 130, "sigterm": 143, "sighup": 129}[how]
-        assert time.monotonic() - began < 5
         assert "--resume" in err and "Traceback" not in err
         assert group_gone(process.pid), "workers outlived the interrupted run"
         assert not (tmp_path / ".out.recordmill-lock").exists()  # the lock released
     else:
         os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+        process.wait(timeout=ENDS_WITHIN)
         os.killpg(process.pid, signal.SIGKILL)  # the power cut: everything dies
         group_gone(process.pid)
     assert not out.exists()
@@ -169,7 +168,7 @@ def test_resume_with_other_options_is_refused(slow, tmp_path):
     process = start(plugin, marks, out, "--hold-from", "1")
     wait_for_staged_tasks(out, 1, process)
     os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
+    process.wait(timeout=ENDS_WITHIN)
     result = run_writer(
         "--script", plugin, "--output", out, "--marks", marks, "--partitions", "4", "--resume"
     )
@@ -187,7 +186,7 @@ def test_a_second_run_on_the_same_output_is_refused(slow, tmp_path):
     second = run_writer("--script", plugin, "--output", out, "--marks", marks, "--overwrite")
     assert second.returncode == 1 and "another recordmill run is writing" in second.stderr
     (tmp_path / "marks.go").touch()
-    first.communicate(timeout=60)
+    first.communicate(timeout=ENDS_WITHIN)
     assert first.returncode == 0
     assert recordmill.read_manifest(out)["total_rows"] == 600
 
@@ -471,7 +470,7 @@ def test_a_worker_killed_while_idle_is_replaced_and_no_task_is_lost(tmp_path):
     wait_for_staged_tasks(tmp_path / "out", 1, process)  # task 1's: its worker is idle now
     os.kill(int(next(marks.iterdir()).name), signal.SIGKILL)
     (tmp_path / "marks.go").touch()
-    _, err = process.communicate(timeout=60)
+    _, err = process.communicate(timeout=ENDS_WITHIN)
     assert process.returncode == 0, err
     assert recordmill.read_manifest(tmp_path / "out")["total_rows"] == 20
 

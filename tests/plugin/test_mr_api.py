@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import recordmill
-from tests.conftest import read_dataset, run_writer
+from tests.conftest import ENDS_WITHIN, read_dataset, run_writer
 
 # The shape of MindSpore's template/mr_api.py, unmodified but for its flag and rows.
 MR_API = """
@@ -128,7 +128,7 @@ def test_the_scripts_own_flags_are_recorded_and_a_resume_with_others_is_refused(
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGINT)
-    process.communicate(timeout=30)
+    process.communicate(timeout=ENDS_WITHIN)
     assert process.returncode == 130
     refused = run_writer(
         "--script", "legacy", "--output", "out", "--resume", "--its_own_flag", "6", cwd=legacy
