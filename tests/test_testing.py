@@ -21,6 +21,7 @@ BUILTINS = {  # the demo data's inputs, as the run scripts give them
     "recordio": lambda d: {"input": d / "recordio"},
     "ofrecord": lambda d: {"input": d / "ofrecord"},
     "torchrecord": lambda d: {"input": d / "torchrecord"},
+    "webdataset": lambda d: {"input": d / "webdataset"},
 }
 
 

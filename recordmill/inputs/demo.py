@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import json
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,28 @@ def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
     ofrecord.make_demo(root / "ofrecord", np.random.default_rng(3))
     if importlib.util.find_spec("lmdb") is not None:  # recordmill[torchrecord]
         torchrecord.make_demo(root / "torchrecord", np.random.default_rng(4))
+    _webdataset(root / "webdataset", root / "images")
     return root
+
+
+def _webdataset(folder: Path, images: Path) -> None:
+    """Two WebDataset shards of the demo's images as image-text pairs, as img2dataset makes
+    them: KEY.jpg (every image as a JPEG), its caption KEY.txt and class KEY.cls."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = sorted(p for p in images.rglob("*") if p.is_file())
+    for shard in range(2):
+        with tarfile.open(folder / f"shard-{shard:06d}.tar", "w") as tar:
+            for n, path in enumerate(files[shard::2]):
+                label = [synset for synset, _ in CLASSES].index(path.parent.name)
+                key = f"{shard:02d}{n:05d}"
+                jpeg = io.BytesIO()
+                Image.open(path).convert("RGB").save(jpeg, "JPEG", quality=90)
+                caption = f"a photo of a {CLASSES[label][1]}".encode()
+                for name, data in (("jpg", jpeg.getvalue()), ("txt", caption),
+                                   ("cls", str(label).encode())):  # fmt: skip
+                    info = tarfile.TarInfo(f"{key}.{name}")
+                    info.size, info.mtime = len(data), 0
+                    tar.addfile(info, io.BytesIO(data))
 
 
 def _images(folder: Path, rng: np.random.Generator, per_class: int) -> None:

@@ -1,0 +1,146 @@
+"""The webdataset plugin on shards written by webdataset's own TarWriter, read back value for
+value as webdataset's own reader gives them."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import recordmill
+from tests.conftest import read_dataset, write_here
+
+wds = pytest.importorskip(
+    "webdataset", reason="its TarWriter writes the shards: pip install webdataset"
+)
+
+
+def jpeg(i: int) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(np.full((8 + i % 5, 10, 3), i * 7 % 256, np.uint8)).save(buf, "JPEG")
+    return buf.getvalue()
+
+
+def write_shards(folder, shards=3, per_shard=7):
+    """img2dataset-style image-text pairs: jpg, txt, json and cls per sample; sample 5 of each
+    shard has no caption, and the last shard's samples carry a mask (seg.png) too."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for s in range(shards):
+        with wds.TarWriter(str(folder / f"shard-{s:06d}.tar")) as sink:
+            for i in range(per_shard):
+                n = s * per_shard + i
+                sample = {"__key__": f"{n:09d}", "jpg": jpeg(n), "cls": n % 4}
+                sample["json"] = json.dumps({"url": f"http://x/{n}.jpg", "width": 10})
+                if i != 5:
+                    sample["txt"] = f"a photo number {n}"
+                sink.write(sample)
+    return folder
+
+
+def expected_rows(pattern):
+    """What webdataset's own reader gives, sample by sample (no decoding: bytes per file)."""
+    return list(wds.WebDataset(pattern, shardshuffle=False))
+
+
+def test_samples_become_rows_equal_to_webdataset_s_own_reader(tmp_path):
+    folder = write_shards(tmp_path / "shards")
+    pattern = str(folder / "shard-{000000..000002}.tar")
+    out = tmp_path / "out"
+    result = write_here(
+        "--script", "webdataset", "--input", pattern, "--output", out, "--workers", "2", "--quiet"
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(out).to_pylist()
+    theirs = expected_rows(pattern)
+    assert len(table) == len(theirs) == 21
+    for ours, sample in zip(table, theirs, strict=True):
+        assert ours["key"] == sample["__key__"]
+        assert ours["data"] == sample["jpg"]  # the image pipeline's column, bytes as stored
+        assert ours["cls"] == int(sample["cls"])
+        assert json.loads(ours["json"]) == json.loads(sample["json"])
+        assert ours["txt"] == (sample["txt"].decode() if "txt" in sample else None)
+        assert ours["shard"] == sample["__url__"].rsplit("/", 1)[1]
+    fields = {f["name"]: f["type"] for f in recordmill.read_manifest(out)["schema"]["fields"]}
+    assert fields == {"key": "string", "shard": "string", "cls": "int64", "json": "string",
+                      "txt": "string", "data": "bytes"}  # fmt: skip
+
+
+def test_a_folder_and_the_image_options(tmp_path):
+    folder = write_shards(tmp_path / "shards", shards=2)
+    out = tmp_path / "out"
+    result = write_here(
+        "--script", "webdataset", "--input", folder, "--output", out,
+        "--encode", "tensor", "--size", "4", "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(out)
+    assert table.num_rows == 14 and table["image"].type.byte_width == 4 * 4 * 3
+
+
+def test_an_extension_first_seen_late_is_named_not_dropped(tmp_path):
+    folder = write_shards(tmp_path / "shards", shards=1)
+    with wds.TarWriter(str(folder / "shard-000001.tar")) as sink:
+        sink.write(
+            {"__key__": "x", "jpg": jpeg(1), "txt": "t", "cls": 1, "json": "{}", "npy": b"?"}
+        )
+    result = write_here(
+        "--script", "webdataset", "--input", folder, "--output", tmp_path / "out", "--quiet"
+    )
+    assert result.returncode == 1
+    assert "a .npy file, which the first 1000 samples" in result.stderr
+    assert "--extensions" in result.stderr and "Traceback" not in result.stderr
+    chosen = write_here(
+        "--script", "webdataset", "--input", folder, "--output", tmp_path / "chosen",
+        "--extensions", "jpg,txt", "--quiet",
+    )  # fmt: skip
+    assert chosen.returncode == 0, chosen.stderr
+    assert read_dataset(tmp_path / "chosen").schema.names == ["key", "shard", "txt", "data"]
+
+
+def test_a_damaged_shard_is_one_line_or_a_listed_reject(tmp_path):
+    folder = write_shards(tmp_path / "shards", shards=2)
+    whole = (folder / "shard-000001.tar").read_bytes()
+    (folder / "shard-000001.tar").write_bytes(whole[: len(whole) // 2 + 100])
+    common = ["--script", "webdataset", "--input", folder, "--quiet"]
+    failed = write_here(*common, "--output", tmp_path / "fail")
+    assert failed.returncode == 1 and "damaged after" in failed.stderr
+    assert "shard-000001.tar" in failed.stderr and "Traceback" not in failed.stderr
+    assert not (tmp_path / "fail").exists()
+    skipped = write_here(*common, "--output", tmp_path / "skip", "--on-bad-input", "skip")
+    assert skipped.returncode == 0, skipped.stderr
+    rows = read_dataset(tmp_path / "skip")
+    kept = [k for k in rows["key"].to_pylist() if int(k) >= 7]
+    assert rows.num_rows == 7 + len(kept) and 0 < len(kept) < 7  # the samples before the damage
+    (reject,) = recordmill.read_rejects(tmp_path / "skip")
+    assert reject["source"].endswith("shard-000001.tar") and "damaged after" in reject["reason"]
+
+
+def test_a_brace_pattern_naming_a_missing_shard_is_one_line(tmp_path):
+    folder = write_shards(tmp_path / "shards", shards=2)
+    result = write_here(
+        "--script", "webdataset", "--input", str(folder / "shard-{000000..000003}.tar"),
+        "--output", tmp_path / "out", "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "no shard" in result.stderr and "2 of 4 missing" in result.stderr
+
+
+def test_shards_on_s3_by_a_brace_pattern(s3, tmp_path):
+    import pyarrow.fs as pafs
+
+    folder = write_shards(tmp_path / "shards", shards=2)
+    for shard in sorted(folder.iterdir()):
+        fs, path = pafs.FileSystem.from_uri(s3(f"wds/{shard.name}"))
+        with fs.open_output_stream(path) as sink:
+            sink.write(shard.read_bytes())
+    given = s3("wds/shard-{000000..000001}.tar")
+    out = tmp_path / "out"
+    result = write_here("--script", "webdataset", "--input", given, "--output", out, "--quiet")
+    assert result.returncode == 0, result.stderr
+    local = expected_rows(str(folder / "shard-{000000..000001}.tar"))
+    table = read_dataset(out)
+    assert table["key"].to_pylist() == [s["__key__"] for s in local]
+    assert table["data"].to_pylist() == [s["jpg"] for s in local]
