@@ -22,6 +22,7 @@ BUILTINS = {  # the demo data's inputs, as the run scripts give them
     "ofrecord": lambda d: {"input": d / "ofrecord"},
     "torchrecord": lambda d: {"input": d / "torchrecord"},
     "webdataset": lambda d: {"input": d / "webdataset"},
+    "huggingface": lambda d: {"input": d / "huggingface"},
 }
 
 

@@ -10,6 +10,10 @@ A column of numbers with text in a few cells is an error naming the first such l
 string in silence. An empty cell is None except in string columns; an array cell is JSON. Column
 names follow recordmill's field-name rule (``petal.width`` -> ``petal_width``).
 
+JSON Lines files (``.jsonl``, ``.ndjson``, gzipped or zstd-compressed too: ``jsonl.py``) are read
+by this plugin under its other names too, ``--script jsonl`` and ``--script json``: a nested
+object becomes its JSON text, and a compressed file is one task.
+
 A task is read by pyarrow's CSV reader; where it cannot be sure, record by record, a record that
 does not parse naming the file, the line, the column, what was expected and what came
 (``--on-bad-input skip`` lists it among the rejects instead).
@@ -40,10 +44,10 @@ from recordmill.kit import (
     to_arrow_schema,
 )
 
-from . import fast
+from . import fast, jsonl
 
 CSV_SUFFIXES = (".csv", ".tsv")
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
+JSONL_SUFFIXES = jsonl.ALL_SUFFIXES
 INFER_ROWS = 1000
 # A column with numbers in at least this share of its (non-empty) cells and text in the others is
 # taken for a numeric column with a few bad cells: an error that points to --schema.
@@ -89,24 +93,20 @@ def _files(path):
         raise InputError(f"--input {path} is neither a file nor a folder")
     names = sorted(n for n in os.listdir(path) if n.lower().endswith(CSV_SUFFIXES + JSONL_SUFFIXES))
     if not names:
-        raise InputError(f"--input {path} holds no .csv, .tsv, .jsonl or .ndjson files")
+        raise InputError(
+            f"--input {path} holds no .csv, .tsv, .jsonl or .ndjson files (.jsonl.gz, .jsonl.zst too)"
+        )
     return tuple(os.path.join(path, n) for n in names)
 
 
 def _is_jsonl(path):
-    return path.lower().endswith(JSONL_SUFFIXES)
+    return jsonl.is_jsonl(path)
 
 
 def _lines(path, start=0, line_number=1):
     """(line number, byte offset after the line, text) from ``start``, in binary so that offsets
     are exact, and with CSV's embedded newlines left to the csv module."""
-    with open(path, "rb") as f:
-        f.seek(start)
-        offset = start
-        for raw in f:
-            offset += len(raw)
-            yield line_number, offset, raw.decode("utf-8")
-            line_number += 1
+    return jsonl.lines(path, start, line_number)
 
 
 def _delimiter(path, delimiter):
@@ -159,7 +159,7 @@ def _tasks(input_path, rows_per_task, delimiter):
         else:
             _, start = _header(path, delimiter)
             line = 2
-        if rows_per_task <= 0:
+        if rows_per_task <= 0 or jsonl.is_compressed(path):  # read from its start: one task
             tasks.append((path, start, line, -1))
             continue
         tasks += _blocks(path, start, line, rows_per_task, delimiter)
@@ -425,7 +425,7 @@ def _jsonl_rows(path, start, line, count, options):
                 options, f"{path}:{number}", f"expected a JSON object, got {type(row).__name__}"
             )
             continue
-        renamed = {_column(k): v for k, v in row.items()}
+        renamed = {_column(k): v for k, v in jsonl.flattened(row).items()}
         if len(renamed) != len(row):
             yield _bad(options, f"{path}:{number}", f"two keys name the same column: {list(row)}")
             continue

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from recordmill.dataset import versions
-from recordmill.dataset.manifest import list_values
 from recordmill.dataset.manifest import read as read_manifest
+from recordmill.dataset.manifest import token_counts
 from recordmill.dataset.rejects import read as read_rejects
 from recordmill.dataset.sizes import human_size
 from recordmill.errors import counted
@@ -75,7 +75,7 @@ def info_main(args: argparse.Namespace) -> int:
     _say("partitions:")
     for p in m["partitions"]:
         _say(f"  {p['file']}  {counted(p['rows'], 'row')}  {human_size(p['bytes'])}")
-    for name, count in list_values(m["partitions"]).items():
+    for name, count in token_counts(m["partitions"]).items():
         _say(f"{name}: {count:,} ids in all")
     rejects = (m.get("rejects") or {}).get("count", 0)
     if rejects:

@@ -112,6 +112,13 @@ def list_values(partitions: list[dict[str, Any]]) -> dict[str, int]:
     return total
 
 
+def token_counts(partitions: list[dict[str, Any]]) -> dict[str, int]:
+    """:func:`list_values` of the columns of token ids ("tokens", "input_ids", ...): what a
+    write's summary and ``recordmill info`` call tokens (labels or boxes are not)."""
+    counts = list_values(partitions)
+    return {n: c for n, c in counts.items() if "token" in n or n.endswith("ids")}
+
+
 def file_metadata(data: bytes, fmt: str) -> dict[bytes, bytes]:
     """The metadata of a file made by :func:`empty_file`."""
     source = pa.BufferReader(data)

@@ -104,9 +104,9 @@ class Summary:
         )
 
     def values(self) -> dict[str, int]:
-        """The ids each list-of-integers column of this version holds (a corpus's tokens)."""
+        """The ids each column of token ids of this version holds (a corpus's tokens)."""
         own = [p for p in self.manifest["partitions"] if p.get("version", 1) == self.version]
-        return manifest_file.list_values(own)
+        return manifest_file.token_counts(own)
 
     def _values(self) -> str:
         said = [

@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 from PIL import Image
 
 from recordmill.inputs import mindrecord_writer, ofrecord, recordio, torchrecord
@@ -40,7 +41,50 @@ def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
     if importlib.util.find_spec("lmdb") is not None:  # recordmill[torchrecord]
         torchrecord.make_demo(root / "torchrecord", np.random.default_rng(4))
     _webdataset(root / "webdataset", root / "images")
+    _huggingface(root / "huggingface", root / "images")
+    (root / "derive").mkdir(parents=True, exist_ok=True)
+    (root / "derive" / "keep_even.py").write_text(KEEP_EVEN)
     return root
+
+
+# The derive plugin's demo function: a filter and a map of the template's rows.
+KEEP_EVEN = '''"""The derive plugin's demo: the template's rows of even id, their file names in
+upper case and their features scaled."""
+
+
+def map(row):
+    if row["id"] % 2:
+        return None  # left out
+    return {**row, "file_name": row["file_name"].upper(), "feature": row["feature"] * 2}
+'''
+
+
+def _huggingface(folder: Path, images: Path) -> None:
+    """The demo's images as a folder Hugging Face's ``save_to_disk`` writes (made here without
+    datasets): an Arrow stream of rows {image: {bytes, path}, label, caption}, its features in
+    dataset_info.json, its files in state.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = sorted(p for p in images.rglob("*") if p.is_file())
+    synsets = [synset for synset, _ in CLASSES]
+    labels = [synsets.index(p.parent.name) for p in files]
+    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table(
+        {
+            "image": pa.array([{"bytes": p.read_bytes(), "path": None} for p in files], image),
+            "label": pa.array(labels, pa.int64()),
+            "caption": [f"a photo of a {CLASSES[k][1]}" for k in labels],
+        }
+    )
+    name = "data-00000-of-00001.arrow"
+    with pa.OSFile(str(folder / name), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    features = {
+        "image": {"_type": "Image"},
+        "label": {"names": [n for _, n in CLASSES], "_type": "ClassLabel"},
+        "caption": {"dtype": "string", "_type": "Value"},
+    }
+    (folder / "dataset_info.json").write_text(json.dumps({"features": features}))
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": name}]}))
 
 
 def _webdataset(folder: Path, images: Path) -> None:

@@ -48,6 +48,9 @@ BUILTIN_DIR = next(
     (p for p in (_PACKAGE_DIR / "builtin_plugins", _PACKAGE_DIR.parent / "plugins") if p.is_dir()),
     _PACKAGE_DIR / "builtin_plugins",
 )
+# Other names of built-in plugins, for what users look for: JSON Lines files are the csv
+# plugin's (it reads CSV, TSV and JSON Lines).
+BUILTIN_ALIASES = {"jsonl": "csv", "json": "csv"}
 # The package a plugin folder is imported as: this, the folder's name and a hash of its path.
 FOLDER_PACKAGES = "recordmill_plugin_"
 TEMPLATE_DIR = next(
@@ -165,7 +168,7 @@ def _is_name(text: str) -> bool:
 def _builtin(name: str) -> PluginRef | None:
     if not _is_name(name):
         return None
-    module_file = BUILTIN_DIR / name / PLUGIN_MODULE
+    module_file = BUILTIN_DIR / BUILTIN_ALIASES.get(name, name) / PLUGIN_MODULE
     if module_file.is_file():
         return PluginRef(name, "builtin", str(module_file))
     return None
@@ -215,6 +218,7 @@ def available_plugins(search_dir: Path | None = None) -> list[PluginRef]:
             for d in sorted(BUILTIN_DIR.iterdir())
             if (d / PLUGIN_MODULE).is_file()
         ]
+        found += [ref for alias in sorted(BUILTIN_ALIASES) if (ref := _builtin(alias))]
     return found
 
 

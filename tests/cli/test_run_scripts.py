@@ -24,6 +24,9 @@ SCRIPTS = {
     "recordio": 40,
     "ofrecord": 40,
     "torchrecord": 32,
+    "webdataset": 24,
+    "huggingface": 24,
+    "derive": 200,
 }
 
 

@@ -89,7 +89,7 @@ def csv(tmp_path, name, text, schema=None):
 def test_a_csv_folder_without_csv_files_is_named(tmp_path):
     folder = csv(tmp_path, "notes.txt", "x")
     assert refused("csv", tmp_path, input=folder).endswith(
-        f"--input {folder} holds no .csv, .tsv, .jsonl or .ndjson files"
+        f"--input {folder} holds no .csv, .tsv, .jsonl or .ndjson files (.jsonl.gz, .jsonl.zst too)"
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import recordmill
 from recordmill.read.dataset import to_numpy
-from tests.conftest import read_dataset, run_writer, write_here
+from tests.conftest import read_dataset, recordmill_here, run_writer, write_here
 
 ROWS = [
     {"id": 1, "name": 'say "hi", then go', "score": 0.5, "ok": True},
@@ -377,3 +377,39 @@ def test_a_huge_exponent_is_bad_input_at_once_and_a_blank_line_is_never_a_row(tm
         write_here("--script", "csv", "--input", tmp_path / "one.csv", "--output", tmp_path / "w")
     )
     assert "one.csv:3: expected 1 fields (name), got 0" in line
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".jsonl.zst"])
+def test_json_lines_by_their_own_name_compressed_and_nested(tmp_path, suffix):
+    """`--script jsonl` (an alias of csv, listed by recordmill plugins): plain, gzipped or zstd
+    files; a nested object becomes its JSON text; a bad line is named by file and line."""
+    import gzip
+
+    import pyarrow as pa
+
+    lines = [
+        {"id": 1, "meta": {"url": "http://x/1", "size": [3, 4]}, "tags": ["a", "b"], "v": [1, 2]},
+        {"id": 2, "meta": {"url": "http://x/2", "size": [5, 6]}, "tags": [], "v": [3]},
+    ]
+    text = "".join(json.dumps(r) + "\n" for r in lines) + "{not json\n"
+    path = tmp_path / f"rows{suffix}"
+    if suffix.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    elif suffix.endswith(".zst"):
+        with pa.output_stream(str(path), compression="zstd") as sink:
+            sink.write(text.encode())
+    else:
+        path.write_text(text)
+    failed = write_here("--script", "jsonl", "--input", path, "--output", tmp_path / "f", "--quiet")
+    assert failed.returncode == 1 and f"{path}:3: not valid JSON" in failed.stderr
+    out = tmp_path / "out"
+    result = write_here(
+        "--script", "jsonl", "--input", path, "--output", out, "--on-bad-input", "skip", "--quiet"
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = read_dataset(out).to_pylist()
+    assert [json.loads(r["meta"]) for r in rows] == [r["meta"] for r in lines]
+    assert [r["id"] for r in rows] == [1, 2] and rows[0]["v"] == [1, 2]
+    assert recordmill.read_rejects(out)[0]["source"] == f"{path}:3"
+    listed = recordmill_here("plugins")
+    assert "jsonl" in listed.stdout and "json " in listed.stdout

@@ -125,7 +125,8 @@ def test_a_brace_pattern_naming_a_missing_shard_is_one_line(tmp_path):
         "--output", tmp_path / "out", "--quiet",
     )  # fmt: skip
     assert result.returncode == 1
-    assert "no shard" in result.stderr and "2 of 4 missing" in result.stderr
+    said = "(expected a .tar file, a folder of them or a brace pattern of them; 2 of 4 missing)"
+    assert "no shard" in result.stderr and said in result.stderr
 
 
 def test_shards_on_s3_by_a_brace_pattern(s3, tmp_path):
@@ -144,3 +145,56 @@ def test_shards_on_s3_by_a_brace_pattern(s3, tmp_path):
     table = read_dataset(out)
     assert table["key"].to_pylist() == [s["__key__"] for s in local]
     assert table["data"].to_pylist() == [s["jpg"] for s in local]
+
+
+def test_what_is_not_a_shard_set_is_one_line_each(tmp_path):
+    folder = write_shards(tmp_path / "shards", shards=1)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "junk.tar").write_bytes(b"not a tar at all" * 40)
+    import tarfile
+
+    with tarfile.open(tmp_path / "plain.tar", "w") as tar:  # files with no extension: no sample
+        info = tarfile.TarInfo("README")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    cases = [
+        (["--input", tmp_path / "empty"], "holds no shard matching --pattern"),
+        (["--input", folder / "shard-000000.tar", "--pattern", "*.tgz"],
+         "picks the shards of a folder only"),
+        (["--input", tmp_path / "junk.tar"], "not a readable tar shard"),
+        (["--input", tmp_path / "plain.tar"], "no sample in it (files named KEY.EXTENSION)"),
+        (["--input", folder, "--image-ext", "png"], "--image-ext png: the samples have"),
+    ]  # fmt: skip
+    for k, (args, said) in enumerate(cases):
+        result = write_here(
+            "--script", "webdataset", *args, "--output", tmp_path / f"o{k}", "--quiet"
+        )  # fmt: skip
+        assert result.returncode != 0 and said in result.stderr, (said, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_a_member_cut_short_and_a_missing_end_are_damage(tmp_path):
+    import tarfile
+
+    folder = write_shards(tmp_path / "shards", shards=1)
+    whole = (folder / "shard-000000.tar").read_bytes()
+    end = whole.rstrip(b"\0")  # every sample whole, no end-of-archive blocks
+    (tmp_path / "noend").mkdir()
+    (tmp_path / "noend" / "a.tar").write_bytes(end + b"\0" * (-len(end) % 512))
+    result = write_here(
+        "--script", "webdataset", "--input", tmp_path / "noend", "--output", tmp_path / "o",
+        "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 1 and "bytes, no end-of-archive blocks" in result.stderr
+    (tmp_path / "cut").mkdir()
+    with tarfile.open(folder / "shard-000000.tar") as tar:
+        first = next(m for m in tar.getmembers() if m.size > 100)
+    cut = whole[: first.offset_data + first.size // 2]  # inside a file's bytes
+    (tmp_path / "cut" / "a.tar").write_bytes(cut)
+    result = write_here(
+        "--script", "webdataset", "--input", tmp_path / "cut", "--extensions", "jpg",
+        "--output", tmp_path / "o2", "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 1 and "damaged after 0 samples (unexpected end of data)" in (
+        result.stderr
+    )

@@ -1,0 +1,216 @@
+"""Built-in plugin ``huggingface``: a Hugging Face dataset already on this machine, read without
+``datasets`` and without the network.
+
+    python writer.py --script huggingface --input ~/data/mnist --split train --output out/mnist
+
+``--input`` is a folder ``save_to_disk`` wrote: a ``Dataset`` (``dataset_info.json``,
+``state.json`` and its ``data-*.arrow`` files) or a ``DatasetDict`` (``dataset_dict.json`` and a
+folder a split; ``--split`` picks one, by default ``train`` or the only one). Or the Parquet or
+Arrow files of a Hub dataset in the local cache (``~/.cache/huggingface/hub/datasets--ORG--NAME/
+snapshots/HASH/...``, a file or a folder; ``--pattern``), typed by the features Hugging Face keeps
+in each Parquet file's metadata. One task per file.
+
+The features become columns: a ``Value`` its type; a ``ClassLabel`` its int64 label and a string
+column ``NAME_name`` with the class's name; an ``Image`` or ``Audio`` the file's bytes as stored
+(read from its path where only a path is kept); a ``Sequence``/``List`` of numbers or strings an
+array (``Array2D``/``Array3D`` of their fixed shape); anything else nested (dicts, lists of
+dicts) its JSON text. Every column is nullable, as Hugging Face's values may be None.
+"""
+
+import fnmatch
+import functools
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from recordmill import kit
+from recordmill.kit import ConfigError, InputError, safe_name
+
+PATTERN = "*.parquet"
+NUMBERS = {
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+}  # fmt: skip
+TEXT = {"string": "string", "large_string": "string", "binary": "bytes", "large_binary": "bytes"}
+FILES = ("Image", "Audio", "Video", "Pdf")
+
+
+def add_options(parser):
+    parser.add_argument(
+        "--input",
+        required=True,
+        type=kit.Path,
+        help="a save_to_disk folder, or Parquet/Arrow files of a Hub dataset (a file or a folder)",
+    )
+    parser.add_argument("--split", help="a DatasetDict's split (default: train, or the only one)")
+    parser.add_argument(
+        "--pattern", default=PATTERN, help="files to take from a folder (default: %(default)s)"
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def source(given, split, pattern):
+    """(the data files, the features as Hugging Face writes them) of ``--input``."""
+    if os.path.isfile(os.path.join(given, "dataset_dict.json")):
+        with open(os.path.join(given, "dataset_dict.json")) as f:
+            splits = json.load(f)["splits"]
+        chosen = split or ("train" if "train" in splits or len(splits) != 1 else splits[0])
+        if chosen not in splits:
+            raise ConfigError(f"--split {chosen}: the dataset's splits are {', '.join(splits)}")
+        return source(os.path.join(given, chosen), None, pattern)
+    if split:
+        raise ConfigError(f"--split {split}: {given} is not a DatasetDict (no dataset_dict.json)")
+    if os.path.isfile(os.path.join(given, "state.json")):
+        with open(os.path.join(given, "state.json")) as f:
+            files = [os.path.join(given, d["filename"]) for d in json.load(f)["_data_files"]]
+        with open(os.path.join(given, "dataset_info.json")) as f:
+            return tuple(files), json.dumps(json.load(f)["features"])
+    files = _files(given, pattern)
+    return files, json.dumps(_parquet_features(files[0]))
+
+
+def _files(given, pattern):
+    if os.path.isfile(given):
+        return (given,)
+    if not os.path.isdir(given):
+        raise InputError(f"--input {given} is neither a file nor a folder")
+    found = sorted(
+        os.path.join(root, n)
+        for root, _, names in os.walk(given)
+        for n in names
+        if fnmatch.fnmatch(n, pattern)
+    )
+    if not found:
+        raise InputError(
+            f"--input {given} holds no save_to_disk dataset (state.json) and no file matching "
+            f"--pattern {pattern!r}"
+        )
+    return tuple(found)
+
+
+def _parquet_features(path):
+    metadata = pq.read_schema(path).metadata or {}
+    info = json.loads(metadata.get(b"huggingface", b"{}")).get("info", {})
+    if "features" not in info:
+        raise InputError(f"{path}: no Hugging Face features in its metadata (not a Hub file?)")
+    return info["features"]
+
+
+def task_number(options):
+    return len(source(options.input, options.split, options.pattern)[0])
+
+
+def _spec(feature):
+    """A feature as recordmill fields: {suffix: spec} ("" for the column itself)."""
+    kind = feature.get("_type")
+    if kind == "Value":
+        dtype = feature["dtype"]
+        if dtype in NUMBERS:
+            return {"": {"type": dtype, "nullable": True}}
+        return {"": {"type": TEXT.get(dtype, "string"), "nullable": True}}
+    if kind == "ClassLabel":
+        return {
+            "": {"type": "int64", "nullable": True},
+            "_name": {"type": "string", "nullable": True},
+        }
+    if kind in FILES:
+        return {"": {"type": "bytes", "nullable": True}}
+    if kind in ("Array2D", "Array3D", "Array4D", "Array5D"):
+        return {"": {"type": feature["dtype"], "shape": list(feature["shape"]), "nullable": True}}
+    inner = feature.get("feature")
+    plain = isinstance(inner, dict) and inner.get("_type") == "Value"
+    if kind in ("Sequence", "List", "LargeList") and plain:
+        dtype = inner["dtype"]
+        if dtype in NUMBERS or dtype in TEXT:
+            value = dtype if dtype in NUMBERS else TEXT[dtype]
+            return {"": {"type": value, "shape": [-1], "nullable": True}}
+    return {"": {"type": "string", "nullable": True}}  # nested: its JSON text
+
+
+@functools.lru_cache(maxsize=4)
+def columns(given, split, pattern):
+    """(column name, feature, {field: spec}) for every feature, in order."""
+    features = json.loads(source(given, split, pattern)[1])
+    out = []
+    for name, feature in features.items():
+        if isinstance(feature, list) and feature:  # [feature]: a list of it
+            feature = {"_type": "List", "feature": feature[0]}
+        if not isinstance(feature, dict) or "_type" not in feature:
+            feature = {"_type": "nested"}
+        fields = {safe_name(name) + suffix: spec for suffix, spec in _spec(feature).items()}
+        out.append((name, feature, fields))
+    return tuple(out)
+
+
+def schema(options):
+    return {
+        field: spec
+        for _, _, fields in columns(options.input, options.split, options.pattern)
+        for field, spec in fields.items()
+    }
+
+
+def _batches(path):
+    if path.endswith(".parquet"):
+        yield from pq.ParquetFile(path).iter_batches(batch_size=1024)
+        return
+    with pa.memory_map(path) as source_file:
+        try:
+            reader = pa.ipc.open_stream(source_file)
+        except pa.ArrowInvalid:  # an Arrow IPC file (random access) rather than a stream
+            reader = pa.ipc.open_file(source_file)
+            yield from (reader.get_batch(i) for i in range(reader.num_record_batches))
+            return
+        yield from reader
+
+
+def _value(feature, value, folder):
+    kind = feature.get("_type")
+    if value is None:
+        return None
+    if kind in FILES:
+        if isinstance(value, dict):
+            if value.get("bytes") is not None:
+                return value["bytes"]
+            path = value.get("path")
+            if path:
+                with open(path if os.path.isabs(path) else os.path.join(folder, path), "rb") as f:
+                    return f.read()
+            return None
+        return value
+    if kind.startswith("Array"):
+        return np.asarray(value, dtype=feature["dtype"])
+    if kind == "nested" or (kind in ("List", "Sequence", "LargeList") and not _flat(value)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value
+
+
+def _flat(value):
+    return isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
+
+
+def dict_data(task_id, options):
+    files = source(options.input, options.split, options.pattern)[0]
+    path = files[task_id]
+    described = columns(options.input, options.split, options.pattern)
+    yield kit.Source(path)
+    folder = os.path.dirname(path)
+    for batch in _batches(path):
+        values = batch.to_pydict()
+        for i in range(batch.num_rows):
+            row = {}
+            for name, feature, _ in described:
+                value = values[name][i]
+                column = safe_name(name)
+                row[column] = _value(feature, value, folder)
+                if feature.get("_type") == "ClassLabel":
+                    row[column + "_name"] = _class_name(feature, value)
+            yield row
+
+
+def _class_name(feature, label):
+    names = feature.get("names") or []
+    return names[label] if label is not None and 0 <= label < len(names) else None
