@@ -407,7 +407,9 @@ def test_overwrite_never_deletes_a_folder_that_is_not_a_dataset(counting_plugin,
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "thesis.tex").write_text("years of work")
-    with pytest.raises(OutputError, match="recordmill never replaces it, even with --overwrite"):
+    with pytest.raises(
+        OutputError, match=r"is a folder that holds other files \(it is not a recordmill "
+    ):
         recordmill.write(counting_plugin, precious, overwrite=True, progress=False)
     assert (precious / "thesis.tex").read_text() == "years of work"
 
