@@ -23,6 +23,7 @@ BUILTINS = {  # the demo data's inputs, as the run scripts give them
     "torchrecord": lambda d: {"input": d / "torchrecord"},
     "webdataset": lambda d: {"input": d / "webdataset"},
     "huggingface": lambda d: {"input": d / "huggingface"},
+    "audio": lambda d: {"input": d / "audio"},
 }
 
 

@@ -11,6 +11,7 @@ import importlib.util
 import io
 import json
 import tarfile
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -42,9 +43,25 @@ def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
         torchrecord.make_demo(root / "torchrecord", np.random.default_rng(4))
     _webdataset(root / "webdataset", root / "images")
     _huggingface(root / "huggingface", root / "images")
+    _audio(root / "audio", np.random.default_rng(7))
     (root / "derive").mkdir(parents=True, exist_ok=True)
     (root / "derive" / "keep_even.py").write_text(KEEP_EVEN)
     return root
+
+
+def _audio(folder: Path, rng: np.random.Generator) -> None:
+    """12 short WAV clips (16-bit, 8 kHz, mono), 4 a class folder: tones of each class's pitch."""
+    for label, (synset, _) in enumerate(CLASSES):
+        (folder / synset).mkdir(parents=True, exist_ok=True)
+        for i in range(4):
+            frames = int(rng.integers(2000, 8000))
+            pitch = np.sin(np.arange(frames) * (label + 1) / 10) * 8000
+            noise = rng.normal(0, 500, frames)
+            with wave.open(str(folder / synset / f"clip_{i}.wav"), "wb") as w:
+                w.setnchannels(1)
+                w.setsampwidth(2)
+                w.setframerate(8000)
+                w.writeframes((pitch + noise).astype("<i2").tobytes())
 
 
 # The derive plugin's demo function: a filter and a map of the template's rows.

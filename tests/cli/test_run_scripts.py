@@ -27,6 +27,7 @@ SCRIPTS = {
     "webdataset": 24,
     "huggingface": 24,
     "derive": 200,
+    "audio": 12,
 }
 
 
