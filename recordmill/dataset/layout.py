@@ -64,7 +64,7 @@ def partition_file(index: int, count: int, fmt: str, version: int = 1) -> str:
 def partition_version(name: str) -> int | None:
     """The version a partition file's name says (1 for the unversioned names); None for a name
     that is not a partition's."""
-    match = PARTITION.match(name)
+    match = PARTITION.fullmatch(name)
     if match is None:
         return None
     return int(match.group(1)) if match.group(1) else 1

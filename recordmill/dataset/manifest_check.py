@@ -192,7 +192,7 @@ def _check_files(manifest: dict[str, Any]) -> None:
     seen: set[str] = set()
     for i, entry in enumerate(manifest["partitions"]):
         where = f"partition {i}"
-        if not layout.PARTITION.match(entry["file"]) or entry["file"] in seen:
+        if not layout.PARTITION.fullmatch(entry["file"]) or entry["file"] in seen:
             said = "named twice" if entry["file"] in seen else "not a partition file name"
             raise Damaged(f'{where}: "file" is {json.dumps(entry["file"])[:80]}, {said}')
         seen.add(entry["file"])
@@ -211,7 +211,7 @@ def _check_files(manifest: dict[str, Any]) -> None:
         listed = entry.get("rejects") if isinstance(entry, dict) else None
         files.append(listed.get("file") if isinstance(listed, dict) else None)
     for name in files:
-        if name is not None and not (isinstance(name, str) and layout.REJECTS.match(name)):
+        if name is not None and not (isinstance(name, str) and layout.REJECTS.fullmatch(name)):
             raise Damaged(f"a rejects file is {json.dumps(name)[:80]}, not a rejects file name")
 
 

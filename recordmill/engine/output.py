@@ -69,7 +69,7 @@ class OutputDir:
             return "empty"
         if manifest_file.find(self.final) is not None or layout.OLD_MANIFEST in names:
             return "dataset"
-        if all(layout.PARTITION.match(n) or layout.REJECTS.match(n) for n in names):
+        if all(layout.PARTITION.fullmatch(n) or layout.REJECTS.fullmatch(n) for n in names):
             return "leftover"
         return "other"
 

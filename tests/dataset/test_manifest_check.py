@@ -246,6 +246,18 @@ STRUCTURE = {  # a damage -> the line that names it
         lambda m: _part(m).update(file="../../secret.parquet"),
         'partition 0: "file" is "../../secret.parquet", not a partition file name',
     ),
+    "a path in a name that matches at its start": (
+        lambda m: _part(m).update(file=_part(m)["file"] + "/../../escaped"),
+        '/../../escaped", not a partition file name',
+    ),
+    "a name with a newline after it": (
+        lambda m: _part(m).update(file=_part(m)["file"] + "\n"),
+        '\\n", not a partition file name',
+    ),
+    "a path before a partition's name": (
+        lambda m: _part(m).update(file="x/../../" + _part(m)["file"]),
+        'partition 0: "file" is "x/../../part-',
+    ),
     "a file twice": (
         lambda m: m["partitions"][1].update(file=_part(m)["file"]),
         'partition 1: "file" is ',

@@ -276,3 +276,32 @@ def test_a_lease_taken_over_by_another_run_between_two_requests_is_refused(proxi
         f"another recordmill run took over s3://{lease} just now; wait for it to finish"
     )
     assert fault.done == 1 and lease_body(uri) == other
+
+
+def test_the_lease_is_renewed_at_its_renewal_interval_not_its_length(proxied, monkeypatch):
+    """The cadence itself, observed: each renewal (a PUT of the lease) comes RENEW_SECONDS after
+    the one before, a quarter of the lease's length, so that a lease never lapses between two
+    renewals of a live run (renewed at its own length, it could, and another run take over)."""
+    from recordmill.engine import lease as lease_module
+
+    monkeypatch.setattr(lease_module, "LEASE_SECONDS", 2.0)
+    monkeypatch.setattr(lease_module, "RENEW_SECONDS", 0.5)
+    _, uri, _, _ = proxied
+    renewed: list[float] = []
+    renew = lease_module.Lease._renew
+    monkeypatch.setattr(
+        lease_module.Lease, "_renew", lambda self: renewed.append(time.monotonic()) or renew(self)
+    )
+    held = lease_module.Lease.take(Store.at(uri))
+    began = time.monotonic()
+    try:
+        deadline = began + ENDS_WITHIN
+        while len(renewed) < 4:  # waits on the renewals themselves, however busy the machine
+            assert time.monotonic() < deadline, renewed
+            time.sleep(0.05)
+    finally:
+        held.release()
+    gaps = [b - a for a, b in zip([began, *renewed[:-1]], renewed, strict=True)]
+    assert all(gap >= 0.45 for gap in gaps), gaps  # not more often than the interval
+    assert min(gaps) < 1.0 and sorted(gaps)[len(gaps) // 2] < 1.0, gaps  # nor at the lease's 2 s
+    assert lease_holder(uri) is None  # released: the next run takes it at once

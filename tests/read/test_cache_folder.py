@@ -126,6 +126,19 @@ def test_a_cache_dir_others_may_write_or_own_is_not_used(dataset, shared):
     assert ds.cache is None and ids(ds) == list(range(ROWS))
 
 
+@pytest.mark.parametrize("mode", [0o750, 0o755, 0o705, 0o770, 0o701, 0o710])
+def test_a_user_folder_others_may_read_or_enter_is_not_used(dataset, shared, mode):
+    """The near neighbours of a world-writable folder: one the group or others may only read
+    or enter (0750, 0755, ...) holds this user's parts and orders all the same; refused alike."""
+    os.chmod(shared, 0o1777)
+    mine = Path(shared) / f"user-{os.geteuid()}"
+    mine.mkdir(mode=0o700)
+    os.chmod(mine, mode)
+    with pytest.warns(recordmill.RecordmillWarning, match=r"may be read or written by other users"):
+        ds = recordmill.open(dataset, cache_dir=shared)
+    assert ds.cache is None and ids(ds) == list(range(ROWS))
+
+
 def poisoned(cache, part) -> tuple[str, bytes]:
     """An Arrow IPC file of ``part``'s rows as the cache keeps them, but every id 666, named as
     the cache names a part (its CRC-32C right): only where it lies and whose it is tell it."""
