@@ -43,7 +43,8 @@ def add_options(parser):
 def classes(folder):
     if not os.path.isdir(folder):
         raise InputError(f"--input {folder} is not a folder")
-    return tuple(sorted(e.name for e in os.scandir(folder) if e.is_dir()))
+    # (hidden folders, such as .ipynb_checkpoints, are no class)
+    return tuple(sorted(e.name for e in os.scandir(folder) if e.is_dir() and e.name[0] != "."))
 
 
 def _files(folder):
@@ -55,6 +56,8 @@ def _files(folder):
 def task_number(options):
     if options.rate is not None and not options.decode:
         raise ConfigError("--rate resamples decoded samples: give --decode too")
+    if options.rate is not None and options.rate < 1:
+        raise ConfigError(f"--rate must be 1 or more samples a second, got {options.rate}")
     found = classes(options.input)
     if not found and not _files(options.input):
         raise InputError(f"--input {options.input} holds no .wav or .flac file and no folder")
@@ -97,7 +100,10 @@ def decode(path, data, rate):
             import soundfile
         except ImportError:
             raise ConfigError("decoding FLAC needs soundfile: pip install soundfile") from None
-        samples, own = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        try:
+            samples, own = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+        except Exception as e:  # soundfile's own errors (LibsndfileError...): bad input
+            raise ValueError(f"not a FLAC file soundfile decodes ({e})") from None
     else:
         with wave.open(io.BytesIO(data)) as w:
             own, width, channels = w.getframerate(), w.getsampwidth(), w.getnchannels()

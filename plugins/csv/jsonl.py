@@ -36,6 +36,8 @@ def lines(path, start=0, line_number=1):
 def _numbered(raw_lines, offset, line_number):
     for raw in raw_lines:
         offset += len(raw)
+        if offset == len(raw) and raw.startswith(b"\xef\xbb\xbf"):  # a file's byte-order mark
+            raw = raw[3:]
         yield line_number, offset, raw.decode("utf-8")
         line_number += 1
 

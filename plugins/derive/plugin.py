@@ -84,16 +84,17 @@ def _function(spec):
 @functools.lru_cache(maxsize=4)
 def _input(given, version):
     """('dataset', rows) of a recordmill dataset, or ('parquet', ((file, rows), ...))."""
-    try:
-        manifest = recordmill.read_manifest(given)
-    except Exception:  # no manifest: Parquet files
-        manifest = None
-    if manifest is not None:
+    local = "://" not in given
+    has_manifest = not local or any(
+        os.path.exists(os.path.join(given, f"_manifest.{f}")) for f in ("parquet", "arrow")
+    )
+    if has_manifest:  # a recordmill dataset: its own errors said as they are
         return "dataset", len(recordmill.open(given, version=version, cache_dir=False))
     if version is not None:
         raise ConfigError(f"--version: {given} is not a recordmill dataset (no manifest)")
     path = kit.Path(given)
-    files = [path] if os.path.isfile(path) else sorted(glob.glob(os.path.join(path, "*.parquet")))
+    found = sorted(glob.glob(os.path.join(path, "*.parquet")))
+    files = [path] if os.path.isfile(path) else [f for f in found if not _hidden(f)]
     if not files:
         raise InputError(f"--input {given}: no recordmill dataset and no .parquet file there")
     return "parquet", tuple((f, pq.ParquetFile(f).metadata.num_rows) for f in files)
@@ -129,7 +130,9 @@ def schema(options):
         return None  # no row comes out of the first ones: recordmill types the later ones
     given = _input_schema(options.input, options.version)
     new = [k for k in first[0] if k not in given.names]
-    inferred = infer_schema({k: first[0][k] for k in new}, first[1:]) if new else None
+    # each new column typed from its first value that is not None
+    sample = {k: next((r[k] for r in first if r.get(k) is not None), None) for k in new}
+    inferred = infer_schema(sample, first[1:]) if new else None
     fields = [given.field(k) if k in given.names else inferred.field(k) for k in first[0]]
     return pa.schema(fields)
 
@@ -207,3 +210,8 @@ def dict_data(task_id, options):
                 "a dict (the new row) or None (to leave the row out)"
             )
         yield result
+
+
+def _hidden(path):
+    """A file Parquet readers pass over too (``_SUCCESS``, ``_metadata``, ``.crc``)."""
+    return os.path.basename(path).startswith(("_", "."))

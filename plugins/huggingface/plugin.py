@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from recordmill import kit
-from recordmill.kit import ConfigError, InputError, safe_name
+from recordmill.kit import ConfigError, InputError, bad_input, safe_name
 
 PATTERN = "*.parquet"
 NUMBERS = {
@@ -36,6 +36,7 @@ NUMBERS = {
 }  # fmt: skip
 TEXT = {"string": "string", "large_string": "string", "binary": "bytes", "large_binary": "bytes"}
 FILES = ("Image", "Audio", "Video", "Pdf")
+LISTS = ("Sequence", "List", "LargeList")
 
 
 def add_options(parser):
@@ -58,6 +59,8 @@ def source(given, split, pattern):
         with open(os.path.join(given, "dataset_dict.json")) as f:
             splits = json.load(f)["splits"]
         chosen = split or ("train" if "train" in splits or len(splits) != 1 else splits[0])
+        if split is None and chosen not in splits:
+            raise ConfigError(f"give --split: the dataset's splits are {', '.join(splits)}")
         if chosen not in splits:
             raise ConfigError(f"--split {chosen}: the dataset's splits are {', '.join(splits)}")
         return source(os.path.join(given, chosen), None, pattern)
@@ -92,7 +95,14 @@ def _files(given, pattern):
 
 
 def _parquet_features(path):
-    metadata = pq.read_schema(path).metadata or {}
+    if path.endswith(".parquet"):
+        metadata = pq.read_schema(path).metadata or {}
+    else:  # an Arrow file of the Hub's cache: a stream (or a file) with the same metadata
+        with pa.memory_map(path) as f:
+            try:
+                metadata = pa.ipc.open_stream(f).schema.metadata or {}
+            except pa.ArrowInvalid:
+                metadata = pa.ipc.open_file(f).schema.metadata or {}
     info = json.loads(metadata.get(b"huggingface", b"{}")).get("info", {})
     if "features" not in info:
         raise InputError(f"{path}: no Hugging Face features in its metadata (not a Hub file?)")
@@ -120,14 +130,20 @@ def _spec(feature):
         return {"": {"type": "bytes", "nullable": True}}
     if kind in ("Array2D", "Array3D", "Array4D", "Array5D"):
         return {"": {"type": feature["dtype"], "shape": list(feature["shape"]), "nullable": True}}
-    inner = feature.get("feature")
-    plain = isinstance(inner, dict) and inner.get("_type") == "Value"
-    if kind in ("Sequence", "List", "LargeList") and plain:
-        dtype = inner["dtype"]
-        if dtype in NUMBERS or dtype in TEXT:
-            value = dtype if dtype in NUMBERS else TEXT[dtype]
-            return {"": {"type": value, "shape": [-1], "nullable": True}}
+    dtype = _plain_list(feature)
+    if dtype is not None:
+        value = dtype if dtype in NUMBERS else TEXT[dtype]
+        return {"": {"type": value, "shape": [-1], "nullable": True}}
     return {"": {"type": "string", "nullable": True}}  # nested: its JSON text
+
+
+def _plain_list(feature):
+    """The value type of a list of numbers or strings (an array column); None otherwise."""
+    inner = feature.get("feature")
+    if feature.get("_type") in LISTS and isinstance(inner, dict) and inner.get("_type") == "Value":
+        dtype = inner["dtype"]
+        return dtype if dtype in NUMBERS or dtype in TEXT else None
+    return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -168,28 +184,37 @@ def _batches(path):
 
 
 def _value(feature, value, folder):
+    """A feature's value as its column holds it (see the module); ValueError for a file that
+    cannot be read."""
     kind = feature.get("_type")
     if value is None:
         return None
     if kind in FILES:
-        if isinstance(value, dict):
-            if value.get("bytes") is not None:
-                return value["bytes"]
-            path = value.get("path")
-            if path:
-                with open(path if os.path.isabs(path) else os.path.join(folder, path), "rb") as f:
-                    return f.read()
-            return None
-        return value
+        return _file_bytes(value, folder) if isinstance(value, dict) else value
     if kind.startswith("Array"):
         return np.asarray(value, dtype=feature["dtype"])
-    if kind == "nested" or (kind in ("List", "Sequence", "LargeList") and not _flat(value)):
-        return json.dumps(value, ensure_ascii=False, default=str)
-    return value
+    if kind == "Value" and feature["dtype"] not in NUMBERS and feature["dtype"] not in TEXT:
+        return str(value)  # a timestamp, a date, a decimal: as text
+    if kind in ("Value", "ClassLabel") or _plain_list(feature) is not None:
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _flat(value):
-    return isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
+def _file_bytes(value, folder):
+    """An Image's (Audio's...) bytes, or the file its path names inside the dataset's folder."""
+    if value.get("bytes") is not None:
+        return value["bytes"]
+    path = value.get("path")
+    if not path:
+        return None
+    full = os.path.realpath(os.path.join(folder, path))
+    if os.path.commonpath([full, os.path.realpath(folder)]) != os.path.realpath(folder):
+        raise ValueError(f"its file {path!r} is outside the dataset's folder {folder}")
+    try:
+        with open(full, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"its file {path!r} cannot be read ({e.strerror or e})") from None
 
 
 def dict_data(task_id, options):
@@ -198,16 +223,22 @@ def dict_data(task_id, options):
     described = columns(options.input, options.split, options.pattern)
     yield kit.Source(path)
     folder = os.path.dirname(path)
+    before = 0  # the file's rows in the batches before this one
     for batch in _batches(path):
-        values = batch.to_pydict()
+        values, before = batch.to_pydict(), before + batch.num_rows
         for i in range(batch.num_rows):
             row = {}
-            for name, feature, _ in described:
-                value = values[name][i]
-                column = safe_name(name)
-                row[column] = _value(feature, value, folder)
-                if feature.get("_type") == "ClassLabel":
-                    row[column + "_name"] = _class_name(feature, value)
+            try:
+                for name, feature, _ in described:
+                    value = values[name][i]
+                    column = safe_name(name)
+                    row[column] = _value(feature, value, folder)
+                    if feature.get("_type") == "ClassLabel":
+                        row[column + "_name"] = _class_name(feature, value)
+            except ValueError as e:
+                at = before - batch.num_rows + i
+                yield bad_input(options, f"{path} row {at}", f"{path}, row {at}, {name!r}: {e}")
+                continue
             yield row
 
 

@@ -78,7 +78,8 @@ def expand(pattern):
     if ends:
         lo, hi = ends.groups()
         width = len(lo) if lo.startswith("0") else 0
-        choices = [str(n).zfill(width) for n in range(int(lo), int(hi) + 1)]
+        step = 1 if int(hi) >= int(lo) else -1  # {10..1} counts down, as bash's does
+        choices = [str(n).zfill(width) for n in range(int(lo), int(hi) + step, step)]
     else:
         choices = inner.split(",")
     head, tail = pattern[: match.start()], pattern[match.end() :]
@@ -161,8 +162,9 @@ def found_extensions(given, pattern, listed):
 
 
 def _image_ext(options, extensions):
-    chosen = options.image_ext or next((e for e in extensions if e in images.EXTENSIONS), None)
-    if options.image_ext and options.image_ext not in extensions:
+    given = (options.image_ext or "").strip().lower().lstrip(".")
+    chosen = given or next((e for e in extensions if e in images.EXTENSIONS), None)
+    if given and given not in extensions:
         raise ConfigError(f"--image-ext {options.image_ext}: the samples have {extensions}")
     return chosen
 

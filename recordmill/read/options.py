@@ -8,6 +8,7 @@ or a fraction of the free space of the cache folder's disk (``0.3``; the default
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -23,6 +24,7 @@ DEFAULT_CACHE_FRACTION = 0.5
 CacheLimit = int | str | float | None
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_FRACTION = re.compile(r"\s*0?\.\d+\s*|\s*1\.0*\s*")
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*", re.I)
 
 
@@ -72,11 +74,17 @@ def cache_limit_bytes(limit: int | str | float | None, free: int) -> int:
     ``free`` (a float from 0 to 1); None: ``DEFAULT_CACHE_FRACTION`` of ``free``."""
     if limit is None:
         return int(free * DEFAULT_CACHE_FRACTION)
+    if isinstance(limit, str) and _FRACTION.fullmatch(limit):  # "0.3" from a CLI or YAML
+        limit = float(limit)
     if isinstance(limit, float) and 0 < limit <= 1:
         return int(free * limit)
-    if type(limit) is int and limit >= 0:
-        return limit
-    if isinstance(limit, str) and (m := _SIZE.fullmatch(limit)):
+    if isinstance(limit, numbers.Integral) and not isinstance(limit, bool) and limit >= 0:
+        return int(limit)
+    if (
+        isinstance(limit, str)
+        and (m := _SIZE.fullmatch(limit))
+        and (m.group(2) or "." not in m.group(1))
+    ):
         number, unit, binary = float(m.group(1)), m.group(2).lower(), m.group(3)
         scale = 1024 ** "_kmgt".index(unit) if binary and unit else _UNITS[unit]
         return int(number * scale)

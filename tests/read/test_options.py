@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 
 import recordmill
@@ -26,13 +27,15 @@ from tests.read.test_cache import local_parquet
         (0.25, 250),
         (1.0, 1000),
         (None, 500),  # half the free space by default
+        ("0.3", 300),  # a fraction as a CLI or a YAML file gives it
+        (np.int64(4096), 4096),
     ],
 )
 def test_cache_limit_takes_what_users_write(given, expected):
     assert cache_limit_bytes(given, free=1000) == expected
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, 0.0, "fifty", "50 XB", True, [1]])
+@pytest.mark.parametrize("bad", [-1, 1.5, 0.0, "fifty", "50 XB", True, [1], "1.5"])
 def test_a_cache_limit_that_is_no_size_is_refused_at_open_in_one_line(tmp_path, bad):
     local_parquet(tmp_path)
     with pytest.raises(ValueError, match=r"^cache_limit must be bytes .*got ") as caught:

@@ -123,3 +123,19 @@ def test_8_and_24_bit_wav_and_flac_decoding_without_soundfile(tmp_path):
         flac = write_here("--script", "audio", "--input", tmp_path / "clips", "--decode",
                           "--output", tmp_path / "f", "--quiet")  # fmt: skip
         assert "decoding FLAC needs soundfile: pip install soundfile" in flac.stderr
+
+
+def test_hidden_folders_are_no_class_and_a_rate_must_be_positive(tmp_path):
+    root = tmp_path / "clips"
+    write_wav(root / ".ipynb_checkpoints" / "a.wav", tone(100, 1, 0), 8000)
+    write_wav(root / "dog" / "a.wav", tone(100, 1, 0), 8000)
+    out = tmp_path / "out"
+    assert (
+        write_here("--script", "audio", "--input", root, "--output", out, "--quiet").returncode == 0
+    )
+    assert read_dataset(out)["class"].to_pylist() == ["dog"]
+    zero = write_here("--script", "audio", "--input", root, "--decode", "--rate", "0",
+                      "--output", tmp_path / "z", "--quiet")  # fmt: skip
+    assert (
+        zero.returncode != 0 and "--rate must be 1 or more samples a second, got 0" in zero.stderr
+    )

@@ -4,6 +4,7 @@ as datasets' own reader gives them."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 
@@ -33,6 +34,8 @@ def make(n: int = 12) -> datasets.Dataset:
             "ids": datasets.Sequence(datasets.Value("int32")),
             "grid": datasets.Array2D(shape=(2, 3), dtype="float32"),
             "meta": {"source": datasets.Value("string"), "n": datasets.Value("int64")},
+            "tags": datasets.Sequence(datasets.ClassLabel(names=["O", "PER", "LOC"])),
+            "when": datasets.Value("timestamp[s]"),
         }
     )
     rows = {
@@ -43,6 +46,8 @@ def make(n: int = 12) -> datasets.Dataset:
         "ids": [list(range(i % 4)) for i in range(n)],
         "grid": [np.full((2, 3), i, np.float32) for i in range(n)],
         "meta": [{"source": f"s{i}", "n": i} for i in range(n)],
+        "tags": [[i % 3, (i + 1) % 3] for i in range(n)],
+        "when": [datetime.datetime(2026, 1, 1 + i % 28) for i in range(n)],
     }
     return datasets.Dataset.from_dict(rows, features=features)
 
@@ -61,6 +66,8 @@ def check(out, theirs: datasets.Dataset) -> None:
         assert list(ours["ids"]) == sample["ids"]
         assert np.array_equal(np.asarray(ours["grid"]), np.asarray(sample["grid"]))
         assert json.loads(ours["meta"]) == sample["meta"]
+        assert json.loads(ours["tags"]) == sample["tags"]  # labels of a list: JSON text
+        assert ours["when"] == str(sample["when"])
 
 
 def test_a_save_to_disk_folder_and_a_dataset_dict(tmp_path):
@@ -113,7 +120,9 @@ def test_what_is_not_a_hugging_face_dataset_is_one_line_each(tmp_path):
     make(3).save_to_disk(str(tmp_path / "one"))
     (tmp_path / "empty").mkdir()
     pq.write_table(pa.table({"a": [1]}), tmp_path / "plain.parquet")  # no features kept
+    datasets.DatasetDict({"a": make(2), "b": make(2)}).save_to_disk(str(tmp_path / "ab"))
     cases = [
+        (["--input", tmp_path / "ab"], "give --split: the dataset's splits are a, b"),
         (["--input", tmp_path / "one", "--split", "train"], "is not a DatasetDict (no dataset_dict.json)"),
         (["--input", tmp_path / "empty"], "holds no save_to_disk dataset (state.json) and no file matching --pattern"),
         (["--input", tmp_path / "plain.parquet"], "no Hugging Face features in its metadata (not a Hub file?)"),
@@ -124,3 +133,28 @@ def test_what_is_not_a_hugging_face_dataset_is_one_line_each(tmp_path):
         )  # fmt: skip
         assert result.returncode != 0 and said in result.stderr, (said, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_an_image_path_outside_the_dataset_s_folder_is_bad_input(tmp_path):
+    """A Hub file's image given by a path (no bytes) is read only inside the dataset's folder:
+    a path out of it (a planted ../../ or an absolute one) is bad input, never read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "secret.txt").write_text("not for the output")
+    ds = datasets.Dataset.from_dict({"image": [{"bytes": png(1), "path": None}]},
+                                    features=datasets.Features({"image": datasets.Image()}))  # fmt: skip
+    (tmp_path / "hub").mkdir()
+    ds.to_parquet(str(tmp_path / "hub" / "a.parquet"))
+    table = pq.read_table(tmp_path / "hub" / "a.parquet")
+    planted = pa.array([{"bytes": None, "path": "../secret.txt"}], table.schema.field("image").type)
+    pq.write_table(table.set_column(0, "image", planted), tmp_path / "hub" / "a.parquet")
+    common = ["--script", "huggingface", "--input", tmp_path / "hub", "--quiet"]
+    failed = write_here(*common, "--output", tmp_path / "f")
+    assert failed.returncode == 1 and "is outside the dataset's folder" in failed.stderr
+    skipped = write_here(*common, "--output", tmp_path / "s", "--on-bad-input", "skip")
+    assert skipped.returncode == 0 and len(recordmill.read_rejects(tmp_path / "s")) == 1
+    missing = pa.array([{"bytes": None, "path": "gone.png"}], table.schema.field("image").type)
+    pq.write_table(table.set_column(0, "image", missing), tmp_path / "hub" / "a.parquet")
+    failed = write_here(*common, "--output", tmp_path / "g")
+    assert failed.returncode == 1 and "its file 'gone.png' cannot be read (" in failed.stderr

@@ -198,3 +198,17 @@ def test_a_member_cut_short_and_a_missing_end_are_damage(tmp_path):
     assert result.returncode == 1 and "damaged after 0 samples (unexpected end of data)" in (
         result.stderr
     )
+
+
+def test_brace_patterns_count_up_and_down_as_bash_does():
+    import importlib.util
+
+    from recordmill.plugin.manager import BUILTIN_DIR
+
+    spec = importlib.util.spec_from_file_location(
+        "wds_plugin", BUILTIN_DIR / "webdataset" / "plugin.py"
+    )
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    assert plugin.expand("s-{08..11}.tar") == ["s-08.tar", "s-09.tar", "s-10.tar", "s-11.tar"]
+    assert plugin.expand("s-{3..1}-{a,b}") == ["s-3-a", "s-3-b", "s-2-a", "s-2-b", "s-1-a", "s-1-b"]
