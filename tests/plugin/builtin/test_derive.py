@@ -3,13 +3,17 @@ a user's function, as a new dataset or the source's next version."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import textwrap
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import recordmill
-from tests.conftest import make_plugin, write_here
+from tests.conftest import ENDS_WITHIN, REPO, make_plugin, wait_for_staged_tasks, write_here
 
 SOURCE = """
     import numpy as np
@@ -130,3 +134,43 @@ def test_what_derive_cannot_read_is_one_line_each(tmp_path):
         result = write_here("--script", "derive", *args, "--output", tmp_path / f"o{k}", "--quiet")
         assert result.returncode != 0 and said in result.stderr, (said, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+GATED = """
+import os
+import time
+
+GATE = {gate!r}
+
+
+def map(row):
+    # Rows of the later tasks wait for the gate: the run is surely mid-way when it is killed.
+    while row["id"] >= 900 and not os.path.exists(GATE):
+        time.sleep(0.01)
+    return {{"id": row["id"], "caption": row["caption"].strip()}}
+"""
+
+
+def test_a_derive_killed_mid_run_resumes_to_the_same_checksums(tmp_path):
+    source = tmp_path / "source"
+    recordmill.write(make_plugin(tmp_path / "p", SOURCE), source, progress=False)
+    gate = tmp_path / "go"
+    (tmp_path / "gated.py").write_text(GATED.format(gate=str(gate)))
+    args = ["--script", "derive", "--input", str(source), "--function", str(tmp_path / "gated.py"),
+            "--rows-per-task", "300", "--partitions", "3", "--quiet"]  # fmt: skip
+    out = tmp_path / "out"
+    writer = [sys.executable, str(REPO / "writer.py"), *args, "--workers", "2"]
+    process = subprocess.Popen([*writer, "--output", str(out)], start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    wait_for_staged_tasks(out, 3, process)  # tasks 0-2 (rows 0-899) done; 3 on wait
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=ENDS_WITHIN)
+    assert not out.exists()
+    gate.touch()
+    resumed = write_here(*args, "--output", out, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    whole = write_here(*args, "--output", tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr
+    sums = [recordmill.read_manifest(p)["partitions"] for p in (out, tmp_path / "whole")]
+    assert [p["checksum"] for p in sums[0]] == [p["checksum"] for p in sums[1]]
+    assert len(recordmill.open(str(out))) == 2100
