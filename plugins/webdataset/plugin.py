@@ -29,12 +29,14 @@ import os
 import re
 import tarfile
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from recordmill import kit
 from recordmill.kit import ConfigError, InputError, bad_input, images, safe_name
 
 INFER_SAMPLES = 1000
+READ_BYTES = 1 << 20  # a shard is read in pieces this large
 PATTERN = "*.tar"
 TEXT, INT, JSON = ("txt", "text", "caption"), ("cls", "cls2", "index", "label"), ("json",)
 _BRACES = re.compile(r"\{([^{}]*)\}")
@@ -119,7 +121,13 @@ def task_number(options):
 def samples(fs, path):
     """(key, {extension: bytes}) of a shard, in order; a damaged shard raises ``tarfile``'s
     ``ReadError`` (or ``EOFError``) after the samples before the damage."""
-    with fs.open_input_stream(path) as stream, tarfile.open(fileobj=stream, mode="r|*") as tar:
+    # The file as stored (tarfile tells gzip by its first bytes; pyarrow's own decompression,
+    # by the name, would hide it), its size from the one look-up the open needs, and read in
+    # large pieces (tarfile reads 10 KB at a time: a request each on object storage).
+    file = fs.open_input_file(path)
+    size = file.size()
+    raw = pa.BufferedInputStream(file, buffer_size=READ_BYTES)
+    with raw as stream, tarfile.open(fileobj=stream, mode="r|*") as tar:
         key, files = None, {}
         for member in tar:
             folder, name = os.path.split(member.name)
@@ -132,7 +140,7 @@ def samples(fs, path):
                 files = {}
             key = this
             files[extension.lower()] = tar.extractfile(member).read()  # cut short: ReadError
-        _check_end(tar, fs.get_file_info(path).size)
+        _check_end(tar, size)
         if files:
             yield key, files
 

@@ -212,3 +212,25 @@ def test_brace_patterns_count_up_and_down_as_bash_does():
     spec.loader.exec_module(plugin)
     assert plugin.expand("s-{08..11}.tar") == ["s-08.tar", "s-09.tar", "s-10.tar", "s-11.tar"]
     assert plugin.expand("s-{3..1}-{a,b}") == ["s-3-a", "s-3-b", "s-2-a", "s-2-b", "s-1-a", "s-1-b"]
+
+
+def test_gzipped_shards_read_as_the_plain_ones(tmp_path):
+    """A .tar.gz (or .tgz) shard is told by its first bytes and read whole, its rows those of
+    the same shard uncompressed (pyarrow's decompression by the name is not used: tarfile's is)."""
+    import gzip
+
+    folder = write_shards(tmp_path / "plain", shards=2)
+    zipped = tmp_path / "zipped"
+    zipped.mkdir()
+    for k, shard in enumerate(sorted(folder.iterdir())):
+        name = shard.name.replace(".tar", ".tar.gz" if k == 0 else ".tgz")
+        (zipped / name).write_bytes(gzip.compress(shard.read_bytes()))
+    rows = {}
+    for name, given in (("plain", folder), ("zipped", zipped)):
+        result = write_here(
+            "--script", "webdataset", "--input", given, "--pattern", "*.t*",
+            "--output", tmp_path / f"o-{name}", "--quiet",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        rows[name] = read_dataset(tmp_path / f"o-{name}").drop_columns(["shard"])
+    assert rows["zipped"].num_rows == 14 and rows["zipped"].equals(rows["plain"])
