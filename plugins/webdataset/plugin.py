@@ -22,7 +22,6 @@ image pipeline, so ``--encode tensor --size 224`` decodes and resizes it (see
 ``--on-bad-input skip`` its rows up to the damage are kept and the rest is one reject.
 """
 
-import fnmatch
 import functools
 import itertools
 import os
@@ -33,7 +32,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from recordmill import kit
-from recordmill.kit import ConfigError, InputError, bad_input, images, safe_name
+from recordmill.kit import ConfigError, InputError, bad_input, features, images, safe_name
 
 INFER_SAMPLES = 1000
 READ_BYTES = 1 << 20  # a shard is read in pieces this large
@@ -97,10 +96,7 @@ def shards(given, pattern):
         return tuple((fs, pafs.FileSystem.from_uri(name)[1]) for name in names)
     local = pafs.LocalFileSystem()
     if os.path.isdir(given):
-        found = sorted(n for n in os.listdir(given) if fnmatch.fnmatch(n, pattern))
-        if not found:
-            raise InputError(f"--input {given} holds no shard matching --pattern {pattern!r}")
-        return tuple((local, os.path.join(given, n)) for n in found)
+        return tuple((local, path) for path in features.input_files(given, pattern))
     names = expand(given)
     missing = [n for n in names if not os.path.isfile(n)]
     if missing:

@@ -158,7 +158,7 @@ def test_what_is_not_a_shard_set_is_one_line_each(tmp_path):
         info.size = 2
         tar.addfile(info, io.BytesIO(b"hi"))
     cases = [
-        (["--input", tmp_path / "empty"], "holds no shard matching --pattern"),
+        (["--input", tmp_path / "empty"], "holds no file matching --pattern '*.tar'"),
         (["--input", folder / "shard-000000.tar", "--pattern", "*.tgz"],
          "picks the shards of a folder only"),
         (["--input", tmp_path / "junk.tar"], "not a readable tar shard"),
