@@ -136,6 +136,15 @@ def write_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
     return recordmill_here("write", *args, cwd=cwd)
 
 
+def each_refused(script: str, cases: list, out: Path) -> None:
+    """``recordmill write --script SCRIPT ARGS`` for each (ARGS, message) of ``cases``, in this
+    process: each refused with that message, in one line, no traceback, nothing written."""
+    for k, (args, said) in enumerate(cases):
+        result = write_here("--script", script, *args, "--output", out / f"o{k}", "--quiet")
+        assert result.returncode != 0 and said in result.stderr, (said, result.stderr)
+        assert "Traceback" not in result.stderr and not (out / f"o{k}").exists()
+
+
 def read_dataset(path: Path) -> pa.Table:
     """Every partition of a written dataset, in order, with pyarrow."""
     files = sorted(path.glob("part-*"))
