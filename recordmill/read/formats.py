@@ -85,7 +85,7 @@ def _as_columns(schema: pa.Schema, arrays: list[Any], decode: Any) -> dict[str, 
         out[name] = values
     if failed:
         keep = [k for k in range(len(arrays[0])) if k not in failed]
-        out = {name: kept(values, keep) for name, values in out.items()}
+        out = {name: _kept(values, keep) for name, values in out.items()}
     return out
 
 
@@ -93,7 +93,7 @@ def _sliced(decode: Any, lo: int, size: int) -> Any:
     return decode.slice(lo, size) if isinstance(decode, Skipping) else decode
 
 
-def kept(values: Any, keep: list[int]) -> Any:
+def _kept(values: Any, keep: list[int]) -> Any:
     return values[keep] if isinstance(values, np.ndarray) else [values[k] for k in keep]
 
 

@@ -158,7 +158,7 @@ class Groups:
         return (
             self.checked is not None
             and key is not None
-            and (self.checked.seen(key, self.files.groups[g].index))
+            and self.checked.seen(key, self.files.groups[g].index)
         )
 
     def _check_mapped(self, g: int, batch: pa.RecordBatch, check: bool) -> None:

@@ -121,10 +121,14 @@ class Segments:
         size = self.files.manifest["partitions"][partition]["bytes"]
         data = self._file(partition).read_at(size - offsets[-1], offsets[-1])
         data = data if isinstance(data, bytes) else data.to_pybytes()
-        sums = self.files.manifest["partitions"][partition]["group_crc32c"]
-        if self.files.checksums and crc32c(data) != sums[len(offsets) - 1]:
+        if self.files.checksums and crc32c(data) != self._footer_crc(partition):
             raise OutputError(self._replaced(partition, None, "do not match its checksum"))
         return data
+
+    def _footer_crc(self, partition: int) -> int:
+        """The CRC-32C the manifest records for a partition's footer (after its groups')."""
+        sums = self.files.manifest["partitions"][partition]["group_crc32c"]
+        return sums[len(self.offsets(partition)) - 1]
 
     def keep_footers(self, folder: Any) -> None:
         """Keep the footers read from object storage in ``folder`` (a cache ``Folder``), and
@@ -134,10 +138,9 @@ class Segments:
     def _footer_data(self, partition: int) -> bytes:
         if self._kept is None:
             return self.footer_bytes(partition)
-        entry = self.files.manifest["partitions"][partition]
-        crc = entry["group_crc32c"][len(self.offsets(partition)) - 1]
+        crc = self._footer_crc(partition)
         name = f"footer-{partition}.{crc:08x}"
-        data = self._kept.kept(name, entry["bytes"])
+        data = self._kept.kept(name, self.files.manifest["partitions"][partition]["bytes"])
         if data is None or crc32c(data) != crc:
             data = self.footer_bytes(partition)
             self._kept.keep(name, data)
