@@ -230,9 +230,15 @@ def token_blocks(
 
 def window_order(epoch: Epoch, window: int, seed: int, number: int) -> np.ndarray | None:
     """The blocks of an epoch shuffled within runs of ``window`` (None: in the stream's order)."""
+    check_window(window)
+    return order.within_windows(epoch.blocks, window, seed, number) if window > 1 else None
+
+
+def check_window(window: Any) -> int:
+    """``shuffle_window`` (of ``token_blocks`` and ``TokenBlocks``), refused unless blocks."""
     if type(window) is not int or window < 0:
         raise ValueError(f"shuffle_window must be a whole number of blocks from 0, got {window!r}")
-    return order.within_windows(epoch.blocks, window, seed, number) if window > 1 else None
+    return window
 
 
 def document_order(

@@ -13,7 +13,7 @@ import torch
 
 from recordmill.read import order, states
 from recordmill.read.options import CacheLimit
-from recordmill.read.tokens import Epoch, TokenStream, document_order
+from recordmill.read.tokens import Epoch, TokenStream, check_window, document_order
 from recordmill.read.torch.datasets import _NO_ROWS, IterableDataset
 
 __all__ = ["TokenBlocks"]
@@ -56,11 +56,7 @@ class TokenBlocks(IterableDataset):
         shuffle_window: int = 0,
     ):
         self._settings = (block_size, column, eos, targets, lengths)
-        if type(shuffle_window) is not int or shuffle_window < 0:
-            raise ValueError(
-                f"shuffle_window must be a whole number of blocks from 0, got {shuffle_window!r}"
-            )
-        self.shuffle_window = shuffle_window
+        self.shuffle_window = check_window(shuffle_window)
         self._tokens: TokenStream | None = None
         self._epoch_stream: tuple[Any, Epoch] | None = None
         super().__init__(
