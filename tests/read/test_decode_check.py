@@ -11,7 +11,7 @@ import recordmill
 from recordmill.errors import ColumnError, ConfigError
 from recordmill.read.decode_check import undecodable
 from tests.conftest import make_plugin
-from tests.read.test_skips import BAD, PLUGIN
+from tests.read.damaged_jpegs import BAD, PLUGIN
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 from recordmill.read.torch import pipes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pipe widths are Linux's")

@@ -14,8 +14,8 @@ import recordmill.decode
 
 import recordmill
 from recordmill.read.skips import ReadReject
-from recordmill.read.torch.chunks import Chunk, Rebatcher, RejectsWarning, TooManyRejects
 from tests.conftest import make_plugin
+from tests.read.damaged_jpegs import BAD, PLUGIN
 
 # 4 of the 100 rows fail: more than the 1% an epoch's warning is for (its own test sees it)
 pytestmark = pytest.mark.filterwarnings("ignore::recordmill.read.torch.chunks.RejectsWarning")
@@ -23,46 +23,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::recordmill.read.torch.chunks.Re
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 from recordmill.torch import DataLoader, IterableDataset, MapDataset, Sampler  # noqa: E402
 
+from recordmill.read.torch.chunks import Chunk, Rebatcher, RejectsWarning, TooManyRejects  # noqa: E402
 from recordmill.read.torch.loader import _Pieces  # noqa: E402
 
-PLUGIN = """
-    import io
-    import struct
-
-    import numpy as np
-    from PIL import Image
-
-    # Row -> how its JPEG is damaged. A broken EXIF block Pillow reads past: the row decodes.
-    DAMAGE = {7: "truncated", 30: "empty", 55: "exif", 56: "truncated", 81: "garbage"}
-
-    def task_number():
-        return 4
-
-    def schema():
-        return {"id": {"type": "int64"}, "data": {"type": "binary"}}
-
-    def jpeg(n):
-        out = io.BytesIO()
-        Image.fromarray(np.full((8, 8, 3), n % 256, np.uint8)).save(out, "JPEG")
-        return out.getvalue()
-
-    def dict_data(task_id):
-        for i in range(25):
-            n = task_id * 25 + i
-            data, damage = jpeg(n), DAMAGE.get(n)
-            if damage == "truncated":
-                data = data[: len(data) // 2]
-            elif damage == "empty":
-                data = b""
-            elif damage == "garbage":
-                data = b"\\xff\\xd8\\xff" + bytes(range(200))
-            elif damage == "exif":
-                tiff = b"MM\\x00*\\x00\\x00\\x00\\x08\\x00\\x01" + struct.pack(">HHII", 0x8769, 4, 1, 2**31)
-                segment = b"Exif\\x00\\x00" + tiff + b"\\x00" * 4
-                data = data[:2] + b"\\xff\\xe1" + struct.pack(">H", len(segment) + 2) + segment + data[2:]
-            yield {"id": n, "data": data}
-"""
-BAD = {7, 30, 56, 81}
 DECODE = {"data": recordmill.decode.image}
 
 

@@ -9,7 +9,6 @@ import collections
 import json
 import os
 
-import filelock
 import numpy as np
 import pytest
 
@@ -20,6 +19,7 @@ from tests.read.test_torch_distributed import launch
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch==2.13.0)")
 pytest.importorskip("transformers", reason="pip install transformers accelerate")
+import filelock  # noqa: E402 (comes with transformers)
 import recordmill.torch as rt  # noqa: E402
 
 IDS = """
