@@ -1,0 +1,223 @@
+"""MosaicML MDS datasets, as ``streaming.MDSWriter`` writes them, read without mosaicml-streaming.
+
+A dataset is a folder with ``index.json`` (version 2: one entry per shard, naming its columns,
+their encodings and fixed sizes, its sample count, compression and files) and the shards,
+``shard.00000.mds`` (or ``shard.00000.mds.zstd``, ``.gz``, ``.bz2``, ``.br``, ``.snappy`` where
+compressed; a merged index names shards in sub-folders). A shard is ``count``, ``offsets``, the
+writer's JSON config, then the samples; a sample is the sizes of its variable-size columns
+(uint32 each) and then every column's bytes, in the index's column order.
+
+Each encoding becomes a column (:func:`field`): ``int``/``int64``..``uint8``/``float16``.. their
+type; ``str`` a string, ``bytes`` bytes; ``ndarray`` (``ndarray:DTYPE[:SHAPE]``) an array of its
+dtype (a fixed shape when the encoding gives one; else the first sample's dtype and number of
+dimensions, any length each); ``jpeg``/``png`` the image's bytes as stored, ``pil`` its pixels as
+PNG bytes (lossless), ``list[jpeg]``/``list[png]``/``list[pil]``/``jpeg_array`` arrays of such
+bytes; ``json`` the JSON text; ``str_int`` an int64, ``str_float`` a float64, ``str_decimal`` the
+decimal's exact text; ``pkl`` as ``--pickles`` says (:mod:`recordmill.inputs.packed`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from recordmill.errors import InputError
+from recordmill.inputs import packed
+
+INDEX = "index.json"
+SCALARS = (
+    "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+    "float16", "float32", "float64",
+)  # fmt: skip
+IMAGES = ("jpeg", "png", "pil")
+LISTS = {"list[jpeg]": "jpeg", "list[png]": "png", "list[pil]": "pil"}
+# NDArray's value dtypes by their code in a sample, and its shape dtypes by theirs.
+VALUE_DTYPES = {
+    8: "uint8", 9: "int8", 16: "uint16", 17: "int16", 18: "float16", 32: "uint32", 33: "int32",
+    34: "float32", 64: "uint64", 65: "int64", 66: "float64",
+}  # fmt: skip
+SHAPE_DTYPES = ("<u1", "<u2", "<u4", "<u8")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard of an index: where its file is and what its samples hold."""
+
+    path: str  # the file as stored (compressed where the index says so)
+    samples: int
+    names: tuple[str, ...]
+    encodings: tuple[str, ...]
+    sizes: tuple[int | None, ...]
+    compression: str | None
+    raw_bytes: int
+
+
+def read_index(folder: str) -> list[Shard]:
+    """The shards ``folder/index.json`` lists, checked: one line naming what is wrong."""
+    path = os.path.join(folder, INDEX)
+    try:
+        with open(path, "rb") as f:
+            index = json.load(f)
+        shards = [_shard(folder, entry) for entry in index["shards"]]
+    except FileNotFoundError:
+        raise InputError(f"{folder}: no {INDEX} (expected an MDS dataset's folder)") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{path}: not an MDS index ({type(e).__name__}: {e})") from None
+    if not shards:
+        raise InputError(f"{path}: lists no shard")
+    first = shards[0]
+    for shard in shards[1:]:
+        if (shard.names, shard.encodings) != (first.names, first.encodings):
+            raise InputError(
+                f"{shard.path}: columns {dict(zip(shard.names, shard.encodings, strict=True))}, the first "
+                f"shard's are {dict(zip(first.names, first.encodings, strict=True))}"
+            )
+    return shards
+
+
+def _shard(folder: str, entry: dict[str, Any]) -> Shard:
+    if entry["format"] != "mds" or entry["version"] != 2:
+        raise ValueError(f"a shard of format {entry['format']!r} version {entry['version']}")
+    stored = entry["zip_data"] or entry["raw_data"]
+    name = stored["basename"]
+    parts = name.split("/")
+    if posixpath.isabs(name) or ".." in parts or "" in parts:
+        raise ValueError(f"shard name {name!r} leads out of the dataset's folder")
+    names, encodings = entry["column_names"], entry["column_encodings"]
+    if not len(names) == len(encodings) == len(entry["column_sizes"]):
+        raise ValueError("its column names, encodings and sizes are not as many")
+    return Shard(
+        path=os.path.join(folder, *parts),
+        samples=int(entry["samples"]),
+        names=tuple(entry["column_names"]),
+        encodings=tuple(entry["column_encodings"]),
+        sizes=tuple(entry["column_sizes"]),
+        compression=entry["compression"] if entry["zip_data"] else None,
+        raw_bytes=int(entry["raw_data"]["bytes"]),
+    )
+
+
+def samples(shard: Shard) -> list[memoryview]:
+    """The bytes of each sample of a shard (decompressed); :class:`packed.Damaged` if the file
+    does not hold what the index says."""
+    with open(shard.path, "rb") as f:
+        data = f.read()
+    if shard.compression:
+        data = packed.inflate(shard.compression, data, shard.raw_bytes, shard.path)
+    return packed.sample_table(data, shard.samples, shard.path)
+
+
+def columns(shard: Shard, sample: memoryview) -> list[memoryview]:
+    """A sample's bytes, one view per column."""
+    variable = sum(size is None for size in shard.sizes)
+    head = np.frombuffer(sample[: 4 * variable], "<u4").tolist() if variable else []
+    if len(head) < variable:
+        raise ValueError(f"{len(sample)} bytes, too short for its {variable} sizes")
+    sizes, at, values = iter(head), 4 * variable, []
+    for size in shard.sizes:
+        size = next(sizes) if size is None else size
+        values.append(sample[at : at + size])
+        at += size
+    if at != len(sample):
+        raise ValueError(f"its columns take {at:,} bytes, the sample has {len(sample):,}")
+    return values
+
+
+def ndarray(encoding: str, data: memoryview) -> np.ndarray:
+    """An ``ndarray`` value: its dtype and shape from the encoding, else from the sample."""
+    given = encoding.split(":")[1:]
+    at = 0
+    if given:
+        dtype = given[0]
+    else:
+        dtype, at = VALUE_DTYPES[data[0]], 1
+    if len(given) == 2:
+        shape = [int(d) for d in given[1].split(",")]
+    else:
+        ndim, code = data[at] >> 2, data[at] & 3
+        width = 1 << code
+        shape = np.frombuffer(data[at + 1 : at + 1 + ndim * width], SHAPE_DTYPES[code]).tolist()
+        at += 1 + ndim * width
+    return np.frombuffer(data[at:], "<" + np.dtype(dtype).str[1:]).reshape(shape)
+
+
+def field(encoding: str, first: memoryview | None, pickles: str) -> dict[str, Any]:
+    """The column an encoding becomes; ``first``: the first sample's value of it."""
+    name = encoding.split(":")[0]
+    if name == "int":
+        return {"type": "int64"}
+    if name in SCALARS:
+        return {"type": name}
+    if name == "ndarray":
+        if first is None:
+            raise ValueError("no sample to learn its dtype from")
+        array = ndarray(encoding, first)
+        fixed = len(encoding.split(":")) == 3
+        return {
+            "type": str(array.dtype),
+            "shape": list(array.shape) if fixed else [-1] * array.ndim,
+        }
+    kinds = {"str": "string", "json": "string", "str_decimal": "string", "bytes": "bytes"}
+    kinds.update({"str_int": "int64", "str_float": "float64", **dict.fromkeys(IMAGES, "bytes")})
+    if name in kinds:
+        return {"type": kinds[name]}
+    if name in LISTS or name in ("jpeg_array", "jpegarray"):
+        return {"type": "bytes", "shape": [-1]}
+    if name == "pkl":
+        return packed.pickle_field(pickles)
+    raise ValueError(f"encoding {encoding!r} is not one MDSWriter writes")
+
+
+def decoder(encoding: str, spec: dict[str, Any], pickles: str) -> Callable[[memoryview], Any]:
+    """The function from a column's bytes to the value it stores."""
+    name = encoding.split(":")[0]
+    if name == "ndarray":
+        return lambda data: _checked(ndarray(encoding, data), spec)
+    if name == "int" or name in SCALARS:
+        dtype = np.dtype("<i8" if name == "int" else name).newbyteorder("<")
+        return lambda data: np.frombuffer(data, dtype)[0].item()
+    simple: dict[str, Callable[[memoryview], Any]] = {
+        "str": _text, "json": _text, "str_decimal": _text, "bytes": bytes, "jpeg": bytes,
+        "png": bytes, "pil": packed.pil_png, "str_int": lambda d: int(_text(d)),
+        "str_float": lambda d: float(_text(d)),
+    }  # fmt: skip
+    if name in simple:
+        return simple[name]
+    if name in LISTS:
+        element = simple[LISTS[name]]
+        return lambda data: [element(v) for v in _listed(data, 4)]
+    if name in ("jpeg_array", "jpegarray"):
+        return lambda data: [bytes(v) for v in _listed(data, 0)]
+    return packed.pickled(pickles)
+
+
+def _text(data: memoryview) -> str:
+    return bytes(data).decode("utf-8")
+
+
+def _checked(array: np.ndarray, spec: dict[str, Any]) -> np.ndarray:
+    """A dynamic array whose dtype or number of dimensions is not its column's: that row's
+    reject, named, never a cast."""
+    if str(array.dtype) != spec["type"] or array.ndim != len(spec["shape"]):
+        raise ValueError(
+            f"an array of {array.dtype} with {array.ndim} dimensions, the column holds "
+            f"{spec['type']} with {len(spec['shape'])} (from the first sample)"
+        )
+    return array
+
+
+def _listed(data: memoryview, skip: int) -> Iterator[memoryview]:
+    """The elements of a list encoding: ``skip`` bytes, a count, the sizes, the elements."""
+    count = int(np.frombuffer(data[skip : skip + 4], "<u4")[0])
+    start = skip + 4 + 4 * count
+    sizes = np.frombuffer(data[skip + 4 : start], "<u4")
+    if len(sizes) != count:
+        raise ValueError(f"a list of {count} elements whose sizes are cut short")
+    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]) + start
+    return iter(packed.items_at(data, offsets, "the list"))

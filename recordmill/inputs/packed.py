@@ -1,0 +1,130 @@
+"""What MosaicML MDS shards (``inputs/mds.py``) and LitData chunks (``inputs/litdata.py``) share:
+a file that starts with its sample count and a table of offsets, compressed files, raw PIL
+pixels kept as PNG, and pickled values (which run code when loaded, so are never loaded unasked).
+
+Both formats lay a file out as ``count: uint32``, ``offsets: uint32[count + 1]`` (from the file's
+start), then the samples; the MDS writer puts its JSON config between the table and the samples.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from PIL import Image
+
+from recordmill.errors import ConfigError
+
+PICKLES = ("refuse", "bytes", "load")
+# The codecs of the writers (MDS: br, bz2, gz, snappy, zstd; LitData: zstd), each with a level
+# after a colon ("zstd:7") that reading does not need.
+CODECS = ("br", "bz2", "gz", "snappy", "zstd")
+
+
+class Damaged(ValueError):
+    """A shard or chunk whose bytes do not hold what its index says."""
+
+
+def sample_table(data: bytes | memoryview, expected: int, where: str) -> list[memoryview]:
+    """The samples of a file laid out as count, offsets, samples: one view each, checked
+    against the count its index gives and the file's size."""
+    view = memoryview(data)
+    if len(view) < 4:
+        raise Damaged(f"{where}: {len(view)} bytes, too short for a sample count")
+    count = int(np.frombuffer(view[:4], "<u4")[0])
+    if count != expected:
+        raise Damaged(f"{where}: holds {count:,} samples, its index says {expected:,}")
+    end = 4 + 4 * (count + 1)
+    if len(view) < end:
+        raise Damaged(f"{where}: its offset table is cut short ({len(view):,} bytes)")
+    offsets = np.frombuffer(view[4:end], "<u4").astype(np.int64)
+    return _slices(view, offsets, end, where)
+
+
+def _slices(view: memoryview, offsets: np.ndarray, start: int, where: str) -> list[memoryview]:
+    if offsets[0] < start or np.any(np.diff(offsets) < 0) or offsets[-1] > len(view):
+        raise Damaged(
+            f"{where}: its offsets run from {offsets[0]:,} to {offsets[-1]:,}, expected "
+            f"increasing from {start:,} to at most the file's {len(view):,} bytes"
+        )
+    return [view[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+
+
+def items_at(view: memoryview, offsets: np.ndarray, where: str) -> list[memoryview]:
+    """The items of a buffer at the given offsets (from the buffer's start), checked."""
+    return _slices(view, offsets.astype(np.int64), 0, where)
+
+
+def inflate(codec: str, data: bytes | memoryview, size: int | None, where: str) -> bytes:
+    """``data`` decompressed with the writer's ``codec`` (its level ignored); ``size``, when the
+    index gives it, is checked."""
+    name = codec.split(":", 1)[0]
+    if name not in CODECS:
+        raise ConfigError(f"{where}: compression {codec!r} is not read (expected one of {CODECS})")
+    try:
+        if name == "gz":
+            out = gzip.decompress(data)
+        elif name == "bz2":
+            out = bz2.decompress(data)
+        elif size is None:  # a zstd or brotli stream: its frames end it
+            out = pa.CompressedInputStream(pa.BufferReader(data), _ARROW[name]).read()
+        else:
+            out = pa.decompress(data, decompressed_size=size, codec=_ARROW[name]).to_pybytes()
+    except (OSError, EOFError, ValueError, pa.ArrowException) as e:
+        raise Damaged(f"{where}: does not decompress as {name} ({e})") from None
+    if size is not None and len(out) != size:
+        raise Damaged(f"{where}: decompresses to {len(out):,} bytes, its index says {size:,}")
+    return out
+
+
+_ARROW = {"zstd": "zstd", "br": "brotli", "snappy": "snappy"}
+
+
+def pil_png(data: bytes | memoryview) -> bytes:
+    """The layout both writers give a PIL image (width, height, mode's length as uint32, the mode,
+    the raw pixels), as PNG bytes: lossless, and read by every tool."""
+    width, height, size = np.frombuffer(data[:12], "<u4").tolist()
+    mode = bytes(data[12 : 12 + size]).decode("ascii")
+    image = Image.frombytes(mode, (width, height), bytes(data[12 + size :]))
+    out = io.BytesIO()
+    image.save(out, "PNG")  # a mode PNG cannot hold raises OSError: that row's reject
+    return out.getvalue()
+
+
+def check_pickles(how: str, columns: list[str], where: str) -> None:
+    """Pickled columns with ``--pickles refuse`` (the default): one line saying the choices."""
+    if columns and how == "refuse":
+        raise ConfigError(
+            f"{where}: column {columns[0]} holds pickled values, which run code when loaded; "
+            "--pickles bytes keeps each pickle's bytes without loading it, --pickles load loads "
+            "them as JSON text (only for files you trust)"
+        )
+
+
+def pickle_field(how: str) -> dict[str, Any]:
+    return {"type": "bytes" if how == "bytes" else "string", "nullable": True}
+
+
+def pickled(how: str) -> Callable[[bytes | memoryview], Any]:
+    """The decoder of a pickled column under ``--pickles``."""
+    if how == "bytes":
+        return bytes
+
+    def load(data: bytes | memoryview) -> str:
+        try:
+            value = pickle.loads(data)  # asked for: --pickles load
+        except Exception as e:  # whatever the pickle's own code raised: this row's reject
+            raise ValueError(f"does not unpickle ({type(e).__name__}: {e})") from None
+        try:
+            return json.dumps(value, ensure_ascii=False)
+        except TypeError:
+            raise ValueError(f"an unpickled {type(value).__name__} has no JSON text") from None
+
+    return load
