@@ -15,7 +15,7 @@ says, bad offsets) or sample is bad input: with ``--on-bad-input skip`` it is on
 import functools
 
 from recordmill import kit
-from recordmill.kit import ConfigError, InputError, bad_input, mds, packed, safe_name
+from recordmill.kit import InputError, bad_input, mds, packed
 
 
 def add_options(parser):
@@ -44,9 +44,7 @@ def task_number(options):
 def described(folder, pickles):
     """(MDS column, recordmill column, field, decoder) of each column, in the index's order."""
     first = shards(folder)[0]
-    pickled = [
-        n for n, e in zip(first.names, first.encodings, strict=True) if e.split(":")[0] == "pkl"
-    ]
+    pickled = [n for n, e in zip(first.names, first.encodings, strict=True) if e.startswith("pkl")]
     packed.check_pickles(pickles, pickled, first.path)
     sample = None
     if any(e.split(":")[0] == "ndarray" for e in first.encodings):
@@ -54,18 +52,7 @@ def described(folder, pickles):
             sample = mds.columns(first, mds.samples(first)[0])
         except (packed.Damaged, ValueError, IndexError) as e:
             raise InputError(f"{first.path}: its first sample gives no array types ({e})") from None
-    out, seen = [], {}
-    for i, (name, encoding) in enumerate(zip(first.names, first.encodings, strict=True)):
-        column = safe_name(name)
-        if column in seen:
-            raise ConfigError(f"MDS columns {seen[column]!r} and {name!r} both become {column!r}")
-        seen[column] = name
-        try:
-            spec = mds.field(encoding, sample[i] if sample else None, pickles)
-        except ValueError as e:
-            raise InputError(f"{first.path}: column {name!r}: {e}") from None
-        out.append((name, column, spec, mds.decoder(encoding, spec, pickles)))
-    return tuple(out)
+    return packed.described(first.names, first.encodings, sample, mds, pickles, first.path)
 
 
 def schema(options):
@@ -83,17 +70,7 @@ def dict_data(task_id, options):
         return
     for i, sample in enumerate(samples):
         try:
-            yield _row(columns, mds.columns(shard, sample))
-        except (ValueError, OSError, IndexError, KeyError) as e:
+            yield packed.row(columns, mds.columns(shard, sample))
+        except ValueError as e:
             where = f"{shard.path}, sample {i}"
             yield bad_input(options, where, f"{where}, {e}")
-
-
-def _row(columns, values):
-    row = {}
-    for (name, column, _, decode), value in zip(columns, values, strict=True):
-        try:
-            row[column] = decode(value)
-        except (ValueError, OSError, IndexError, KeyError) as e:
-            raise ValueError(f"column {name!r}: {e}") from None
-    return row

@@ -116,9 +116,9 @@ def samples(shard: Shard) -> list[memoryview]:
 def columns(shard: Shard, sample: memoryview) -> list[memoryview]:
     """A sample's bytes, one view per column."""
     variable = sum(size is None for size in shard.sizes)
-    head = np.frombuffer(sample[: 4 * variable], "<u4").tolist() if variable else []
-    if len(head) < variable:
+    if len(sample) < 4 * variable:
         raise ValueError(f"{len(sample)} bytes, too short for its {variable} sizes")
+    head = np.frombuffer(sample[: 4 * variable], "<u4").tolist() if variable else []
     sizes, at, values = iter(head), 4 * variable, []
     for size in shard.sizes:
         size = next(sizes) if size is None else size
@@ -155,8 +155,7 @@ def field(encoding: str, first: memoryview | None, pickles: str) -> dict[str, An
     if name in SCALARS:
         return {"type": name}
     if name == "ndarray":
-        if first is None:
-            raise ValueError("no sample to learn its dtype from")
+        assert first is not None, "the plugin reads the first sample where an array needs it"
         array = ndarray(encoding, first)
         fixed = len(encoding.split(":")) == 3
         return {
@@ -178,7 +177,7 @@ def decoder(encoding: str, spec: dict[str, Any], pickles: str) -> Callable[[memo
     """The function from a column's bytes to the value it stores."""
     name = encoding.split(":")[0]
     if name == "ndarray":
-        return lambda data: _checked(ndarray(encoding, data), spec)
+        return lambda data: packed.checked_array(ndarray(encoding, data), spec, "first sample")
     if name == "int" or name in SCALARS:
         dtype = np.dtype("<i8" if name == "int" else name).newbyteorder("<")
         return lambda data: np.frombuffer(data, dtype)[0].item()
@@ -199,17 +198,6 @@ def decoder(encoding: str, spec: dict[str, Any], pickles: str) -> Callable[[memo
 
 def _text(data: memoryview) -> str:
     return bytes(data).decode("utf-8")
-
-
-def _checked(array: np.ndarray, spec: dict[str, Any]) -> np.ndarray:
-    """A dynamic array whose dtype or number of dimensions is not its column's: that row's
-    reject, named, never a cast."""
-    if str(array.dtype) != spec["type"] or array.ndim != len(spec["shape"]):
-        raise ValueError(
-            f"an array of {array.dtype} with {array.ndim} dimensions, the column holds "
-            f"{spec['type']} with {len(spec['shape'])} (from the first sample)"
-        )
-    return array
 
 
 def _listed(data: memoryview, skip: int) -> Iterator[memoryview]:

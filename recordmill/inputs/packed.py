@@ -13,14 +13,16 @@ import gzip
 import io
 import json
 import pickle
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from PIL import Image
 
-from recordmill.errors import ConfigError
+from recordmill.dataset.schema import safe_name
+from recordmill.errors import ConfigError, InputError
 
 PICKLES = ("refuse", "bytes", "load")
 # The codecs of the writers (MDS: br, bz2, gz, snappy, zstd; LitData: zstd), each with a level
@@ -87,6 +89,17 @@ def inflate(codec: str, data: bytes | memoryview, size: int | None, where: str) 
 _ARROW = {"zstd": "zstd", "br": "brotli", "snappy": "snappy"}
 
 
+def checked_array(found: np.ndarray, spec: dict[str, Any], first: str) -> np.ndarray:
+    """An array whose dtype or number of dimensions is not its column's (learnt from the
+    ``first`` sample or item): that row's reject, named, never a cast."""
+    if found.dtype.name != spec["type"] or found.ndim != len(spec["shape"]):
+        raise ValueError(
+            f"an array of {found.dtype} with {found.ndim} dimensions, the column holds "
+            f"{spec['type']} with {len(spec['shape'])} (from the {first})"
+        )
+    return found
+
+
 def pil_png(data: bytes | memoryview) -> bytes:
     """The layout both writers give a PIL image (width, height, mode's length as uint32, the mode,
     the raw pixels), as PNG bytes: lossless, and read by every tool."""
@@ -128,3 +141,45 @@ def pickled(how: str) -> Callable[[bytes | memoryview], Any]:
             raise ValueError(f"an unpickled {type(value).__name__} has no JSON text") from None
 
     return load
+
+
+Column = tuple[str, str, dict[str, Any], Callable[[memoryview], Any]]
+
+
+def described(
+    names: Sequence[str],
+    kinds: Sequence[str],
+    first: Sequence[memoryview] | None,
+    reader: Any,
+    pickles: str,
+    where: str,
+) -> tuple[Column, ...]:
+    """(name in the file, column, field, decoder) of each of a format's columns, its kinds
+    (encodings, formats) typed by ``reader.field`` and decoded by ``reader.decoder``;
+    ``first``: the first sample's values, for the kinds whose type it gives."""
+    out, seen = [], {}
+    for i, (name, kind) in enumerate(zip(names, kinds, strict=True)):
+        column = safe_name(name)
+        if column in seen:
+            raise ConfigError(
+                f"{where}: {seen[column]!r} and {name!r} both become column {column!r}"
+            )
+        seen[column] = name
+        try:
+            spec = reader.field(kind, first[i] if first else None, pickles)
+        except ValueError as e:
+            raise InputError(f"{where}: column {name!r}: {e}") from None
+        out.append((name, column, spec, reader.decoder(kind, spec, pickles)))
+    return tuple(out)
+
+
+def row(columns: Sequence[Column], values: Sequence[memoryview]) -> dict[str, Any]:
+    """A sample's row from its values' bytes; a value that does not decode raises ValueError
+    naming its column."""
+    out = {}
+    for (name, column, _, decode), value in zip(columns, values, strict=True):
+        try:
+            out[column] = decode(value)
+        except (ValueError, OSError, IndexError, KeyError, struct.error) as e:
+            raise ValueError(f"column {name!r}: {e}") from None
+    return out

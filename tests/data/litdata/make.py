@@ -5,7 +5,9 @@ it pulls a CUDA build of torch, which is why CI does not install it):
 
     python tests/data/litdata/make.py
 
-Every value is a function of the row's number (``item`` below, ``expected`` in the test):
+Every value is a function of the row's number (``item`` below); beside each dataset,
+``expected.json`` holds every item as litdata's own ``StreamingDataset`` gives it, made JSON by
+``tests/data/mds/make.py``'s ``plain``:
 
 - ``every_format/``: 30 items of every format optimize infers for these values (int, float,
   bool, str, bytes, numpy arrays with and without header, tensors, a PIL image, a JPEG, nested
@@ -17,11 +19,15 @@ Every value is a function of the row's number (``item`` below, ``expected`` in t
 """
 
 import io
+import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from tests.data.mds.make import plain
 
 HERE = Path(__file__).resolve().parent
 
@@ -36,9 +42,12 @@ def jpeg(i: int) -> Image.Image:
     return Image.open(io.BytesIO(out.getvalue()))
 
 
-def item(i: int) -> dict:
-    import torch
+def item(i: int, as_tensor=None) -> dict:
+    """Item ``i``; ``as_tensor`` makes the tensors (torch.as_tensor; the tests give np.asarray)."""
+    if as_tensor is None:
+        import torch
 
+        as_tensor = torch.as_tensor
     return {
         "id": i,
         "score": i / 3,
@@ -47,8 +56,8 @@ def item(i: int) -> dict:
         "data": bytes(range(i % 7)),
         "grid": np.arange(6, dtype=np.int16).reshape(2, 3) - i,
         "vec": np.arange(1 + i % 5, dtype=np.float32) * i,
-        "t2": torch.full((2, 2), i, dtype=torch.float32),
-        "t1": torch.arange(1 + i % 3, dtype=torch.int64),
+        "t2": as_tensor(np.full((2, 2), i, np.float32)),
+        "t1": as_tensor(np.arange(1 + i % 3, dtype=np.int64)),
         "image": picture(i),
         "photo": jpeg(i),
         "meta": {"depth": i % 4, "tag": f"t{i}"},
@@ -74,13 +83,20 @@ def opaque(i: int) -> dict:
 
 
 def write(name: str, fn, count: int, **options) -> None:
-    from litdata import optimize
+    from litdata import StreamingDataset, optimize
 
     out = HERE / name
     shutil.rmtree(out, ignore_errors=True)
     optimize(fn, list(range(count)), str(out), num_workers=1, mode="overwrite", **options)
     for leftover in out.glob("*.lock"):
         leftover.unlink()
+    if name == "pickled":  # (its values are of a class of this script's)
+        return
+    with tempfile.TemporaryDirectory() as scratch:  # (the reader inflates .zstd.bin in place)
+        copy = shutil.copytree(out, Path(scratch) / name)
+        theirs = StreamingDataset(str(copy), item_loader=options.get("item_loader"))
+        samples = [json.dumps(plain(theirs[i]), ensure_ascii=False) for i in range(len(theirs))]
+        (out / "expected.json").write_text("[\n" + ",\n".join(samples) + "\n]\n")
 
 
 if __name__ == "__main__":

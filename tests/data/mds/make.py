@@ -102,8 +102,8 @@ def plain(value):
         return {"array": [str(value.dtype), list(value.shape), value.tolist()]}
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, bytes):
-        return {"bytes": value.hex()}
+    if isinstance(value, (bytes, memoryview)):  # (litdata's bytes are memoryviews)
+        return {"bytes": bytes(value).hex()}
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, (list, tuple)):

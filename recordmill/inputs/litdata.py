@@ -1,0 +1,235 @@
+"""LitData optimized datasets, as ``litdata.optimize`` writes them, read without litdata or torch.
+
+A dataset is a folder with ``index.json`` (its ``config``: the leaves' formats in
+``data_format``, the tree they came from in ``data_spec``, the item loader, compression; its
+``chunks``: each file's name and item count) and the chunks, ``chunk-W-N.bin``. A chunk is
+``count``, ``offsets``, then the items; an item of the default ``PyTreeLoader`` is the size of each
+leaf (uint32 each) and the leaves' bytes; an item of ``TokensLoader`` is one array's bytes.
+Compressed (``compression="zstd"``), a chunk is either a whole ``.zstd.bin`` file (level
+``chunk``), framed zstd inside ``.bin`` (level ``batch``, the default: a directory, then frames of
+items) or each item a zstd frame (level ``sample``).
+
+Each leaf is a column, named by its path in the item (``{"meta": {"tag": ...}}``: ``meta_tag``;
+a tuple's leaves ``pair_0``, ``pair_1``; an item that is one value: ``value``, tokens:
+``tokens``). ``int`` is an int64, ``float`` a float64, ``bool``, ``str``/``text`` strings,
+``bytes``; ``jpeg`` and ``image:EXT`` the image's bytes as stored, ``pil`` its pixels as PNG
+bytes; ``numpy``/``tensor`` arrays of the first item's dtype and number of dimensions,
+``no_header_numpy:K``/``no_header_tensor:K`` 1-D arrays of their dtype; ``pickle`` as
+``--pickles`` says. Other formats (video, audio, files, litdata's binary JSON) are refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from recordmill.errors import ConfigError, InputError
+from recordmill.inputs import packed
+
+INDEX = "index.json"
+LOADERS = ("PyTreeLoader", "TokensLoader")
+NUMPY = {
+    0: "int8", 1: "int16", 2: "int32", 3: "int64", 4: "uint8", 5: "uint16", 6: "uint32",
+    7: "uint64", 8: "float16", 9: "float32", 10: "float64", 13: "bool",
+}  # fmt: skip
+TORCH = {
+    0: "float32", 1: "float32", 2: "float64", 3: "float64", 8: "float16", 9: "float16",
+    11: "uint8", 12: "int8", 13: "int16", 14: "int16", 15: "int32", 16: "int32", 17: "int64",
+    18: "int64", 19: "bool", 20: "uint16",
+}  # fmt: skip
+SCALARS = {"int": "int64", "float": "float64", "bool": "bool", "str": "string", "text": "string"}
+SCALARS.update({"bytes": "bytes", "jpeg": "bytes", "pil": "bytes"})
+FRAMED = b"LDFZ01\0\0"
+_PREFIX, _FRAME = struct.Struct("<8sHHIII"), struct.Struct("<IIQII")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What every chunk of a dataset holds: its leaves and how the chunks are compressed."""
+
+    names: tuple[str, ...]
+    formats: tuple[str, ...]
+    tokens: bool
+    compression: str | None
+    level: str  # chunk, batch or sample: what one zstd frame holds
+    chunks: tuple[tuple[str, int], ...]  # (path, items)
+
+
+def read_index(folder: str) -> Layout:
+    """The dataset ``folder/index.json`` describes, checked: one line naming what is wrong."""
+    path = os.path.join(folder, INDEX)
+    try:
+        with open(path, "rb") as f:
+            index = json.load(f)
+        config = index["config"]
+        chunks = tuple(
+            (_chunk_path(folder, c["filename"]), int(c["chunk_size"])) for c in index["chunks"]
+        )
+        formats = tuple(config["data_format"])
+        names = leaf_names(json.loads(config["data_spec"]), config["item_loader"] == "TokensLoader")
+    except FileNotFoundError:
+        raise InputError(f"{folder}: no {INDEX} (expected a LitData optimized dataset)") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{path}: not a LitData index ({type(e).__name__}: {e})") from None
+    if config.get("encryption"):
+        raise ConfigError(f"{path}: its chunks are encrypted ({config['encryption']}); not read")
+    if config["item_loader"] not in LOADERS:
+        loader = config["item_loader"]
+        raise ConfigError(f"{path}: item loader {loader!r} is not read (expected one of {LOADERS})")
+    if len(names) != len(formats) or not chunks:
+        raise InputError(
+            f"{path}: {len(names)} leaves, {len(formats)} formats, {len(chunks)} chunks"
+        )
+    level = config.get("compression_level") or "chunk"
+    return Layout(
+        names,
+        formats,
+        config["item_loader"] == "TokensLoader",
+        config["compression"],
+        level,
+        chunks,
+    )
+
+
+def _chunk_path(folder: str, name: str) -> str:
+    if os.path.basename(name) != name or name in ("", ".", ".."):
+        raise ValueError(f"chunk name {name!r} leads out of the dataset's folder")
+    return os.path.join(folder, name)
+
+
+def leaf_names(spec: list[Any], tokens: bool) -> tuple[str, ...]:
+    """The column name of each leaf of a tree spec (torch's ``treespec_dumps``), in order."""
+    node = spec[1]
+    if node["type"] is None:
+        return ("tokens" if tokens else "value",)
+    return tuple(_leaves(node, "item" if "dict" not in node["type"] else ""))
+
+
+def _leaves(node: dict[str, Any], prefix: str) -> list[str]:
+    if node["type"] is None:
+        return [prefix]
+    children = node["children_spec"]
+    keys = json.loads(node["context"]) if "dict" in node["type"] else list(range(len(children)))
+    if not isinstance(keys, list) or len(keys) != len(children):
+        raise ValueError(f"a {node['type']} node whose keys are {keys!r}")
+    joined = [f"{prefix}_{k}" if prefix else str(k) for k in keys]
+    return [
+        name for child, key in zip(children, joined, strict=True) for name in _leaves(child, key)
+    ]
+
+
+def items(layout: Layout, chunk: int) -> list[memoryview]:
+    """The bytes of each item of a chunk, decompressed; :class:`packed.Damaged` if the file does
+    not hold what the index says."""
+    path, count = layout.chunks[chunk]
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".zstd.bin"):
+        data = packed.inflate("zstd", data, None, path)
+    if data[:8] == FRAMED:
+        return _framed(memoryview(data), count, path)
+    found = packed.sample_table(data, count, path)
+    if layout.compression and layout.level == "sample":
+        return [memoryview(packed.inflate("zstd", item, None, path)) for item in found]
+    return found
+
+
+def _framed(view: memoryview, count: int, path: str) -> list[memoryview]:
+    """The items of a framed zstd chunk: its offsets, its frames, each inflated once."""
+    if len(view) < _PREFIX.size:
+        raise packed.Damaged(f"{path}: its framed zstd header is cut short")
+    _, version, _, items, _, frames = _PREFIX.unpack_from(view, 0)
+    if version != 1 or items != count:
+        raise packed.Damaged(
+            f"{path}: framed zstd version {version} of {items} items, expected 1 of {count}"
+        )
+    at = _PREFIX.size + 4 * (items + 1)
+    if len(view) < at + _FRAME.size * frames:
+        raise packed.Damaged(f"{path}: its framed zstd directory is cut short")
+    offsets = np.frombuffer(view[_PREFIX.size : at], "<u4")
+    pieces = []
+    for k in range(frames):
+        _, _, where, size, raw = _FRAME.unpack_from(view, at + k * _FRAME.size)
+        if where + size > len(view):
+            raise packed.Damaged(f"{path}: frame {k} runs past the file's end")
+        pieces.append(packed.inflate("zstd", view[where : where + size], raw, path))
+    return packed.items_at(memoryview(b"".join(pieces)), offsets, path)
+
+
+def leaves(layout: Layout, item: memoryview) -> list[memoryview]:
+    """An item's bytes, one view per leaf."""
+    if layout.tokens:
+        return [item]
+    n = len(layout.formats)
+    sizes = np.frombuffer(item[: 4 * n], "<u4") if len(item) >= 4 * n else ()
+    if len(sizes) != n or 4 * n + int(np.sum(sizes, dtype=np.int64)) != len(item):
+        raise ValueError(f"{len(item):,} bytes do not hold its {n} leaves' sizes and bytes")
+    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]) + 4 * n
+    return packed.items_at(item, offsets, "the item")
+
+
+def array(fmt: str, data: memoryview) -> np.ndarray:
+    """A ``numpy``, ``tensor`` or header-less array leaf."""
+    kind, _, code = fmt.partition(":")
+    if kind == "numpy":
+        dtype, ndim = np.frombuffer(data[:8], "<u4").tolist()
+        shape = np.frombuffer(data[8 : 8 + 4 * ndim], "<u4").tolist()
+        return np.frombuffer(data[8 + 4 * ndim :], _dtype(NUMPY, dtype, fmt)).reshape(shape)
+    if kind == "tensor":
+        dtype, ndim = struct.unpack_from(">II", data)
+        shape = struct.unpack_from(f">{ndim}I", data, 8)
+        return np.frombuffer(data[8 + 4 * ndim :], _dtype(TORCH, dtype, fmt)).reshape(shape)
+    table = NUMPY if kind == "no_header_numpy" else TORCH
+    return np.frombuffer(data, _dtype(table, int(code), fmt))
+
+
+def _dtype(table: dict[int, str], code: int, fmt: str) -> str:
+    if code not in table:
+        raise ValueError(f"{fmt}: dtype code {code} is not a type recordmill stores")
+    return table[code]
+
+
+def field(fmt: str, first: memoryview | None, pickles: str) -> dict[str, Any]:
+    """The column a leaf's format becomes; ``first``: the first item's leaf."""
+    kind = fmt.partition(":")[0]
+    if fmt in SCALARS or kind == "image":
+        return {"type": SCALARS.get(fmt, "bytes")}
+    if kind in ("numpy", "tensor", "no_header_numpy", "no_header_tensor"):
+        if kind.startswith("no_header"):
+            return {"type": array(fmt, memoryview(b"")).dtype.name, "shape": [-1]}
+        assert first is not None, "the plugin reads the first sample where an array needs it"
+        found = array(fmt, first)
+        return {"type": found.dtype.name, "shape": [-1] * found.ndim}
+    if kind == "pickle":
+        return packed.pickle_field(pickles)
+    raise ValueError(
+        f"format {fmt!r} is not read (expected int, float, bool, str, text, bytes, jpeg, pil, "
+        "image:EXT, numpy, tensor, their no_header forms, or pickle)"
+    )
+
+
+def decoder(fmt: str, spec: dict[str, Any], pickles: str) -> Callable[[memoryview], Any]:
+    """The function from a leaf's bytes to the value it stores."""
+    simple: dict[str, Callable[[memoryview], Any]] = {
+        "int": lambda d: struct.unpack("<q", d)[0], "float": lambda d: struct.unpack("<d", d)[0],
+        "bool": lambda d: d[0] != 0, "str": _text, "text": _text, "bytes": bytes, "jpeg": bytes,
+        "pil": packed.pil_png,
+    }  # fmt: skip
+    kind = fmt.partition(":")[0]
+    if fmt in simple:
+        return simple[fmt]
+    if kind == "image":
+        return bytes
+    if kind == "pickle":
+        return packed.pickled(pickles)
+    return lambda data: packed.checked_array(array(fmt, data), spec, "first item")
+
+
+def _text(data: memoryview) -> str:
+    return bytes(data).decode("utf-8")
