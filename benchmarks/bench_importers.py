@@ -10,7 +10,11 @@ caption and a class, written as
 - **WebDataset**: 8 shards by webdataset's own ``ShardWriter`` (``KEY.jpg``, ``KEY.txt``,
   ``KEY.cls``);
 - **Hugging Face**: ``Dataset.from_dict(...).save_to_disk(num_shards=8)`` with an ``Image``, a
-  ``Value("string")`` and a ``ClassLabel``.
+  ``Value("string")`` and a ``ClassLabel``;
+- **MDS** (``MDSWriter``, columns ``bytes``/``str``/``int``, about 8 shards) and **LitData**
+  (``litdata.optimize``, about 8 chunks), by ``--peer-python`` (default: this Python): a venv with
+  ``mosaicml-streaming`` and ``litdata``, kept apart because litdata pulls a CUDA build of torch.
+  Where it lacks them, these rows are left out, said so.
 
 Each command is a whole process, timed from its start to its end (imports included), the page
 cache warm; rounds interleaved, medians printed:
@@ -19,7 +23,9 @@ cache warm; rounds interleaved, medians printed:
   touched (what reading the input once costs with the peer's reader);
 - ``recordmill --script webdataset --workers N``: the conversion to Parquet, 4 partitions;
 - ``HF: load_from_disk + iterate``: every row read, the image as its bytes (``decode=False``);
-- ``recordmill --script huggingface --workers N``.
+- ``recordmill --script huggingface --workers N``;
+- ``MDS: StreamingDataset iterate`` / ``LitData: StreamingDataset iterate``: the peer's own
+  reader over every sample, in ``--peer-python``; ``recordmill --script mds|litdata``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,62 @@ ds = datasets.load_from_disk(sys.argv[1]).cast_column("image", datasets.Image(de
 n = 0
 for row in ds:
     n += len(row["image"]["bytes"]) + len(row["caption"]) + row["label"]
+print(n)
+"""
+
+
+PEERS_WRITE = """
+import os, shutil, sys, tarfile
+
+def pairs(folder):
+    for shard in sorted(os.listdir(os.path.join(folder, "wds"))):
+        with tarfile.open(os.path.join(folder, "wds", shard)) as tar:
+            files = {}
+            for member in tar:
+                files[member.name.split(".", 1)[1]] = tar.extractfile(member).read()
+                if len(files) == 3:
+                    yield {"image": files["jpg"], "caption": files["txt"].decode(),
+                           "label": int(files["cls"])}
+                    files = {}
+
+def item(path):  # litdata's workers import this file: one shard's pairs per input
+    with tarfile.open(path) as tar:
+        files = {}
+        for member in tar:
+            files[member.name.split(".", 1)[1]] = tar.extractfile(member).read()
+            if len(files) == 3:
+                yield {"image": files["jpg"], "caption": files["txt"].decode(),
+                       "label": int(files["cls"])}
+                files = {}
+
+if __name__ == "__main__":
+    from streaming import MDSWriter
+    import litdata
+    folder, per_chunk = sys.argv[1], int(sys.argv[2])
+    shutil.rmtree(os.path.join(folder, "mds"), ignore_errors=True)
+    columns = {"image": "bytes", "caption": "str", "label": "int"}
+    with MDSWriter(out=os.path.join(folder, "mds"), columns=columns, size_limit=per_chunk) as out:
+        for pair in pairs(folder):
+            out.write(pair)
+    shards = [os.path.join(folder, "wds", n) for n in sorted(os.listdir(os.path.join(folder, "wds")))]
+    litdata.optimize(item, shards, os.path.join(folder, "litdata"), chunk_bytes=per_chunk,
+                     num_workers=1, mode="overwrite")
+"""
+
+ITERATE_MDS = """
+import sys
+from streaming import StreamingDataset
+n = 0
+for row in StreamingDataset(local=sys.argv[1], shuffle=False, batch_size=256):
+    n += len(row["image"]) + len(row["caption"]) + row["label"]
+print(n)
+"""
+
+ITERATE_LITDATA = """
+import sys, litdata
+n = 0
+for row in litdata.StreamingDataset(sys.argv[1]):  # (its bytes are views of the chunk: copied)
+    n += len(bytes(row["image"])) + len(row["caption"]) + row["label"]
 print(n)
 """
 
@@ -101,7 +163,21 @@ def make(rows: int) -> None:
     (DATA / f"done-{rows}").touch()
 
 
-def commands(workers: list[int]) -> dict[str, list[str]]:
+def make_packed(peer: str) -> bool:
+    """MDS and LitData of the same rows, by ``peer`` (a Python with both); False if it lacks them."""
+    found = subprocess.run([peer, "-c", "import streaming, litdata"], capture_output=True)
+    if found.returncode != 0:
+        print(f"MDS and LitData left out: {peer} has no mosaicml-streaming and litdata")
+        return False
+    if not (DATA / "litdata" / "index.json").exists():
+        size = sum(p.stat().st_size for p in (DATA / "wds").glob("*.tar"))
+        script = DATA / "peers_write.py"  # a file: litdata's workers import its function
+        script.write_text(PEERS_WRITE)
+        subprocess.run([peer, str(script), str(DATA), str(size // SHARDS)], check=True)
+    return True
+
+
+def commands(workers: list[int], peer: str | None) -> dict[str, list[str]]:
     shards = len(list((DATA / "wds").glob("shard-*.tar")))
     pattern = str(DATA / "wds" / f"shard-{{000000..{shards - 1:06d}}}.tar")
     writer = [sys.executable, str(HERE.parent / "writer.py"), "--partitions", "4", "--quiet"]
@@ -118,6 +194,14 @@ def commands(workers: list[int]) -> dict[str, list[str]]:
             *writer, "--script", "huggingface", "--input", str(DATA / "hf"), "--workers", str(n),
             "--output", out, "--overwrite",
         ]  # fmt: skip
+    packed = {"MDS": (ITERATE_MDS, "mds"), "LitData": (ITERATE_LITDATA, "litdata")}
+    for peer_name, (iterate, script) in packed.items() if peer else ():
+        cases[f"{peer_name}: StreamingDataset iterate"] = [peer, "-c", iterate, str(DATA / script)]
+        for n in workers:
+            cases[f"recordmill --script {script} --workers {n}"] = [
+                *writer, "--script", script, "--input", str(DATA / script), "--workers", str(n),
+                "--output", out, "--overwrite",
+            ]  # fmt: skip
     return cases
 
 
@@ -126,9 +210,13 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", default="1,2", help="worker counts (default: 1,2)")
+    parser.add_argument(
+        "--peer-python", default=sys.executable, help="a Python with mosaicml-streaming and litdata"
+    )
     args = parser.parse_args()
     make(args.rows)
-    cases = commands([int(n) for n in args.workers.split(",")])
+    peer = args.peer_python if make_packed(args.peer_python) else None
+    cases = commands([int(n) for n in args.workers.split(",")], peer)
     for command in cases.values():  # once untimed: the page cache warm, .pyc files made
         subprocess.run(command, check=True, capture_output=True)
     seconds: dict[str, list[float]] = {name: [] for name in cases}

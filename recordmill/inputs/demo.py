@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
-from recordmill.inputs import mindrecord_writer, ofrecord, recordio, torchrecord
+from recordmill.inputs import litdata, mds, mindrecord_writer, ofrecord, recordio, torchrecord
 from recordmill.inputs.filelists import make_list
 from recordmill.inputs.idx import write_idx
 from recordmill.inputs.tfrecord import encode_example, write_records
@@ -43,6 +43,9 @@ def make_demo_data(root: str | Path, images_per_class: int = 8) -> Path:
         torchrecord.make_demo(root / "torchrecord", np.random.default_rng(4))
     _webdataset(root / "webdataset", root / "images")
     _huggingface(root / "huggingface", root / "images")
+    pairs = _pairs(root / "images")
+    mds.make_demo(root / "mds", pairs)
+    litdata.make_demo(root / "litdata", pairs)
     _audio(root / "audio", np.random.default_rng(7))
     (root / "derive").mkdir(parents=True, exist_ok=True)
     (root / "derive" / "keep_even.py").write_text(KEEP_EVEN)
@@ -122,6 +125,17 @@ def _webdataset(folder: Path, images: Path) -> None:
                     info = tarfile.TarInfo(f"{key}.{name}")
                     info.size, info.mtime = len(data), 0
                     tar.addfile(info, io.BytesIO(data))
+
+
+def _pairs(images: Path) -> list[tuple[bytes, str, int]]:
+    """The demo's images as (JPEG, caption, label): the rows of the MDS and LitData demos."""
+    out = []
+    for path in sorted(p for p in images.rglob("*") if p.is_file()):
+        label = [synset for synset, _ in CLASSES].index(path.parent.name)
+        jpeg = io.BytesIO()
+        Image.open(path).convert("RGB").save(jpeg, "JPEG", quality=90)
+        out.append((jpeg.getvalue(), f"a photo of a {CLASSES[label][1]}", label))
+    return out
 
 
 def _images(folder: Path, rng: np.random.Generator, per_class: int) -> None:

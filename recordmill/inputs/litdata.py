@@ -233,3 +233,33 @@ def decoder(fmt: str, spec: dict[str, Any], pickles: str) -> Callable[[memoryvie
 
 def _text(data: memoryview) -> str:
     return bytes(data).decode("utf-8")
+
+
+def make_demo(folder: str | os.PathLike[str], pairs: list[tuple[bytes, str, int]]) -> None:
+    """A LitData dataset of (JPEG, caption, label) items in two chunks, laid out as
+    ``litdata.optimize`` does for ``{"image": jpeg, "caption": str, "label": int}``."""
+    os.makedirs(folder, exist_ok=True)
+    leaf = {"type": None, "context": None, "children_spec": []}
+    keys = ["image", "caption", "label"]
+    spec = [1, {"type": "builtins.dict", "context": json.dumps(keys), "children_spec": [leaf] * 3}]
+    chunks = []
+    for k in range(2):
+        items = [
+            np.array([len(j), len(c.encode()), 8], "<u4").tobytes() + j + c.encode()
+            + struct.pack("<q", label)
+            for j, c, label in pairs[k::2]
+        ]  # fmt: skip
+        data = packed.laid_out(items)
+        name = f"chunk-0-{k}.bin"
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+        chunks.append(
+            {"chunk_bytes": len(data), "chunk_size": len(items), "dim": None, "filename": name}
+        )
+    config = {
+        "chunk_bytes": 1 << 26, "chunk_size": None, "compression": None, "encryption": None,
+        "data_format": ["jpeg", "str", "int"], "data_spec": json.dumps(spec),
+        "item_loader": "PyTreeLoader",
+    }  # fmt: skip
+    with open(os.path.join(folder, INDEX), "w") as f:
+        json.dump({"chunks": chunks, "config": config}, f)

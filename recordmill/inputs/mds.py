@@ -209,3 +209,29 @@ def _listed(data: memoryview, skip: int) -> Iterator[memoryview]:
         raise ValueError(f"a list of {count} elements whose sizes are cut short")
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]) + start
     return iter(packed.items_at(data, offsets, "the list"))
+
+
+def make_demo(folder: str | os.PathLike[str], pairs: list[tuple[bytes, str, int]]) -> None:
+    """An MDS dataset of (JPEG, caption, label) pairs in two shards, laid out as MDSWriter does
+    (columns sorted by name: caption, image, label)."""
+    os.makedirs(folder, exist_ok=True)
+    names, encodings, sizes = ["caption", "image", "label"], ["str", "jpeg", "int"], [None, None, 8]
+    entries = []
+    for k in range(2):
+        samples = [
+            np.array([len(c.encode()), len(j)], "<u4").tobytes() + c.encode() + j
+            + np.int64(label).tobytes()
+            for j, c, label in pairs[k::2]
+        ]  # fmt: skip
+        data = packed.laid_out(samples)
+        name = f"shard.{k:05d}.mds"
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(data)
+        entries.append({
+            "column_encodings": encodings, "column_names": names, "column_sizes": sizes,
+            "compression": None, "format": "mds", "hashes": [], "samples": len(samples),
+            "raw_data": {"basename": name, "bytes": len(data), "hashes": {}},
+            "size_limit": 1 << 26, "version": 2, "zip_data": None,
+        })  # fmt: skip
+    with open(os.path.join(folder, INDEX), "w") as f:
+        json.dump({"shards": entries, "version": 2}, f)

@@ -59,6 +59,15 @@ def _slices(view: memoryview, offsets: np.ndarray, start: int, where: str) -> li
     return [view[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
 
 
+def laid_out(samples: Sequence[bytes], between: bytes = b"") -> bytes:
+    """A file of count, offsets and ``samples`` (``between`` after the table: MDS's config), as
+    both writers lay it out; for demo data and tests."""
+    start = 4 + 4 * (len(samples) + 1) + len(between)
+    offsets = np.cumsum([start] + [len(s) for s in samples]).astype("<u4")
+    head = np.array([len(samples)], "<u4").tobytes() + offsets.tobytes()
+    return head + between + b"".join(samples)
+
+
 def items_at(view: memoryview, offsets: np.ndarray, where: str) -> list[memoryview]:
     """The items of a buffer at the given offsets (from the buffer's start), checked."""
     return _slices(view, offsets.astype(np.int64), 0, where)

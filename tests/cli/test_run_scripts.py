@@ -26,6 +26,8 @@ SCRIPTS = {
     "torchrecord": 32,
     "webdataset": 24,
     "huggingface": 24,
+    "mds": 24,
+    "litdata": 24,
     "derive": 200,
     "audio": 12,
 }
@@ -176,6 +178,13 @@ def _source_check(name, demo, out):
             source = made[row["database"], row["key"]]
             assert row["label"] == source["label"]
             assert np.array_equal(row["image"], source["image"])
+    elif name in ("mds", "litdata"):
+        from recordmill.inputs.demo import _pairs
+
+        # the demo's pairs (each shard or chunk every second one), read back as they were made
+        made = _pairs(demo / "images")
+        made = made[0::2] + made[1::2]
+        assert [(r["image"], r["caption"], r["label"]) for r in rows] == made
 
 
 def test_a_copy_of_the_template_script_runs_any_plugin(tmp_path):

@@ -20,17 +20,8 @@ from recordmill.inputs import litdata, mds, packed
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def table(*samples: bytes, start_gap: int = 0) -> bytes:
-    """A file of count, offsets, samples, as both writers lay it out."""
-    start = 4 + 4 * (len(samples) + 1) + start_gap
-    offsets = np.cumsum([start] + [len(s) for s in samples]).astype("<u4")
-    return (
-        struct.pack("<I", len(samples)) + offsets.tobytes() + b"\0" * start_gap + b"".join(samples)
-    )
-
-
 def test_a_sample_table_is_checked_against_its_index_and_its_size():
-    assert [bytes(v) for v in packed.sample_table(table(b"ab", b"", b"c"), 3, "f")] == [
+    assert [bytes(v) for v in packed.sample_table(packed.laid_out([b"ab", b"", b"c"]), 3, "f")] == [
         b"ab",
         b"",
         b"c",
@@ -38,15 +29,17 @@ def test_a_sample_table_is_checked_against_its_index_and_its_size():
     with pytest.raises(packed.Damaged, match="f: 1 bytes, too short for a sample count"):
         packed.sample_table(b"\x01", 1, "f")
     with pytest.raises(packed.Damaged, match="holds 3 samples, its index says 2"):
-        packed.sample_table(table(b"a", b"b", b"c"), 2, "f")
+        packed.sample_table(packed.laid_out([b"a", b"b", b"c"]), 2, "f")
     with pytest.raises(packed.Damaged, match=r"f: its offset table is cut short \(12 bytes\)"):
-        packed.sample_table(table(b"a", b"b")[:12], 2, "f")
-    backwards = bytearray(table(b"ab", b"cd"))
+        packed.sample_table(packed.laid_out([b"a", b"b"])[:12], 2, "f")
+    backwards = bytearray(packed.laid_out([b"ab", b"cd"]))
     backwards[8:12] = struct.pack("<I", 13)
     with pytest.raises(packed.Damaged, match="expected increasing from 16 to at most the file's"):
         packed.sample_table(bytes(backwards), 2, "f")
     with pytest.raises(packed.Damaged, match="expected increasing from 16"):
-        packed.sample_table(table(b"ab", b"cd")[:-1], 2, "f")  # the last sample cut short
+        packed.sample_table(
+            packed.laid_out([b"ab", b"cd"])[:-1], 2, "f"
+        )  # the last sample cut short
 
 
 def test_inflate_checks_the_codec_and_the_size_the_index_gives():

@@ -219,3 +219,62 @@ def test_a_disk_too_full_for_an_order_draws_it_in_memory(tmp_path):
     assert done.returncode == 0, done.stderr  # not -7 (SIGBUS)
     assert done.stdout.strip() == "drawn in memory"
     assert "not used: [Errno 28] No space left on device" in done.stderr
+
+
+BASE = {
+    "parts": [(k * 500, (k + 1) * 500) for k in range(10)],
+    "capacity": 4,
+    "seed": 2,
+    "epoch": 1,
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"parts": [(k * 250, (k + 1) * 250) for k in range(20)]},  # the same rows, other parts
+        {"capacity": 6},  # (4 and 5 draw alike: blocks of half the parts it holds)
+        {"seed": 3},
+        {"epoch": 2},
+    ],
+    ids=lambda change: next(iter(change)),
+)
+def test_every_field_of_a_block_orders_key_names_its_own_order(drawn, tmp_path, change):
+    """Each setting that shapes a block order, changed alone, maps its own order: one left out of
+    the key would hand this setting the order drawn for the other (another epoch's rows)."""
+    orders = Orders(tmp_path / "c")
+    first = order.block_order(**BASE, orders=orders)
+    changed = {**BASE, **change}
+    other = order.block_order(**changed, orders=orders)
+    assert other.tolist() == order.block_order(**changed).tolist()  # as drawn without sharing
+    assert other.tolist() != first.tolist() and len(order_files(orders)) == 2
+
+
+@pytest.mark.parametrize(
+    "change", [{"seed": 6}, {"until": "all_exhausted"}, {"rows": 1500}, {"epoch": 1}], ids=str
+)
+def test_every_field_of_a_mixtures_order_key_names_its_own_order(drawn, tmp_path, change):
+    import recordmill
+    from tests.conftest import make_plugin
+
+    plugin = make_plugin(
+        tmp_path / "p",
+        "def task_number():\n    return 2\n\n"
+        "def dict_data(task_id):\n    for i in range(700):\n        yield {'i': task_id * 700 + i}\n",
+    )
+    paths = [tmp_path / "a", tmp_path / "b"]
+    for path in paths:
+        recordmill.write(plugin, path, progress=False)
+    cache = tmp_path / "cache"
+    settings = {"seed": 5, "until": "first_exhausted", "rows": None}
+    change = dict(change)
+    epoch = change.pop("epoch", 0)
+
+    def drawn_order(shared, epoch=0, **given):
+        m = recordmill.mix([str(p) for p in paths], **given, cache_dir=cache if shared else False)
+        return m.order(epoch).tolist()
+
+    first = drawn_order(True, **settings)
+    changed = {**settings, **change}
+    assert drawn_order(True, epoch, **changed) == drawn_order(False, epoch, **changed)
+    assert drawn_order(True, epoch, **changed) != first

@@ -314,3 +314,46 @@ def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(tmp_path
     assert rest[0][0] == whole[480][0]  # its first token was read already (as a target)
     high = sum(token >= 30000 for block in rest for token in block[1:])
     assert high / sum(len(block) - 1 for block in rest) > 0.7  # 0.9 of the documents drawn
+
+
+TWO_COLUMNS = """
+    import numpy as np
+
+    def task_number():
+        return 1
+
+    def schema():
+        ids = {"type": "uint16", "shape": [-1]}
+        return {"tokens": ids, "other": ids}
+
+    def dict_data(task_id):
+        for i in range(40):
+            yield {"tokens": np.arange(i, i + 30, dtype=np.uint16),
+                   "other": np.arange(i, i + 30, dtype=np.uint16) * 2}
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"block_size": 16}, "block_size"),
+        ({"column": "other"}, "column"),
+        ({"eos": 0}, "eos"),
+        ({"targets": False}, "targets"),
+        ({"shuffle_window": 4}, "shuffle_window"),
+    ],
+)
+def test_every_setting_a_token_state_names_refuses_a_resume_alone(tmp_path, change, key):
+    """Each field of a TokenBlocks state, changed alone, refuses the resume: a state that dropped
+    any one of them would resume on another stream (other tokens at the same block number)."""
+    path = tmp_path / "two"
+    recordmill.write(make_plugin(tmp_path / "p", TWO_COLUMNS), path, progress=False)
+    settings = {"block_size": 8, "column": "tokens", "eos": None, "targets": True}
+    saved = rt.DataLoader(rt.TokenBlocks(path, **settings), batch_size=2)
+    next(iter(saved))
+    state = saved.state_dict()
+    again = rt.DataLoader(rt.TokenBlocks(path, **settings), batch_size=2)
+    again.load_state_dict(state)  # the same settings resume
+    other = rt.DataLoader(rt.TokenBlocks(path, **{**settings, **change}), batch_size=2)
+    with pytest.raises(ValueError, match=f"cannot resume: the saved state has {key}="):
+        other.load_state_dict(state)

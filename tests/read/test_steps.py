@@ -1,0 +1,95 @@
+"""Code that works in steps, crossed: each step size made small enough (and not dividing the
+work) that a test input spans several steps, so the rounding and the joins between steps run.
+Each result is compared with the same work done in one step, or with numpy.
+
+- a mixture's plan draws rows ``mixing._CHUNK`` at a time while looking for where a source runs
+  out;
+- a gather joins a column's chunks up to ``gather.JOIN_BYTES`` and looks rows up in one table up
+  to ``gather.LOOKUP_BYTES``;
+- a shuffled pass of memory-mapped Arrow gathers ``passes.MAPPED_WINDOW_BYTES`` at a time;
+- token blocks are read ``read_blocks`` at a time (tests/read/test_tokens.py crosses it too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import recordmill
+from recordmill.read import gather, mixing, passes
+from tests.conftest import make_plugin
+
+PLUGIN = """
+    import numpy as np
+
+    def task_number():
+        return 3
+
+    def schema():
+        return {"i": {"type": "int64"}, "name": {"type": "string"}, "v": {"type": "int32", "shape": [-1]}}
+
+    def dict_data(task_id):
+        for i in range(233):
+            n = task_id * 233 + i
+            yield {"i": n, "name": "x" * (n % 17), "v": np.full(n % 5 + 1, n, np.int32)}
+"""
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    root = tmp_path_factory.mktemp("steps")
+    plugin = make_plugin(root / "p", PLUGIN)
+    out = {}
+    for fmt in ("arrow", "parquet"):
+        out[fmt] = root / fmt
+        recordmill.write(
+            plugin, out[fmt], partitions=3, row_group_size=50, format=fmt, progress=False
+        )
+    return out
+
+
+@pytest.mark.parametrize(
+    "until", ["first_exhausted", "all_exhausted", "all_exhausted_without_replacement"]
+)
+@pytest.mark.parametrize("chunk", [7, 64])
+def test_a_mixtures_plan_drawn_in_small_chunks_is_the_plan_drawn_at_once(
+    paths, monkeypatch, until, chunk
+):
+    def plan():
+        m = recordmill.mix(
+            [str(paths["arrow"]), str(paths["parquet"])], [0.7, 0.3], seed=3, until=until
+        )
+        return [m.order(epoch).tolist() for epoch in range(2)]
+
+    at_once = plan()
+    monkeypatch.setattr(mixing, "_CHUNK", chunk)
+    assert plan() == at_once
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "parquet"])
+@pytest.mark.parametrize(("join", "lookup"), [(1, 1), (300, 50), (4099, 24 * 37)])
+def test_a_gather_in_small_joins_and_lookups_gives_the_rows_asked_for(
+    paths, monkeypatch, fmt, join, lookup
+):
+    ds = recordmill.open(paths[fmt])
+    ids = np.random.default_rng(1).permutation(len(ds))[:400]
+    expected = [ds[int(i)] for i in ids]
+    monkeypatch.setattr(gather, "JOIN_BYTES", join)
+    monkeypatch.setattr(gather, "LOOKUP_BYTES", lookup)
+    got = recordmill.open(paths[fmt]).take(ids).to_pylist()
+    assert [r["i"] for r in got] == [r["i"] for r in expected]
+    assert [r["name"] for r in got] == [r["name"] for r in expected]
+    assert [list(r["v"]) for r in got] == [list(r["v"]) for r in expected]
+
+
+@pytest.mark.parametrize("window", [1, 997, 5000])
+def test_a_shuffled_pass_in_small_windows_is_the_same_epoch(paths, monkeypatch, window):
+    def epoch():
+        ds = recordmill.open(paths["arrow"])
+        batches = ds.iter_batches(32, shuffle=True, seed=4, format="arrow")
+        return [i for batch in batches for i in batch.column("i").to_pylist()]
+
+    whole = epoch()
+    monkeypatch.setattr(passes, "MAPPED_WINDOW_BYTES", window)
+    small = epoch()
+    assert small == whole and sorted(small) == list(range(699))
