@@ -103,7 +103,7 @@ class Gatherer:
             # check different groups first, each recording them for the others (read/machine/checked.py).
             first = os.getpid() % max(1, count)
             order = [g for g in [*range(first, count), *range(first)] if not groups.is_checked(g)]
-            list(groups.pool.map(lambda g: groups.group(g, schema, check=True), order))
+            list(groups.pool.map(lambda g: groups.group(g, schema), order))
             self._whole.checked = True
         return self._whole
 

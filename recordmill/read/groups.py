@@ -108,12 +108,11 @@ class Groups:
         schema: pa.Schema,
         *,
         keep: bool = True,
-        check: bool = False,
         cached: bool = True,
     ) -> pa.RecordBatch:
         """Row group ``g`` with ``schema``'s columns. Arrow on a local disk: a memory-mapped
         batch, nothing decoded, its bytes checked against the manifest once per process (a
-        dataset written before group checksums were recorded: its columns, when ``check``).
+        dataset written before group checksums were recorded: its columns' CRC-32s).
         Otherwise from the cache, or read (and cached when ``keep``); bytes fetched are checked
         each time they are fetched, and Parquet checks its pages' checksums as it decodes.
         ``cached=False``: not through the disk cache (a pass in order, past a default one)."""
@@ -124,7 +123,7 @@ class Groups:
             batch = self._batches.get(key)
             if batch is None:
                 batch = self._batches[key] = self._read(g, schema)
-            self._check_mapped(g, batch, check)
+            self._check_mapped(g, batch)
             return batch
         with self._lock:
             if key in self._cache:
@@ -161,10 +160,9 @@ class Groups:
             and self.checked.seen(key, self.files.groups[g].index)
         )
 
-    def _check_mapped(self, g: int, batch: pa.RecordBatch, check: bool) -> None:
-        if not self.segments.available:
-            if check:
-                self.files.verify(g, batch)
+    def _check_mapped(self, g: int, batch: pa.RecordBatch) -> None:
+        if not self.segments.available:  # an older layout: random access is checked too
+            self.files.verify(g, batch)
             return
         if g in self._verified or not self.files.checksums:
             return

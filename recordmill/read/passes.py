@@ -34,7 +34,7 @@ def in_order(
     def read(g: int) -> pa.RecordBatch:
         # A cache made by default (not given as cache_dir) is for shuffles: a pass in order
         # reads each group once, as fast from the files themselves.
-        return groups.group(g, schema, keep=False, check=True, cached=through)
+        return groups.group(g, schema, keep=False, cached=through)
 
     if groups.mapped and all(groups.is_checked(g) for g, _, _ in wanted):
         # Mapped and checked already (by this process or the machine): nothing to do ahead in

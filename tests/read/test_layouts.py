@@ -20,7 +20,11 @@ import recordmill
 from recordmill.read.verify import verify
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "layouts"
-LAYOUTS = [f"{name}/{fmt}" for name in ("before-batch-crc", "before-group-crc") for fmt in ("parquet", "arrow")]
+LAYOUTS = [
+    f"{name}/{fmt}"
+    for name in ("before-batch-crc", "before-group-crc")
+    for fmt in ("parquet", "arrow")
+]
 
 
 def written(n: int) -> dict:
