@@ -38,8 +38,19 @@ def _numbered(raw_lines, offset, line_number):
         offset += len(raw)
         if offset == len(raw) and raw.startswith(b"\xef\xbb\xbf"):  # a file's byte-order mark
             raw = raw[3:]
-        yield line_number, offset, raw.decode("utf-8")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:  # the line's own reject, not the task's end
+            text = NotUtf8(raw.decode("utf-8", "surrogateescape"))
+            text.reason = f"not UTF-8 text: byte {e.start + 1} of the line is {raw[e.start]:#04x}"
+        yield line_number, offset, text
         line_number += 1
+
+
+class NotUtf8(str):
+    """A line that does not decode as UTF-8 (its bytes kept as surrogates), with ``reason``."""
+
+    reason = ""
 
 
 def _chunked_lines(stream):

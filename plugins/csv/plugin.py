@@ -413,6 +413,9 @@ def _jsonl_rows(path, start, line, count, options):
     for i, (number, _, text) in enumerate(_lines(path, start, line)):
         if i == count:
             return
+        if isinstance(text, jsonl.NotUtf8):
+            yield _bad(options, f"{path}:{number}", text.reason)
+            continue
         if not text.strip():
             continue
         try:

@@ -128,6 +128,25 @@ def test_json_lines_with_arrays_and_a_bad_line(tmp_path):
     assert to_numpy(table["vec"], table.schema.field("vec")).tolist()[3] == [3.0, 4.0, 5.0]
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_a_json_line_that_is_not_utf8_is_that_lines_reject(tmp_path, suffix):
+    """Once the task's end (UnicodeDecodeError), now bad input naming the file, line and byte."""
+    import gzip
+
+    raw = b'{"id": 0, "name": "a"}\n{"id": 1, "name": "caf\xe9"}\n{"id": 2, "name": "b"}\n'
+    path = tmp_path / f"rows{suffix}"
+    path.write_bytes(gzip.compress(raw) if suffix.endswith(".gz") else raw)
+    args = ["--script", "jsonl", "--input", path, "--quiet"]
+    failed = write_here(*args, "--output", tmp_path / "o")
+    said = f"rows{suffix}:2: not UTF-8 text: byte 23 of the line is 0xe9"
+    assert failed.returncode == 1 and said in failed.stderr, failed.stderr
+    kept = write_here(*args, "--output", tmp_path / "s", "--on-bad-input", "skip")
+    assert kept.returncode == 0, kept.stderr
+    assert read_dataset(tmp_path / "s")["id"].to_pylist() == [0, 2]
+    (reject,) = recordmill.read_rejects(tmp_path / "s")
+    assert reject["source"] == f"{path}:2" and said.split(":", 2)[2].strip() in reject["reason"]
+
+
 @pytest.mark.parametrize("name", ["x.tsv"])
 def test_tsv_and_empty_cells_become_nulls(tmp_path, name):
     (tmp_path / name).write_text("a\tb\n1\t\n\t2.5\n")
