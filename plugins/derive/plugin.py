@@ -109,9 +109,10 @@ def _tasks(given, version, rows_per_task):
     size = rows_per_task or max(MIN_ROWS_PER_TASK, -(-total // TASKS))
     if size < 1:
         raise ConfigError(f"--rows-per-task must be 0 (about {TASKS} tasks) or more, got {size}")
-    return tuple(
+    tasks = tuple(
         (file, lo, min(rows, lo + size)) for file, rows in pieces for lo in range(0, rows, size)
-    ) or ((None, 0, 0),)
+    )
+    return tasks or ((pieces[0][0], 0, 0),)  # no rows: one empty task, of the input as it is
 
 
 def task_number(options):

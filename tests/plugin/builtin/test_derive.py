@@ -125,6 +125,8 @@ def test_what_derive_cannot_read_is_one_line_each(tmp_path):
     (tmp_path / "lists.py").write_text("def map(row):\n    return [row]\n")
     (tmp_path / "empty").mkdir()
     pq.write_table(pa.table({"id": [1]}), tmp_path / "one.parquet")
+    (tmp_path / "no_rows").mkdir()  # once taken for a recordmill dataset, and refused as none
+    pq.write_table(pa.table({"id": pa.array([], pa.int64())}), tmp_path / "no_rows" / "a.parquet")
     clean = tmp_path / "clean.py"
     cases = [
         (["--input", source, "--function", tmp_path / "none.py"], "none.py: no such file"),
@@ -134,6 +136,8 @@ def test_what_derive_cannot_read_is_one_line_each(tmp_path):
          ": no recordmill dataset and no .parquet file there"),
         (["--input", source, "--function", clean, "--rows-per-task", "-1"],
          "--rows-per-task must be 0 (about 64 tasks) or more, got -1"),
+        (["--input", tmp_path / "no_rows", "--function", clean],
+         "no_rows gave no row (and no bad input) in 1 task: nothing to write"),
         (["--input", source, "--function", tmp_path / "lists.py"],
          "; expected a dict (the new row) or None (to leave the row out)"),
     ]  # fmt: skip
