@@ -118,11 +118,9 @@ def samples(fs, path):
     """(key, {extension: bytes}) of a shard, in order; a damaged shard raises ``tarfile``'s
     ``ReadError`` (or ``EOFError``) after the samples before the damage."""
     # The file as stored (tarfile tells gzip by its first bytes; pyarrow's own decompression,
-    # by the name, would hide it), its size from the one look-up the open needs, and read in
-    # large pieces (tarfile reads 10 KB at a time: a request each on object storage).
-    file = fs.open_input_file(path)
-    size = file.size()
-    raw = pa.BufferedInputStream(file, buffer_size=READ_BYTES)
+    # by the name, would hide it), read in large pieces (tarfile reads 10 KB at a time: a
+    # request each on object storage).
+    raw = pa.BufferedInputStream(fs.open_input_file(path), buffer_size=READ_BYTES)
     with raw as stream, tarfile.open(fileobj=stream, mode="r|*") as tar:
         key, files = None, {}
         for member in tar:
@@ -136,16 +134,20 @@ def samples(fs, path):
                 files = {}
             key = this
             files[extension.lower()] = tar.extractfile(member).read()  # cut short: ReadError
-        _check_end(tar, size)
+        _check_end(tar)
         if files:
             yield key, files
 
 
-def _check_end(tar, size):
-    """A plain tar shard ends with its end-of-archive blocks: one cut short between two files
-    reads as whole otherwise (tarfile takes its end for the archive's)."""
-    if tar.fileobj.comptype == "tar" and size < tar.offset + 2 * tarfile.BLOCKSIZE:
-        raise tarfile.ReadError(f"cut short: {size:,} bytes, no end-of-archive blocks")
+def _check_end(tar):
+    """A shard ends with its end-of-archive blocks: one cut short between two files (its tar, or
+    the tar inside a whole gzip stream) reads as whole otherwise, tarfile taking its end for the
+    archive's. ``fileobj.pos`` counts the (decompressed) bytes tarfile read: past the last
+    file's end only where it read an end block."""
+    if tar.fileobj.pos < tar.offset + tarfile.BLOCKSIZE:
+        raise tarfile.ReadError(
+            f"cut short: it ends after {tar.offset:,} bytes of tar, no end-of-archive blocks"
+        )
 
 
 @functools.lru_cache(maxsize=4)

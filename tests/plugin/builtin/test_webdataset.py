@@ -180,7 +180,17 @@ def test_a_member_cut_short_and_a_missing_end_are_damage(tmp_path):
         "--script", "webdataset", "--input", tmp_path / "noend", "--output", tmp_path / "o",
         "--quiet",
     )  # fmt: skip
-    assert result.returncode == 1 and "bytes, no end-of-archive blocks" in result.stderr
+    assert result.returncode == 1 and "bytes of tar, no end-of-archive blocks" in result.stderr
+    # the same tar in a whole gzip stream: once read as whole (only a plain tar's end was seen)
+    import gzip
+
+    (tmp_path / "noend_gz").mkdir()
+    (tmp_path / "noend_gz" / "a.tar.gz").write_bytes(gzip.compress(end + b"\0" * (-len(end) % 512)))
+    result = write_here(
+        "--script", "webdataset", "--input", tmp_path / "noend_gz", "--pattern", "*.tar.gz",
+        "--output", tmp_path / "o_gz", "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 1 and "bytes of tar, no end-of-archive blocks" in result.stderr
     (tmp_path / "cut").mkdir()
     with tarfile.open(folder / "shard-000000.tar") as tar:
         first = next(m for m in tar.getmembers() if m.size > 100)
