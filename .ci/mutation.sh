@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Mutation testing, a habit and not a CI step (minutes per module on 2 cores): mutmut 2 changes
+# one module at a time, in a git worktree of HEAD (the working tree is never touched), and runs
+# the tests that cover it against each mutant. Prints each module's score (killed / mutants) and
+# writes the survivors to mutation/MODULE.txt (git-ignored) for reading with `git diff`-like eyes.
+#
+#   bash .ci/mutation.sh                          # every module listed below, one after another
+#   bash .ci/mutation.sh recordmill/read/order.py # one (or several) of them
+#   JOBS=2 bash .ci/mutation.sh                   # two modules at a time (one per core)
+#
+# Needs the project's venv (.venv, with the test extra) and mutmut 2 in a venv of its own
+# (MUTMUT=/path/to/mutmut; made in .venv-mutmut on first use). docs/development.md records the
+# scores to hold and why each survivor left is equivalent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PY:-$ROOT/.venv/bin/python}
+if [[ -z ${MUTMUT:-} ]]; then
+    [[ -x .venv-mutmut/bin/mutmut ]] || { python3 -m venv .venv-mutmut && .venv-mutmut/bin/pip install -q "mutmut>=2.5,<3"; }
+    MUTMUT=$ROOT/.venv-mutmut/bin/mutmut
+fi
+
+# Each module and the tests that cover it (a mutant is killed by the first failing test).
+declare -A TESTS=(
+    [recordmill/read/order.py]="tests/read/test_shared_orders.py tests/read/test_steps.py tests/read/test_dataset.py"
+    [recordmill/read/states.py]="tests/read/test_torch_refusals.py"
+    [recordmill/read/dealing.py]="tests/read/test_torch.py tests/read/test_tokens.py"
+    [recordmill/read/mixing.py]="tests/read/test_mixing.py tests/read/test_steps.py"
+    [recordmill/read/options.py]="tests/read/test_options.py"
+    [recordmill/read/skips.py]="tests/read/test_skips.py tests/read/test_decode_check.py"
+    [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
+    [recordmill/dataset/sizes.py]="tests/dataset/test_dataset_refusals.py tests/dataset/test_schema.py"
+)
+modules=("$@")
+((${#modules[@]})) || mapfile -t modules < <(printf '%s\n' "${!TESTS[@]}" | sort)
+
+one() {
+    local module=$1 tests=${TESTS[$1]:?no tests listed for $1 in .ci/mutation.sh}
+    local tree
+    tree=$(mktemp -d)
+    git worktree add -f --detach "$tree" HEAD >/dev/null 2>&1
+    (
+        cd "$tree"
+        runner="env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
+        "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
+            --no-progress >/dev/null 2>&1 || true # its exit code counts the survivors
+        "$MUTMUT" results >"$tree/results.txt" 2>&1 || true
+        total=$("$MUTMUT" junitxml 2>/dev/null | grep -c "<testcase" || true)
+        survived=$(grep -cE "^[0-9]+" <(sed -n '/Survived/,/^$/p' "$tree/results.txt") || true)
+        mkdir -p "$ROOT/mutation"
+        name=$(echo "$module" | tr / _)
+        {
+            echo "$module: $((total - survived)) of $total mutants killed ($tests)"
+            sed -n '/Survived/,$p' "$tree/results.txt"
+            for id in $(sed -n '/Survived/,/^$/p' "$tree/results.txt" | grep -oE "^[0-9-]+" | tr - ' '); do
+                for n in $(seq ${id% *} ${id#* }); do "$MUTMUT" show "$n" 2>/dev/null; done
+            done
+        } >"$ROOT/mutation/$name.txt"
+        echo "$module: $((total - survived)) of $total mutants killed"
+    )
+    git worktree remove --force "$tree"
+}
+
+export -f one
+running=0
+for module in "${modules[@]}"; do
+    one "$module" &
+    running=$((running + 1))
+    if ((running >= ${JOBS:-1})); then wait -n; running=$((running - 1)); fi
+done
+wait
