@@ -2,7 +2,7 @@
 # Mutation testing, a habit and not a CI step (minutes per module on 2 cores): mutmut 2 changes
 # one module at a time, in a git worktree of HEAD (the working tree is never touched), and runs
 # the tests that cover it against each mutant. Prints each module's score (killed / mutants) and
-# writes the survivors to mutation/MODULE.txt (git-ignored) for reading with `git diff`-like eyes.
+# writes each survivor's change to mutation/MODULE.txt (git-ignored), to read.
 #
 #   bash .ci/mutation.sh                          # every module listed below, one after another
 #   bash .ci/mutation.sh recordmill/read/order.py # one (or several) of them
@@ -22,7 +22,7 @@ fi
 
 # Each module and the tests that cover it (a mutant is killed by the first failing test).
 declare -A TESTS=(
-    [recordmill/read/order.py]="tests/read/test_shared_orders.py tests/read/test_steps.py tests/read/test_dataset.py"
+    [recordmill/read/order.py]="tests/read/test_order.py tests/read/test_shared_orders.py"
     [recordmill/read/states.py]="tests/read/test_torch_refusals.py"
     [recordmill/read/dealing.py]="tests/read/test_torch.py tests/read/test_tokens.py"
     [recordmill/read/mixing.py]="tests/read/test_mixing.py tests/read/test_steps.py"
@@ -36,32 +36,34 @@ modules=("$@")
 
 one() {
     local module=$1 tests=${TESTS[$1]:?no tests listed for $1 in .ci/mutation.sh}
-    local tree
+    local tree name
     tree=$(mktemp -d)
+    name=$(echo "$module" | tr / _)
     git worktree add -f --detach "$tree" HEAD >/dev/null 2>&1
     (
         cd "$tree"
         runner="env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
         "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
             --no-progress >/dev/null 2>&1 || true # its exit code counts the survivors
-        "$MUTMUT" results >"$tree/results.txt" 2>&1 || true
-        total=$("$MUTMUT" junitxml 2>/dev/null | grep -c "<testcase" || true)
-        survived=$(grep -cE "^[0-9]+" <(sed -n '/Survived/,/^$/p' "$tree/results.txt") || true)
         mkdir -p "$ROOT/mutation"
-        name=$(echo "$module" | tr / _)
-        {
-            echo "$module: $((total - survived)) of $total mutants killed ($tests)"
-            sed -n '/Survived/,$p' "$tree/results.txt"
-            for id in $(sed -n '/Survived/,/^$/p' "$tree/results.txt" | grep -oE "^[0-9-]+" | tr - ' '); do
-                for n in $(seq ${id% *} ${id#* }); do "$MUTMUT" show "$n" 2>/dev/null; done
-            done
-        } >"$ROOT/mutation/$name.txt"
-        echo "$module: $((total - survived)) of $total mutants killed"
+        # The counts from mutmut's cache: killed (or timed out, "suspicious") against survived.
+        "$PY" - "$module" "$tests" >"$ROOT/mutation/$name.txt" <<'PYTHON'
+import sqlite3, sys
+module, tests = sys.argv[1:]
+db = sqlite3.connect(".mutmut-cache")
+status = dict(db.execute("select status, count(*) from Mutant group by status").fetchall())
+killed = status.get("ok_killed", 0) + status.get("ok_suspicious", 0)
+print(f"{module}: {killed} of {sum(status.values())} mutants killed ({tests})")
+PYTHON
+        for id in $("$PY" -c "import sqlite3; print(*[i for (i,) in sqlite3.connect('.mutmut-cache').execute(\"select id from Mutant where status = 'bad_survived' order by id\")])"); do
+            "$MUTMUT" show "$id" 2>/dev/null | grep -E "^[-+][^-+]" >>"$ROOT/mutation/$name.txt" || true
+            echo >>"$ROOT/mutation/$name.txt"
+        done
+        head -1 "$ROOT/mutation/$name.txt"
     )
     git worktree remove --force "$tree"
 }
 
-export -f one
 running=0
 for module in "${modules[@]}"; do
     one "$module" &
