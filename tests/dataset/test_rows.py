@@ -52,3 +52,9 @@ def test_recut_makes_runs_of_exactly_the_size_asked():
     runs = list(recut(batches, 4))
     assert [sum(p.num_rows for p in parts) for parts in runs] == [4, 4, 2]
     assert [x for parts in runs for p in parts for x in p["x"].to_pylist()] == list(range(10))
+
+
+def test_an_index_counts_its_groups_and_its_rows():
+    index = RowIndex([2, 0, 3])
+    assert len(index) == 3 and index.total == 5
+    assert RowIndex([]).total == 0

@@ -108,3 +108,14 @@ def test_same_part_neighbours_is_the_fraction_of_adjacent_rows_of_one_part():
     assert order.same_part_neighbours(np.arange(6), parts) == pytest.approx(4 / 5)
     assert order.same_part_neighbours(np.array([0, 3, 1, 4, 2, 5]), parts) == 0.0
     assert order.same_part_neighbours(np.array([2]), parts) == 0.0
+
+
+def test_the_first_epochs_part_order_is_a_permutation_of_its_own_seed():
+    for seed in (0, 5):
+        expected = np.random.default_rng([seed, 0, 0]).permutation(9)
+        assert np.array_equal(order.part_order(9, 4, seed, 0), expected)
+    assert np.array_equal(order.block_order(PARTS, 4, 9), order.block_order(PARTS, 4, 9, epoch=0))
+
+
+def test_two_rows_of_one_part_are_neighbours():
+    assert order.same_part_neighbours(np.array([0, 1]), [(0, 3), (3, 6)]) == 1.0
