@@ -82,6 +82,40 @@ FAULTS = {
         """,
         r"task 0 gives other rows when it runs again after the other tasks \(row 0 differs\)",
     ),
+    "runs give other row counts": (
+        """
+        CALLS = [0]
+        def task_number(): return 1
+        def dict_data(task_id):
+            CALLS[0] += 1  # one row more at each run
+            for i in range(CALLS[0]):
+                yield {"id": i}
+        """,
+        r"plugin \w+: two runs wrote 1 and 2 rows: it is not deterministic$",
+    ),
+    "runs give other schemas": (
+        """
+        CALLS = [0]
+        def task_number(): return 1
+        def dict_data(task_id):
+            CALLS[0] += 1  # the same value, an int at the first run and a float at the second
+            yield {"x": 1 if CALLS[0] == 1 else 1.0}
+        """,
+        r"plugin \w+: two runs wrote other schemas: it is not deterministic$",
+    ),
+    "a task's row count depends on the tasks before": (
+        """
+        SEEN = []
+        def task_number():
+            SEEN.clear()
+            return 3
+        def dict_data(task_id):
+            SEEN.append(task_id)
+            for i in range(len(SEEN)):
+                yield {"task": task_id, "i": i}
+        """,
+        r"task 0 gives other rows when it runs again after the other tasks \(1 rows, then 4\)",
+    ),
     "task_rows wrong": (
         """
         def task_number(): return 2
