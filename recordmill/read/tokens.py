@@ -24,6 +24,8 @@ import pyarrow as pa
 from recordmill.dataset.schema import nested_shape, numpy_dtype
 from recordmill.read import order
 
+READ_TOKENS = 1 << 22  # tokens read at once by iter_blocks (tests make it small, to cross steps)
+
 __all__ = ["TokenStream"]
 
 
@@ -137,7 +139,7 @@ def iter_blocks(
 ) -> Iterator[np.ndarray]:
     """Every block of an epoch from block ``start``, a block (or ``batch_size`` of them) at a
     time, read a few million tokens' worth at once; ``within``: the blocks in that order."""
-    step = max(1, (1 << 22) // epoch.stream.width)
+    step = max(1, READ_TOKENS // epoch.stream.width)
     if batch_size:
         step = max(batch_size, step - step % batch_size)
     for lo in range(start, epoch.blocks, step):

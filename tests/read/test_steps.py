@@ -7,7 +7,7 @@ Each result is compared with the same work done in one step, or with numpy.
 - a gather joins a column's chunks up to ``gather.JOIN_BYTES`` and looks rows up in one table up
   to ``gather.LOOKUP_BYTES``;
 - a shuffled pass of memory-mapped Arrow gathers ``passes.MAPPED_WINDOW_BYTES`` at a time;
-- token blocks are read ``read_blocks`` at a time (tests/read/test_tokens.py crosses it too).
+- token blocks are read ``tokens.READ_TOKENS`` at a time, in whole batches.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill.read import gather, mixing, passes
+from recordmill.read import gather, mixing, passes, tokens
 from tests.conftest import make_plugin
 
 PLUGIN = """
@@ -93,3 +93,39 @@ def test_a_shuffled_pass_in_small_windows_is_the_same_epoch(paths, monkeypatch, 
     monkeypatch.setattr(passes, "MAPPED_WINDOW_BYTES", window)
     small = epoch()
     assert small == whole and sorted(small) == list(range(699))
+
+
+TOKENS = """
+    import numpy as np
+
+    def task_number():
+        return 2
+
+    def schema():
+        return {"tokens": {"type": "uint16", "shape": [-1]}}
+
+    def dict_data(task_id):
+        for i in range(41):
+            n = task_id * 41 + i
+            yield {"tokens": np.arange(n, n + n % 23 + 1, dtype=np.uint16)}
+"""
+
+
+@pytest.mark.parametrize("read_tokens", [1, 50, 333])
+@pytest.mark.parametrize(("batch_size", "window"), [(None, 0), (3, 0), (7, 5)])
+def test_token_blocks_read_in_small_steps_are_the_blocks_read_at_once(
+    tmp_path, monkeypatch, read_tokens, batch_size, window
+):
+    path = tmp_path / "tokens"
+    recordmill.write(make_plugin(tmp_path / "p", TOKENS), path, progress=False)
+
+    def blocks():
+        ds = recordmill.open(path)
+        got = ds.token_blocks(
+            9, seed=2, epoch=1, eos=0, batch_size=batch_size, shuffle_window=window
+        )
+        return [np.atleast_2d(b).tolist() for b in got]
+
+    at_once = blocks()
+    monkeypatch.setattr(tokens, "READ_TOKENS", read_tokens)
+    assert blocks() == at_once and sum(map(len, at_once)) > 20
