@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-PY=${PY:-$ROOT/.venv/bin/python}
+PY=$(realpath "${PY:-$ROOT/.venv/bin/python}")
 if [[ -z ${MUTMUT:-} ]]; then
     [[ -x .venv-mutmut/bin/mutmut ]] || { python3 -m venv .venv-mutmut && .venv-mutmut/bin/pip install -q "mutmut>=2.5,<3"; }
     MUTMUT=$ROOT/.venv-mutmut/bin/mutmut
@@ -40,12 +40,17 @@ one() {
     tree=$(mktemp -d)
     name=$(echo "$module" | tr / _)
     git worktree add -f --detach "$tree" HEAD >/dev/null 2>&1
+    mkdir -p "$ROOT/mutation"
+    local rc=0
     (
         cd "$tree"
         runner="env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
         "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
-            --no-progress >/dev/null 2>&1 || true # its exit code counts the survivors
-        mkdir -p "$ROOT/mutation"
+            --no-progress >"$ROOT/mutation/$name.log" 2>&1 || true # its exit code counts survivors
+        if [[ ! -s .mutmut-cache ]]; then
+            echo "$module: mutmut did not run (mutation/$name.log says why)"
+            exit 1
+        fi
         # The counts from mutmut's cache: killed (failed, or ran 10x the baseline: "timeout", or
         # slower: "suspicious") against survived.
         "$PY" - "$module" "$tests" >"$ROOT/mutation/$name.txt" <<'PYTHON'
@@ -61,14 +66,22 @@ PYTHON
             echo >>"$ROOT/mutation/$name.txt"
         done
         head -1 "$ROOT/mutation/$name.txt"
-    )
-    git worktree remove --force "$tree"
+    ) || rc=$?
+    git -C "$ROOT" worktree remove --force "$tree" 2>/dev/null || true
+    return $rc
 }
 
-running=0
+running=0 failed=0
 for module in "${modules[@]}"; do
     one "$module" &
     running=$((running + 1))
-    if ((running >= ${JOBS:-1})); then wait -n; running=$((running - 1)); fi
+    if ((running >= ${JOBS:-1})); then
+        wait -n || failed=1
+        running=$((running - 1))
+    fi
 done
-wait
+while ((running > 0)); do
+    wait -n || failed=1
+    running=$((running - 1))
+done
+exit $failed

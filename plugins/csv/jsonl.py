@@ -27,13 +27,13 @@ def lines(path, start=0, line_number=1):
     if not is_compressed(path):
         with open(path, "rb") as f:
             f.seek(start)
-            yield from _numbered(f, start, line_number)
+            yield from numbered(f, start, line_number)
         return
     with pa.input_stream(path, compression="detect") as stream:
-        yield from _numbered(_chunked_lines(stream), 0, line_number)
+        yield from numbered(_chunked_lines(stream), 0, line_number)
 
 
-def _numbered(raw_lines, offset, line_number):
+def numbered(raw_lines, offset, line_number):
     for raw in raw_lines:
         offset += len(raw)
         if offset == len(raw) and raw.startswith(b"\xef\xbb\xbf"):  # a file's byte-order mark

@@ -120,6 +120,8 @@ def _csv_records(path, delimiter, start=0, line_number=1):
     def tracked():
         for number, offset, text in _lines(path, start, line_number):
             state["line"], state["offset"] = number, offset
+            if isinstance(text, jsonl.NotUtf8):  # a CSV record may span lines: the file's error
+                raise InputError(f"{path}:{number}: {text.reason}")
             yield text
 
     reader = csv.reader(tracked(), delimiter=_delimiter(path, delimiter))
@@ -131,8 +133,12 @@ def _csv_records(path, delimiter, start=0, line_number=1):
 
 @functools.lru_cache(maxsize=16)
 def _header(path, delimiter):
-    with open(path, newline="", encoding="utf-8") as f:
-        line = f.readline()
+    # The first line alone: a text file object decodes blocks ahead, and a byte that is not
+    # UTF-8 further on would fail here, unnamed, instead of as its own line's error.
+    with open(path, "rb") as f:
+        number, _, line = next(jsonl.numbered([f.readline()], 0, 1), (1, 0, ""))
+        if isinstance(line, jsonl.NotUtf8):
+            raise InputError(f"{path}:{number}: {line.reason}")
         header = next(
             csv.reader(
                 io.StringIO(line),

@@ -71,30 +71,22 @@ def read_index(folder: str) -> Layout:
         chunks = tuple(
             (_chunk_path(folder, c["filename"]), int(c["chunk_size"])) for c in index["chunks"]
         )
-        formats = tuple(config["data_format"])
-        names = leaf_names(json.loads(config["data_spec"]), config["item_loader"] == "TokensLoader")
+        formats, loader = tuple(config["data_format"]), config["item_loader"]
+        names = leaf_names(json.loads(config["data_spec"]), loader == "TokensLoader")
+        compression, level = config.get("compression"), config.get("compression_level") or "chunk"
     except FileNotFoundError:
         raise InputError(f"{folder}: no {INDEX} (expected a LitData optimized dataset)") from None
     except (ValueError, KeyError, TypeError) as e:
         raise InputError(f"{path}: not a LitData index ({type(e).__name__}: {e})") from None
     if config.get("encryption"):
         raise ConfigError(f"{path}: its chunks are encrypted ({config['encryption']}); not read")
-    if config["item_loader"] not in LOADERS:
-        loader = config["item_loader"]
+    if loader not in LOADERS:
         raise ConfigError(f"{path}: item loader {loader!r} is not read (expected one of {LOADERS})")
     if len(names) != len(formats) or not chunks:
         raise InputError(
             f"{path}: {len(names)} leaves, {len(formats)} formats, {len(chunks)} chunks"
         )
-    level = config.get("compression_level") or "chunk"
-    return Layout(
-        names,
-        formats,
-        config["item_loader"] == "TokensLoader",
-        config["compression"],
-        level,
-        chunks,
-    )
+    return Layout(names, formats, loader == "TokensLoader", compression, level, chunks)
 
 
 def _chunk_path(folder: str, name: str) -> str:
@@ -153,12 +145,17 @@ def _framed(view: memoryview, count: int, path: str) -> list[memoryview]:
     if len(view) < at + _FRAME.size * frames:
         raise packed.Damaged(f"{path}: its framed zstd directory is cut short")
     offsets = np.frombuffer(view[_PREFIX.size : at], "<u4")
-    pieces = []
+    pieces, first = [], 0
     for k in range(frames):
-        _, _, where, size, raw = _FRAME.unpack_from(view, at + k * _FRAME.size)
+        start, held, where, size, raw = _FRAME.unpack_from(view, at + k * _FRAME.size)
         if where + size > len(view):
             raise packed.Damaged(f"{path}: frame {k} runs past the file's end")
+        if start != first:  # frames in order, each item in one
+            raise packed.Damaged(f"{path}: frame {k} starts at item {start:,}, expected {first:,}")
+        first += held
         pieces.append(packed.inflate("zstd", view[where : where + size], raw, path))
+    if first != items:
+        raise packed.Damaged(f"{path}: its frames hold {first:,} items, its header says {items:,}")
     return packed.items_at(memoryview(b"".join(pieces)), offsets, path)
 
 
@@ -166,12 +163,7 @@ def leaves(layout: Layout, item: memoryview) -> list[memoryview]:
     """An item's bytes, one view per leaf."""
     if layout.tokens:
         return [item]
-    n = len(layout.formats)
-    sizes = np.frombuffer(item[: 4 * n], "<u4") if len(item) >= 4 * n else ()
-    if len(sizes) != n or 4 * n + int(np.sum(sizes, dtype=np.int64)) != len(item):
-        raise ValueError(f"{len(item):,} bytes do not hold its {n} leaves' sizes and bytes")
-    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]) + 4 * n
-    return packed.items_at(item, offsets, "the item")
+    return packed.sized(item, 0, len(layout.formats), "leaves")
 
 
 def array(fmt: str, data: memoryview) -> np.ndarray:
@@ -182,11 +174,23 @@ def array(fmt: str, data: memoryview) -> np.ndarray:
         shape = np.frombuffer(data[8 : 8 + 4 * ndim], "<u4").tolist()
         return np.frombuffer(data[8 + 4 * ndim :], _dtype(NUMPY, dtype, fmt)).reshape(shape)
     if kind == "tensor":
-        dtype, ndim = struct.unpack_from(">II", data)
-        shape = struct.unpack_from(f">{ndim}I", data, 8)
-        return np.frombuffer(data[8 + 4 * ndim :], _dtype(TORCH, dtype, fmt)).reshape(shape)
+        return _tensor(data, fmt)
     table = NUMPY if kind == "no_header_numpy" else TORCH
     return np.frombuffer(data, _dtype(table, int(code), fmt))
+
+
+def _tensor(data: memoryview, fmt: str) -> np.ndarray:
+    """A ``tensor`` leaf: its dtype code, number of dimensions and shape as uint32s, big-endian
+    (litdata 0.2.76) or, as earlier litdata wrote them, little-endian: the order whose header
+    and shape account for every byte."""
+    for order in (">", "<"):
+        code, ndim = struct.unpack_from(f"{order}II", data)
+        if code not in TORCH or len(data) < 8 + 4 * ndim:
+            continue
+        shape = struct.unpack_from(f"{order}{ndim}I", data, 8)
+        if 8 + 4 * ndim + int(np.prod(shape)) * np.dtype(TORCH[code]).itemsize == len(data):
+            return np.frombuffer(data[8 + 4 * ndim :], TORCH[code]).reshape(shape)
+    raise ValueError(f"{fmt}: {len(data):,} bytes that no tensor header accounts for")
 
 
 def _dtype(table: dict[int, str], code: int, fmt: str) -> str:
@@ -218,7 +222,7 @@ def decoder(fmt: str, spec: dict[str, Any], pickles: str) -> Callable[[memoryvie
     """The function from a leaf's bytes to the value it stores."""
     simple: dict[str, Callable[[memoryview], Any]] = {
         "int": lambda d: struct.unpack("<q", d)[0], "float": lambda d: struct.unpack("<d", d)[0],
-        "bool": lambda d: d[0] != 0, "str": _text, "text": _text, "bytes": bytes, "jpeg": bytes,
+        "bool": _bool, "str": packed.text, "text": packed.text, "bytes": bytes, "jpeg": bytes,
         "pil": packed.pil_png,
     }  # fmt: skip
     kind = fmt.partition(":")[0]
@@ -231,8 +235,10 @@ def decoder(fmt: str, spec: dict[str, Any], pickles: str) -> Callable[[memoryvie
     return lambda data: packed.checked_array(array(fmt, data), spec, "first item")
 
 
-def _text(data: memoryview) -> str:
-    return bytes(data).decode("utf-8")
+def _bool(data: memoryview) -> bool:
+    if len(data) != 1:
+        raise ValueError(f"a bool of {len(data)} bytes")
+    return data[0] != 0
 
 
 def make_demo(folder: str | os.PathLike[str], pairs: list[tuple[bytes, str, int]]) -> None:

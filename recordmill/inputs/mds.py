@@ -18,10 +18,11 @@ decimal's exact text; ``pkl`` as ``--pickles`` says (:mod:`recordmill.inputs.pac
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,8 +76,8 @@ def read_index(folder: str) -> list[Shard]:
     for shard in shards[1:]:
         if (shard.names, shard.encodings) != (first.names, first.encodings):
             raise InputError(
-                f"{shard.path}: columns {dict(zip(shard.names, shard.encodings, strict=True))}, the first "
-                f"shard's are {dict(zip(first.names, first.encodings, strict=True))}"
+                f"{shard.path}: columns {dict(zip(shard.names, shard.encodings, strict=True))}, "
+                f"the first shard's are {dict(zip(first.names, first.encodings, strict=True))}"
             )
     return shards
 
@@ -92,6 +93,8 @@ def _shard(folder: str, entry: dict[str, Any]) -> Shard:
     names, encodings = entry["column_names"], entry["column_encodings"]
     if not len(names) == len(encodings) == len(entry["column_sizes"]):
         raise ValueError("its column names, encodings and sizes are not as many")
+    if not all(s is None or (type(s) is int and s >= 0) for s in entry["column_sizes"]):
+        raise ValueError(f"column sizes {entry['column_sizes']!r}; expected whole numbers or null")
     return Shard(
         path=os.path.join(folder, *parts),
         samples=int(entry["samples"]),
@@ -135,8 +138,10 @@ def ndarray(encoding: str, data: memoryview) -> np.ndarray:
     at = 0
     if given:
         dtype = given[0]
-    else:
+    elif data[0] in VALUE_DTYPES:
         dtype, at = VALUE_DTYPES[data[0]], 1
+    else:
+        raise ValueError(f"dtype code {data[0]} is not one MDSWriter writes")
     if len(given) == 2:
         shape = [int(d) for d in given[1].split(",")]
     else:
@@ -155,6 +160,9 @@ def field(encoding: str, first: memoryview | None, pickles: str) -> dict[str, An
     if name in SCALARS:
         return {"type": name}
     if name == "ndarray":
+        given = encoding.split(":")[1:2]
+        if given and given[0] not in VALUE_DTYPES.values():
+            raise ValueError(f"{encoding!r}: dtype {given[0]!r} is not one MDSWriter writes")
         assert first is not None, "the plugin reads the first sample where an array needs it"
         array = ndarray(encoding, first)
         fixed = len(encoding.split(":")) == 3
@@ -179,12 +187,13 @@ def decoder(encoding: str, spec: dict[str, Any], pickles: str) -> Callable[[memo
     if name == "ndarray":
         return lambda data: packed.checked_array(ndarray(encoding, data), spec, "first sample")
     if name == "int" or name in SCALARS:
-        dtype = np.dtype("<i8" if name == "int" else name).newbyteorder("<")
-        return lambda data: np.frombuffer(data, dtype)[0].item()
+        return functools.partial(
+            _scalar, np.dtype("<i8" if name == "int" else name).newbyteorder("<")
+        )
     simple: dict[str, Callable[[memoryview], Any]] = {
-        "str": _text, "json": _text, "str_decimal": _text, "bytes": bytes, "jpeg": bytes,
-        "png": bytes, "pil": packed.pil_png, "str_int": lambda d: int(_text(d)),
-        "str_float": lambda d: float(_text(d)),
+        "str": packed.text, "json": packed.text, "str_decimal": packed.text, "bytes": bytes, "jpeg": bytes,
+        "png": bytes, "pil": packed.pil_png, "str_int": lambda d: int(packed.text(d)),
+        "str_float": lambda d: float(packed.text(d)),
     }  # fmt: skip
     if name in simple:
         return simple[name]
@@ -196,19 +205,18 @@ def decoder(encoding: str, spec: dict[str, Any], pickles: str) -> Callable[[memo
     return packed.pickled(pickles)
 
 
-def _text(data: memoryview) -> str:
-    return bytes(data).decode("utf-8")
+def _scalar(dtype: np.dtype, data: memoryview) -> Any:
+    if len(data) != dtype.itemsize:
+        raise ValueError(f"{len(data)} bytes, where {dtype.name} takes {dtype.itemsize}")
+    return np.frombuffer(data, dtype)[0].item()
 
 
-def _listed(data: memoryview, skip: int) -> Iterator[memoryview]:
+def _listed(data: memoryview, skip: int) -> list[memoryview]:
     """The elements of a list encoding: ``skip`` bytes, a count, the sizes, the elements."""
+    if len(data) < skip + 4:
+        raise ValueError(f"a list of {len(data)} bytes, too short for its count")
     count = int(np.frombuffer(data[skip : skip + 4], "<u4")[0])
-    start = skip + 4 + 4 * count
-    sizes = np.frombuffer(data[skip + 4 : start], "<u4")
-    if len(sizes) != count:
-        raise ValueError(f"a list of {count} elements whose sizes are cut short")
-    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]) + start
-    return iter(packed.items_at(data, offsets, "the list"))
+    return packed.sized(data, skip + 4, count, "elements")
 
 
 def make_demo(folder: str | os.PathLike[str], pairs: list[tuple[bytes, str, int]]) -> None:

@@ -9,11 +9,11 @@ start), then the samples; the MDS writer puts its JSON config between the table 
 from __future__ import annotations
 
 import bz2
-import gzip
 import io
 import json
 import pickle
 import struct
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,29 +73,74 @@ def items_at(view: memoryview, offsets: np.ndarray, where: str) -> list[memoryvi
     return _slices(view, offsets.astype(np.int64), 0, where)
 
 
+def sized(view: memoryview, start: int, count: int, where: str) -> list[memoryview]:
+    """``count`` items whose sizes (uint32 each) lie at ``start``, the items right after."""
+    end = start + 4 * count
+    if len(view) < end:
+        raise ValueError(f"{len(view):,} bytes, too short for the sizes of its {count} {where}")
+    offsets = np.concatenate(
+        [[0], np.cumsum(np.frombuffer(view[start:end], "<u4"), dtype=np.int64)]
+    )
+    if end + int(offsets[-1]) != len(view):
+        raise ValueError(
+            f"{len(view):,} bytes, its {count} {where} and their sizes take {end + int(offsets[-1]):,}"
+        )
+    return items_at(view, offsets + end, where)
+
+
+def text(data: memoryview) -> str:
+    return bytes(data).decode("utf-8")
+
+
 def inflate(codec: str, data: bytes | memoryview, size: int | None, where: str) -> bytes:
-    """``data`` decompressed with the writer's ``codec`` (its level ignored); ``size``, when the
-    index gives it, is checked."""
+    """``data`` decompressed with the writer's ``codec`` (its level ignored), never past ``size``
+    (the index's) or :data:`MAX_INFLATE`: a small forged file inflates no further than that."""
     name = codec.split(":", 1)[0]
     if name not in CODECS:
         raise ConfigError(f"{where}: compression {codec!r} is not read (expected one of {CODECS})")
+    cap = MAX_INFLATE if size is None else min(size, MAX_INFLATE)
     try:
-        if name == "gz":
-            out = gzip.decompress(data)
-        elif name == "bz2":
-            out = bz2.decompress(data)
-        elif size is None:  # a zstd or brotli stream: its frames end it
-            out = pa.CompressedInputStream(pa.BufferReader(data), _ARROW[name]).read()
-        else:
-            out = pa.decompress(data, decompressed_size=size, codec=_ARROW[name]).to_pybytes()
-    except (OSError, EOFError, ValueError, pa.ArrowException) as e:
+        out = _inflated(name, bytes(data), cap)
+    except (OSError, EOFError, ValueError, zlib.error, pa.ArrowException) as e:
         raise Damaged(f"{where}: does not decompress as {name} ({e})") from None
+    if len(out) > cap:
+        said = f"its index says {size:,}" if size is not None else f"more than {MAX_INFLATE:,}"
+        raise Damaged(f"{where}: decompresses to more bytes than it may ({said})")
     if size is not None and len(out) != size:
         raise Damaged(f"{where}: decompresses to {len(out):,} bytes, its index says {size:,}")
     return out
 
 
-_ARROW = {"zstd": "zstd", "br": "brotli", "snappy": "snappy"}
+# Where no index gives a decompressed size, what one file or frame may inflate to at most.
+MAX_INFLATE = 1 << 30
+
+
+def _inflated(name: str, data: bytes, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of ``data`` decompressed (one more: a file that goes on)."""
+    if name == "gz":
+        return zlib.decompressobj(wbits=31).decompress(data, cap + 1)
+    if name == "bz2":
+        return bz2.BZ2Decompressor().decompress(data, max_length=cap + 1)
+    if name == "snappy":  # its length comes first, as a varint: checked before it is allocated
+        length = _varint(data)
+        if length > cap:
+            raise ValueError(f"it says {length:,} bytes, more than the {cap:,} it may hold")
+        return pa.decompress(data, decompressed_size=length, codec="snappy").to_pybytes()
+    stream = pa.CompressedInputStream(pa.BufferReader(data), _ARROW[name])
+    return stream.read(cap + 1)
+
+
+_ARROW = {"zstd": "zstd", "br": "brotli"}
+
+
+def _varint(data: bytes) -> int:
+    """The unsigned LEB128 number a snappy block starts with (its decompressed length)."""
+    value = 0
+    for k, byte in enumerate(data[:5]):
+        value |= (byte & 0x7F) << (7 * k)
+        if byte < 0x80:
+            return value
+    raise ValueError("no length at its start")
 
 
 def checked_array(found: np.ndarray, spec: dict[str, Any], first: str) -> np.ndarray:
@@ -112,9 +157,13 @@ def checked_array(found: np.ndarray, spec: dict[str, Any], first: str) -> np.nda
 def pil_png(data: bytes | memoryview) -> bytes:
     """The layout both writers give a PIL image (width, height, mode's length as uint32, the mode,
     the raw pixels), as PNG bytes: lossless, and read by every tool."""
+    if len(data) < 12:
+        raise ValueError(f"a PIL image of {len(data)} bytes, too short for its size and mode")
     width, height, size = np.frombuffer(data[:12], "<u4").tolist()
-    mode = bytes(data[12 : 12 + size]).decode("ascii")
-    image = Image.frombytes(mode, (width, height), bytes(data[12 + size :]))
+    mode, raw = bytes(data[12 : 12 + size]).decode("ascii"), bytes(data[12 + size :])
+    if width * height > 8 * len(raw):  # checked before Pillow allocates it: 1 bit a pixel at least
+        raise ValueError(f"a PIL image of {width:,} x {height:,} pixels in {len(raw):,} bytes")
+    image = Image.frombytes(mode, (width, height), raw)
     out = io.BytesIO()
     image.save(out, "PNG")  # a mode PNG cannot hold raises OSError: that row's reject
     return out.getvalue()
@@ -153,6 +202,8 @@ def pickled(how: str) -> Callable[[bytes | memoryview], Any]:
 
 
 Column = tuple[str, str, dict[str, Any], Callable[[memoryview], Any]]
+# What decoding a value of a damaged or forged file may raise: that value's error, one line.
+DECODING = (ValueError, OSError, IndexError, KeyError, TypeError, OverflowError, struct.error)
 
 
 def described(
@@ -176,7 +227,7 @@ def described(
         seen[column] = name
         try:
             spec = reader.field(kind, first[i] if first else None, pickles)
-        except ValueError as e:
+        except DECODING as e:
             raise InputError(f"{where}: column {name!r}: {e}") from None
         out.append((name, column, spec, reader.decoder(kind, spec, pickles)))
     return tuple(out)
@@ -189,6 +240,6 @@ def row(columns: Sequence[Column], values: Sequence[memoryview]) -> dict[str, An
     for (name, column, _, decode), value in zip(columns, values, strict=True):
         try:
             out[column] = decode(value)
-        except (ValueError, OSError, IndexError, KeyError, struct.error) as e:
+        except DECODING as e:
             raise ValueError(f"column {name!r}: {e}") from None
     return out

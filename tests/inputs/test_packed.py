@@ -3,6 +3,7 @@ as a disk, a cut copy or a forger would damage them: each one clear error, never
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import itertools
 import json
@@ -12,6 +13,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from recordmill.errors import ConfigError, InputError
@@ -105,7 +107,7 @@ def test_an_mds_sample_whose_sizes_do_not_add_up_is_refused():
     with pytest.raises(ValueError, match="encoding 'tensor' is not one MDSWriter writes"):
         mds.field("tensor", None, "refuse")
     cut_list = struct.pack("<III", 0, 3, 10)  # 3 elements, one size given
-    with pytest.raises(ValueError, match="a list of 3 elements whose sizes are cut short"):
+    with pytest.raises(ValueError, match="12 bytes, too short for the sizes of its 3 elements"):
         mds.decoder("list[jpeg]", {}, "refuse")(memoryview(cut_list))
 
 
@@ -154,7 +156,7 @@ def test_a_litdata_item_or_leaf_that_does_not_add_up_is_refused():
     layout = litdata.read_index(str(DATA / "litdata" / "zstd_chunk"))
     item = bytes(litdata.items(layout, 0)[0])
     assert [bytes(v) for v in litdata.leaves(layout, memoryview(item))][1] == b"row 0"
-    with pytest.raises(ValueError, match="bytes do not hold its 3 leaves' sizes and bytes"):
+    with pytest.raises(ValueError, match=r"28 bytes, its 3 leaves and their sizes take 29"):
         litdata.leaves(layout, memoryview(item[:-1]))
     with pytest.raises(
         ValueError, match="no_header_numpy:14: dtype code 14 is not a type recordmill stores"
@@ -170,3 +172,84 @@ def test_a_loaded_pickle_without_json_text_is_that_rows_reject():
     with pytest.raises(ValueError, match="an unpickled set has no JSON text"):
         load(pickle.dumps({1, 2}))
     assert packed.pickled("bytes")(memoryview(b"\x80\x04N.")) == b"\x80\x04N."  # never loaded
+
+
+def test_a_forged_pil_header_is_refused_before_anything_is_allocated():
+    huge = struct.pack("<III", 60000, 60000, 4) + b"RGBA" + b"\0" * 16
+    with pytest.raises(ValueError, match="a PIL image of 60,000 x 60,000 pixels in 16 bytes"):
+        packed.pil_png(memoryview(huge))
+    with pytest.raises(ValueError, match="a PIL image of 5 bytes, too short for its size and mode"):
+        packed.pil_png(memoryview(b"12345"))
+
+
+def test_decompression_stops_at_the_size_the_index_gives_or_at_the_cap(monkeypatch):
+    bomb = gzip.compress(b"\0" * 100_000)
+    with pytest.raises(
+        packed.Damaged, match=r"f: decompresses to more bytes than it may \(its index says 10\)"
+    ):
+        packed.inflate("gz", bomb, 10, "f")
+    monkeypatch.setattr(packed, "MAX_INFLATE", 1000)
+    zstd = pa.compress(b"\0" * 100_000, codec="zstd", asbytes=True)
+    with pytest.raises(packed.Damaged, match=r"more bytes than it may \(more than 1,000\)"):
+        packed.inflate("zstd", zstd, None, "f")
+    assert packed.inflate("bz2", bz2.compress(b"abc"), 3, "f") == b"abc"
+    snappy = pa.compress(b"abcdef" * 100, codec="snappy", asbytes=True)
+    assert packed.inflate("snappy", snappy, 600, "f") == b"abcdef" * 100
+    with pytest.raises(packed.Damaged, match="it says 600 bytes, more than the 599 it may hold"):
+        packed.inflate("snappy", snappy, 599, "f")
+    with pytest.raises(
+        packed.Damaged, match=r"does not decompress as snappy \(no length at its start\)"
+    ):
+        packed.inflate("snappy", b"\xff" * 6, 10, "f")
+
+
+def test_a_framed_chunks_frames_must_follow_each_other(tmp_path):
+    def reorder(data):  # the first frame says it starts at item 3
+        at = 24 + 4 * 28
+        data[at : at + 4] = struct.pack("<I", 3)
+
+    with pytest.raises(packed.Damaged, match="frame 0 starts at item 3, expected 0"):
+        litdata.items(framed(tmp_path, reorder), 0)
+
+    def fewer(data):  # the frame holds 20 items of the header's 27
+        at = 24 + 4 * 28 + 4
+        data[at : at + 4] = struct.pack("<I", 20)
+
+    with pytest.raises(packed.Damaged, match="its frames hold 20 items, its header says 27"):
+        litdata.items(framed(tmp_path, fewer), 0)
+
+
+def test_a_tensor_header_of_either_byte_order_is_read_and_one_of_neither_refused():
+    values = np.arange(6, dtype=np.float32)
+    for order in (">", "<"):  # litdata 0.2.76 writes big-endian headers, earlier ones little
+        data = struct.pack(f"{order}IIII", 0, 2, 2, 3) + values.tobytes()
+        assert litdata.array("tensor", memoryview(data)).tolist() == values.reshape(2, 3).tolist()
+    with pytest.raises(ValueError, match="tensor: 25 bytes that no tensor header accounts for"):
+        litdata.array(
+            "tensor", memoryview(struct.pack("<IIII", 0, 2, 2, 3) + values.tobytes()[:-15])
+        )
+
+
+def test_mds_values_of_the_wrong_size_or_type_are_refused():
+    with pytest.raises(ValueError, match="9 bytes, where int64 takes 8"):
+        mds.decoder("int", {}, "refuse")(memoryview(b"\0" * 9))
+    with pytest.raises(ValueError, match="dtype code 7 is not one MDSWriter writes"):
+        mds.ndarray("ndarray", memoryview(bytes([7, 4, 1, 0])))
+    with pytest.raises(
+        ValueError, match="'ndarray:complex64': dtype 'complex64' is not one MDSWriter writes"
+    ):
+        mds.field("ndarray:complex64", None, "refuse")
+    with pytest.raises(ValueError, match="a list of 2 bytes, too short for its count"):
+        mds.decoder("jpeg_array", {}, "refuse")(memoryview(b"\0\0"))
+    with pytest.raises(ValueError, match="a bool of 2 bytes"):
+        litdata.decoder("bool", {}, "refuse")(memoryview(b"\0\0"))
+
+
+def test_mds_column_sizes_must_be_whole_numbers_or_null(tmp_path):
+    edited = edit_index(
+        copy(tmp_path, "mds", "gz"), lambda i: i["shards"][0].update(column_sizes=[None, "8", None])
+    )
+    with pytest.raises(
+        InputError, match=r"column sizes \[None, '8', None\]; expected whole numbers or null"
+    ):
+        mds.read_index(edited)

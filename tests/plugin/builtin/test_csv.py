@@ -147,6 +147,18 @@ def test_a_json_line_that_is_not_utf8_is_that_lines_reject(tmp_path, suffix):
     assert reject["source"] == f"{path}:2" and said.split(":", 2)[2].strip() in reject["reason"]
 
 
+def test_a_csv_line_that_is_not_utf8_is_one_line_naming_it(tmp_path):
+    """Never text with lone surrogates in a cell (which Arrow refuses later, naming nothing)."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"id,name\n1,a\n2,caf\xe9\n")
+    result = write_here("--script", "csv", "--input", path, "--output", tmp_path / "o", "--quiet")
+    assert (
+        result.returncode == 1
+        and "t.csv:3: not UTF-8 text: byte 6 of the line is 0xe9" in result.stderr
+    )
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("name", ["x.tsv"])
 def test_tsv_and_empty_cells_become_nulls(tmp_path, name):
     (tmp_path / name).write_text("a\tb\n1\t\n\t2.5\n")
