@@ -29,7 +29,7 @@ declare -A TESTS=(
     [recordmill/read/options.py]="tests/read/test_options.py"
     [recordmill/read/skips.py]="tests/read/test_skips.py tests/read/test_decode_check.py"
     [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
-    [recordmill/dataset/sizes.py]="tests/dataset/test_dataset_refusals.py tests/dataset/test_schema.py"
+    [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
 )
 modules=("$@")
 ((${#modules[@]})) || mapfile -t modules < <(printf '%s\n' "${!TESTS[@]}" | sort)

@@ -23,7 +23,7 @@ DEFAULT_CACHE_FRACTION = 0.5
 # What ``cache_limit`` takes (see :func:`cache_limit_bytes`).
 CacheLimit = int | str | float | None
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _FRACTION = re.compile(r"\s*0?\.\d+\s*|\s*1\.0*\s*")
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*", re.I)
 

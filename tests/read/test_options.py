@@ -29,6 +29,12 @@ from tests.read.test_cache import local_parquet
         (None, 500),  # half the free space by default
         ("0.3", 300),  # a fraction as a CLI or a YAML file gives it
         (np.int64(4096), 4096),
+        ("1.5GB", 1_500_000_000),  # a fraction of a unit
+        ("2T", 2 * 10**12),
+        ("3 tib", 3 * 2**40),
+        ("7b", 7),
+        ("1k", 1000),
+        ("1.0", 1000),  # a whole fraction: all of the free space
     ],
 )
 def test_cache_limit_takes_what_users_write(given, expected):
@@ -53,3 +59,17 @@ def test_a_size_or_a_fraction_bounds_the_disk_cache(tmp_path):
     # A dataset pickled into another process opens with the same options, the limit as given.
     again = pickle.loads(pickle.dumps(ds))
     assert again.cache.limit == 2_000_000 and again.cache.root == ds.cache.root
+
+
+def test_the_documented_defaults():
+    """docs: 256 MB of decoded row groups kept, 64 MB read ahead, checksums on, errors raised."""
+    from recordmill.read.options import ReadOptions
+
+    options = ReadOptions()
+    assert (options.cache_bytes, options.read_ahead_bytes) == (256 << 20, 64 << 20)
+    assert options.checksums is True and options.on_error == "raise"
+    assert options.given() == {
+        "filesystem": None, "cache_bytes": 256 << 20, "read_ahead_bytes": 64 << 20,
+        "checksums": True, "cache_dir": None, "cache_limit": None, "version": None,
+        "on_error": "raise",
+    }  # fmt: skip
