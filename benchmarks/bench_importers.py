@@ -66,18 +66,7 @@ print(n)
 PEERS_WRITE = """
 import os, shutil, sys, tarfile
 
-def pairs(folder):
-    for shard in sorted(os.listdir(os.path.join(folder, "wds"))):
-        with tarfile.open(os.path.join(folder, "wds", shard)) as tar:
-            files = {}
-            for member in tar:
-                files[member.name.split(".", 1)[1]] = tar.extractfile(member).read()
-                if len(files) == 3:
-                    yield {"image": files["jpg"], "caption": files["txt"].decode(),
-                           "label": int(files["cls"])}
-                    files = {}
-
-def item(path):  # litdata's workers import this file: one shard's pairs per input
+def item(path):  # one shard's pairs; litdata's workers import this file to call it
     with tarfile.open(path) as tar:
         files = {}
         for member in tar:
@@ -87,6 +76,9 @@ def item(path):  # litdata's workers import this file: one shard's pairs per inp
                        "label": int(files["cls"])}
                 files = {}
 
+def shards(folder):
+    return [os.path.join(folder, "wds", n) for n in sorted(os.listdir(os.path.join(folder, "wds")))]
+
 if __name__ == "__main__":
     from streaming import MDSWriter
     import litdata
@@ -94,10 +86,10 @@ if __name__ == "__main__":
     shutil.rmtree(os.path.join(folder, "mds"), ignore_errors=True)
     columns = {"image": "bytes", "caption": "str", "label": "int"}
     with MDSWriter(out=os.path.join(folder, "mds"), columns=columns, size_limit=per_chunk) as out:
-        for pair in pairs(folder):
-            out.write(pair)
-    shards = [os.path.join(folder, "wds", n) for n in sorted(os.listdir(os.path.join(folder, "wds")))]
-    litdata.optimize(item, shards, os.path.join(folder, "litdata"), chunk_bytes=per_chunk,
+        for shard in shards(folder):
+            for pair in item(shard):
+                out.write(pair)
+    litdata.optimize(item, shards(folder), os.path.join(folder, "litdata"), chunk_bytes=per_chunk,
                      num_workers=1, mode="overwrite")
 """
 
