@@ -44,7 +44,8 @@ one() {
     local rc=0
     (
         cd "$tree"
-        runner="env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
+        # (each run held to 4 GiB: a mutant that allocates without end fails, not the machine)
+        runner="prlimit --as=$((4 << 30)) env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
         "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
             --no-progress >"$ROOT/mutation/$name.log" 2>&1 || true # its exit code counts survivors
         if [[ ! -s .mutmut-cache ]]; then
