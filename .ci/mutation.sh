@@ -45,8 +45,11 @@ one() {
     local rc=0
     (
         cd "$tree"
-        # (each run held to 4 GiB: a mutant that allocates without end fails, not the machine)
-        runner="prlimit --as=$((4 << 30)) env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
+        # Each run held to 4 GiB (a mutant that allocates without end fails, not the machine),
+        # and any failure made exit code 1: mutmut 2 counts only 1 as a failure, so a mutant that
+        # crashes the tests (an abort, an import error: 134, 2) would count as one that survived.
+        tested="prlimit --as=$((4 << 30)) env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
+        runner="sh -c '$tested || exit 1'"
         "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
             --no-progress >"$ROOT/mutation/$name.log" 2>&1 || true # its exit code counts survivors
         # The counts from mutmut's cache: killed (failed, or ran 10x the baseline: "timeout", or
