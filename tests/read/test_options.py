@@ -73,3 +73,12 @@ def test_the_documented_defaults():
         "checksums": True, "cache_dir": None, "cache_limit": None, "version": None,
         "on_error": "raise",
     }  # fmt: skip
+
+
+def test_the_refusal_of_a_cache_limit_is_its_whole_line():
+    with pytest.raises(ValueError) as caught:
+        cache_limit_bytes("fifty", free=1000)
+    assert str(caught.value) == (
+        "cache_limit must be bytes (an int), a size such as '50GB' or '1.5TiB', or a fraction of "
+        "the disk's free space from 0 to 1 (a float), got 'fifty'"
+    )
