@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 import recordmill
+from recordmill.dataset.schema import numpy_dtype
 from tests.conftest import each_refused, read_dataset, write_here
 from tests.data.mds.make import plain
 
@@ -53,7 +54,7 @@ def as_theirs(column, value, arrow_type):
     if pa_list(arrow_type):
         while hasattr(arrow_type, "value_type"):
             arrow_type = arrow_type.value_type
-        return plain(np.array(value, arrow_type.to_pandas_dtype()))
+        return plain(np.array(value, numpy_dtype(arrow_type)))  # (no pandas in the oldest CI)
     return plain(value)
 
 
