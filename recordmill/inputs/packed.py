@@ -100,7 +100,7 @@ def inflate(codec: str, data: bytes | memoryview, size: int | None, where: str) 
         raise ConfigError(f"{where}: compression {codec!r} is not read (expected one of {CODECS})")
     cap = MAX_INFLATE if size is None else min(size, MAX_INFLATE)
     try:
-        out = _inflated(name, bytes(data), cap)
+        out = _inflated(name, data, cap)  # (each decompressor takes a view: no copy)
     except (OSError, EOFError, ValueError, zlib.error, pa.ArrowException) as e:
         raise Damaged(f"{where}: does not decompress as {name} ({e})") from None
     if len(out) > cap:
@@ -115,7 +115,7 @@ def inflate(codec: str, data: bytes | memoryview, size: int | None, where: str) 
 MAX_INFLATE = 1 << 30
 
 
-def _inflated(name: str, data: bytes, cap: int) -> bytes:
+def _inflated(name: str, data: bytes | memoryview, cap: int) -> bytes:
     """At most ``cap + 1`` bytes of ``data`` decompressed (one more: a file that goes on)."""
     if name == "gz":
         return zlib.decompressobj(wbits=31).decompress(data, cap + 1)
@@ -133,7 +133,7 @@ def _inflated(name: str, data: bytes, cap: int) -> bytes:
 _ARROW = {"zstd": "zstd", "br": "brotli"}
 
 
-def _varint(data: bytes) -> int:
+def _varint(data: bytes | memoryview) -> int:
     """The unsigned LEB128 number a snappy block starts with (its decompressed length)."""
     value = 0
     for k, byte in enumerate(data[:5]):
