@@ -19,6 +19,7 @@ does not parse naming the file, the line, the column, what was expected and what
 (``--on-bad-input skip`` lists it among the rejects instead).
 """
 
+import contextlib
 import csv
 import decimal
 import functools
@@ -109,6 +110,13 @@ def _lines(path, start=0, line_number=1):
     return jsonl.lines(path, start, line_number)
 
 
+def _utf8(path, number, text):
+    """A CSV line's text; one that is not UTF-8 is the file's error (a record may span lines)."""
+    if isinstance(text, jsonl.NotUtf8):
+        raise InputError(f"{path}:{number}: {text.reason}")
+    return text
+
+
 def _delimiter(path, delimiter):
     return delimiter or ("\t" if path.lower().endswith(".tsv") else ",")
 
@@ -120,9 +128,7 @@ def _csv_records(path, delimiter, start=0, line_number=1):
     def tracked():
         for number, offset, text in _lines(path, start, line_number):
             state["line"], state["offset"] = number, offset
-            if isinstance(text, jsonl.NotUtf8):  # a CSV record may span lines: the file's error
-                raise InputError(f"{path}:{number}: {text.reason}")
-            yield text
+            yield _utf8(path, number, text)
 
     reader = csv.reader(tracked(), delimiter=_delimiter(path, delimiter))
     first = line_number
@@ -133,15 +139,13 @@ def _csv_records(path, delimiter, start=0, line_number=1):
 
 @functools.lru_cache(maxsize=16)
 def _header(path, delimiter):
-    # The first line alone: a text file object decodes blocks ahead, and a byte that is not
-    # UTF-8 further on would fail here, unnamed, instead of as its own line's error.
-    with open(path, "rb") as f:
-        number, _, line = next(jsonl.numbered([f.readline()], 0, 1), (1, 0, ""))
-        if isinstance(line, jsonl.NotUtf8):
-            raise InputError(f"{path}:{number}: {line.reason}")
+    # The first line alone, as every line is read: a text file object decodes blocks ahead, and
+    # a byte that is not UTF-8 further on would fail here, unnamed, not as its own line's error.
+    with contextlib.closing(_lines(path)) as lines:
+        number, end, line = next(lines, (1, 0, ""))
         header = next(
             csv.reader(
-                io.StringIO(line),
+                io.StringIO(_utf8(path, number, line)),
                 delimiter=delimiter or ("\t" if path.lower().endswith(".tsv") else ","),
             ),
             None,
@@ -152,7 +156,7 @@ def _header(path, delimiter):
                 f"{path}: the header {header} names a column twice once names follow the "
                 f"field-name rule ({list(names)}); give the columns other names"
             )
-        return names, len(line.encode("utf-8"))
+        return names, end  # where the records start: the bytes after the header, as read
 
 
 @functools.lru_cache(maxsize=4)

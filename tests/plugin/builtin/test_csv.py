@@ -147,6 +147,17 @@ def test_a_json_line_that_is_not_utf8_is_that_lines_reject(tmp_path, suffix):
     assert reject["source"] == f"{path}:2" and said.split(":", 2)[2].strip() in reject["reason"]
 
 
+def test_a_csv_file_with_a_byte_order_mark_reads_from_its_first_record(tmp_path):
+    """The header's end is where the records start: the bytes read, its mark included."""
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbfid,name\n1,a\n2,b\n3,c\n")
+    args = ["--script", "csv", "--input", path, "--output", tmp_path / "o", "--quiet"]
+    result = write_here(*args, "--rows-per-task", "1")
+    assert result.returncode == 0, result.stderr
+    table = read_dataset(tmp_path / "o")
+    assert table.schema.names == ["id", "name"] and table["name"].to_pylist() == ["a", "b", "c"]
+
+
 def test_a_csv_line_that_is_not_utf8_is_one_line_naming_it(tmp_path):
     """Never text with lone surrogates in a cell (which Arrow refuses later, naming nothing)."""
     path = tmp_path / "t.csv"
