@@ -25,7 +25,7 @@ fi
 declare -A TESTS=(
     [recordmill/read/order.py]="tests/read/test_order.py tests/read/test_shared_orders.py"
     [recordmill/read/states.py]="tests/read/test_states.py tests/read/test_torch_refusals.py"
-    [recordmill/read/dealing.py]="tests/read/test_torch.py tests/read/test_tokens.py"
+    [recordmill/read/dealing.py]="tests/read/test_dealing.py"
     [recordmill/read/mixing.py]="tests/read/test_mixing.py"
     [recordmill/read/options.py]="tests/read/test_options.py"
     [recordmill/read/skips.py]="tests/read/test_skips.py tests/read/test_decode_check.py"
