@@ -14,7 +14,6 @@ PyTorch loaders deal it out to ranks and workers as they deal a single dataset's
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -23,17 +22,15 @@ import numpy as np
 import pyarrow as pa
 
 from recordmill.dataset.versions import fingerprint
-from recordmill.errors import ColumnError
-from recordmill.read import mixing
+from recordmill.read import mix_arguments, mixing
 from recordmill.read.dataset import Dataset, undecoded
 from recordmill.read.dataset import open as open_dataset
 from recordmill.read.formats import columns as batch_columns
 from recordmill.read.machine.shared_orders import shared_order
+from recordmill.read.mix_arguments import Steps
 from recordmill.read.options import CacheLimit
 
 __all__ = ["Mixture", "mix"]
-
-Steps = tuple[tuple[int, tuple[float, ...]], ...]
 
 
 def mix(
@@ -60,7 +57,7 @@ def mix(
     name giving each row's source name. ``columns``, ``decode``, ``cache_dir``, ``cache_limit``
     apply to the sources given as paths (``columns`` to all).
     """
-    names, given = _named(sources)
+    names, given = mix_arguments.named(sources)
     if not given:
         raise ValueError("mix() needs at least one source")
     opened = [
@@ -71,12 +68,12 @@ def mix(
     ]
     if columns is not None:
         opened = [ds.select(columns) for ds in opened]
-    _same_columns(opened, names)
+    mix_arguments.same_columns(opened, names)
     if rows is not None and (type(rows) is not int or rows < 1):
         raise ValueError(f"rows must be a whole number from 1 (rows per epoch), got {rows!r}")
     if until not in mixing.UNTIL:
         raise ValueError(f"until must be one of {', '.join(mixing.UNTIL)}; got {until!r}")
-    steps = _steps(weights, names, [len(ds) for ds in opened])
+    steps = mix_arguments.schedule(weights, names, [len(ds) for ds in opened])
     repeats = rows is not None or until == "all_exhausted"
     for k, ds in enumerate(opened):
         if repeats and not len(ds) and any(w[k] for _, w in steps):
@@ -141,16 +138,11 @@ class Mixture:
         """The same mixture with only ``columns`` (the source column is kept when named)."""
         plain = [c for c in columns if c != self.source_column]
         named = self.source_column if self.source_column in columns else None
-        return self._like([ds.select(plain) for ds in self.datasets], named)
+        return _like(self, [ds.select(plain) for ds in self.datasets], named)
 
     def undecoded(self) -> Mixture:
         """The same mixture, its sources read without their ``decode`` functions."""
-        return self._like([undecoded(ds)[0] for ds in self.datasets], self.source_column)
-
-    def _like(self, datasets: list[Dataset], source_column: str | None) -> Mixture:
-        """This mixture (its weights, seed and epochs) over other views of its sources."""
-        args = (self.steps, self.seed, self.until, self.rows_per_epoch, self.shuffle)
-        return Mixture(datasets, self.names, *args, source_column)
+        return _like(self, [undecoded(ds)[0] for ds in self.datasets], self.source_column)
 
     # --- the order of an epoch ----------------------------------------------------------------
 
@@ -159,14 +151,7 @@ class Mixture:
         steps = self.epoch_steps(epoch)
         key = (epoch, steps, tuple(self._blocks()))
         if self._order is None or self._order[0] != key:
-            # Drawn once a machine where it is large (read/machine/shared_orders.py), by what it is of.
-            views = [(ds._start, ds._stop) for ds in self.datasets]  # shards share identities
-            settings = (self.seed, self.until, self.rows_per_epoch, self.shuffle)
-            named = (self.identity(), views, *settings)
-            rows = self.rows_per_epoch or self.total_rows
-            orders = self.datasets[0]._groups.orders
-            ids = shared_order(orders, rows, ("mixture", *named, *key), lambda: _draw(self, epoch))
-            self._order = (key, ids)
+            self._order = (key, _drawn_once(self, epoch, key))
         return self._order[1]
 
     def shuffled(self, seed: int, epoch: int = 0, blocks: int | None = None) -> np.ndarray:
@@ -265,11 +250,8 @@ class Mixture:
     def resume(self, saved: Mapping[str, Any], epoch: int, position: int) -> None:
         """Continue epoch ``epoch`` from row ``position`` of a state saved as :meth:`state`
         gives it: the rows before it as they were drawn, this mixture's weights from it on."""
-        _check_sources(saved.get("sources", []), self.identity())
-        before = [(int(s), tuple(float(x) for x in w)) for s, w in saved["steps"]]
-        if len(before[0][1]) != len(self.datasets) or before[0][0] != 0:
-            raise ValueError(f"cannot resume: the saved state's weights are {saved['steps']!r}")
-        self._resumed = (epoch, _continued(tuple(before), self.steps, position))
+        before = _saved_steps(saved, self.identity())
+        self._resumed = (epoch, _continued(before, self.steps, position))
         self.blocks = [int(b) for b in saved.get("blocks", self._blocks())]
 
 
@@ -281,6 +263,17 @@ def resumed(m: Mixture) -> tuple[Any, Any]:
 def resume_as(m: Mixture, resumed: tuple[Any, Any]) -> None:
     """``m`` back to what :func:`resumed` gave (a state refused after ``Mixture.resume``)."""
     m._resumed, m.blocks = resumed
+
+
+def _drawn_once(m: Mixture, epoch: int, key: tuple[Any, ...]) -> np.ndarray:
+    """Epoch ``epoch``'s rows of ``m`` (``key``: what :meth:`Mixture.order` keeps it by), drawn
+    once a machine where it is large (read/machine/shared_orders.py), by what it is of."""
+    views = [(ds._start, ds._stop) for ds in m.datasets]  # shards share identities
+    settings = (m.seed, m.until, m.rows_per_epoch, m.shuffle)
+    named = (m.identity(), views, *settings)
+    rows = m.rows_per_epoch or m.total_rows
+    orders = m.datasets[0]._groups.orders
+    return shared_order(orders, rows, ("mixture", *named, *key), lambda: _draw(m, epoch))
 
 
 def _draw(m: Mixture, epoch: int) -> np.ndarray:
@@ -327,6 +320,16 @@ def _decoded(batch: pa.RecordBatch, source: np.ndarray, datasets: list[Dataset])
     return out
 
 
+def _saved_steps(saved: Mapping[str, Any], sources: list[dict[str, Any]]) -> Steps:
+    """The weights of a state saved as :meth:`Mixture.state` gives it, once its sources are
+    checked to be ``sources`` (what :meth:`Mixture.identity` says of the mixture's)."""
+    _check_sources(saved.get("sources", []), sources)
+    before = tuple((int(s), tuple(float(x) for x in w)) for s, w in saved["steps"])
+    if len(before[0][1]) != len(sources) or before[0][0] != 0:
+        raise ValueError(f"cannot resume: the saved state's weights are {saved['steps']!r}")
+    return before
+
+
 def _continued(saved: Steps, mine: Steps, position: int) -> Steps:
     """An epoch's weights when a state saved with ``saved`` resumes at ``position`` on a mixture
     whose own are ``mine``: the saved ones before it, a new step there if the weights differ."""
@@ -344,77 +347,6 @@ def _seed(*key: int) -> int:
     return int(np.random.SeedSequence(list(key)).generate_state(1)[0])
 
 
-def _named(sources: Sequence[Any] | Mapping[str, Any]) -> tuple[list[str], list[Any]]:
-    """The sources' names (the dict's keys, else each path's last part) and the sources."""
-    if isinstance(sources, Mapping):
-        return [str(k) for k in sources], list(sources.values())
-    if isinstance(sources, (str, os.PathLike, Dataset)):
-        raise TypeError("give mix() a list (or dict) of sources, not one")
-    names = []
-    for k, s in enumerate(sources):
-        where = s._groups.files.store.root if isinstance(s, Dataset) else os.fspath(s)
-        names.append(os.path.basename(str(where).rstrip("/")) or str(k))
-    return names, list(sources)
-
-
-def _same_columns(datasets: list[Dataset], names: list[str]) -> None:
-    """One line naming the first field where a source's columns differ from the first's."""
-    first = datasets[0].schema
-    for name, ds in zip(names[1:], datasets[1:], strict=True):
-        for field in first:
-            if field.name not in ds.schema.names:
-                raise ColumnError(
-                    f"source {name!r} has no column {field.name!r}, which {names[0]!r} has; "
-                    f"give columns= the ones every source has"
-                )
-            other = ds.schema.field(field.name)
-            if other.type != field.type:
-                raise ColumnError(
-                    f"column {field.name!r} is {other.type} in source {name!r} and {field.type} "
-                    f"in {names[0]!r}; a mixture's sources hold the same columns"
-                )
-        extra = [c for c in ds.schema.names if c not in first.names]
-        if extra:
-            raise ColumnError(
-                f"source {name!r} has a column {extra[0]!r} that {names[0]!r} has not; give "
-                "columns= the ones every source has"
-            )
-
-
-def _steps(weights: Any, names: list[str], sizes: list[int]) -> Steps:
-    """``weights`` as a schedule of normalised steps, checked."""
-    if weights is None:
-        weights = sizes
-    if isinstance(weights, Mapping):
-        unknown = [k for k in weights if k not in names]
-        if unknown:
-            raise ValueError(f"weights names no source {unknown[0]!r}; sources: {names}")
-        weights = [weights.get(n, 0) for n in names]
-    pairs = list(weights)
-    if not pairs or not isinstance(pairs[0], (tuple, list)):
-        pairs = [(0, pairs)]
-    steps: list[tuple[int, tuple[float, ...]]] = []
-    for start, w in pairs:
-        if type(start) is not int or start < (steps[-1][0] + 1 if steps else 0):
-            raise ValueError(
-                f"a weight schedule's rows start at 0 and increase, got {[p[0] for p in pairs]}"
-            )
-        steps.append((start, _normalised(w, names)))
-    if steps[0][0] != 0:
-        raise ValueError(f"a weight schedule starts at row 0, got {steps[0][0]}")
-    return tuple(steps)
-
-
-def _normalised(weights: Any, names: list[str]) -> tuple[float, ...]:
-    w = [float(x) for x in weights]
-    if len(w) != len(names):
-        raise ValueError(f"weights has {len(w)} numbers for {len(names)} sources ({names})")
-    if any(not np.isfinite(x) or x < 0 for x in w) or not sum(w) > 0:
-        raise ValueError(f"weights must be finite, at least 0 and not all 0; got {w}")
-    total = math.fsum(w)
-    return tuple(x / total for x in w)
-
-
 def _check_sources(saved: list[Mapping[str, Any]], mine: list[dict[str, Any]]) -> None:
     if len(saved) != len(mine):
         raise ValueError(
@@ -429,6 +361,12 @@ def _check_sources(saved: list[Mapping[str, Any]], mine: list[dict[str, Any]]) -
                     f"saved state's source {k} ({then.get('name')}) had {then.get(key)!r}; "
                     "resume with the sources (and versions) the state was saved with"
                 )
+
+
+def _like(m: Mixture, datasets: list[Dataset], source_column: str | None) -> Mixture:
+    """This mixture (its weights, seed and epochs) over other views of its sources."""
+    args = (m.steps, m.seed, m.until, m.rows_per_epoch, m.shuffle)
+    return Mixture(datasets, m.names, *args, source_column)
 
 
 def _reordered(m: Mixture, shuffle: bool | None, seed: int | None) -> Mixture:
