@@ -8,7 +8,7 @@ pass decodes a few groups ahead in threads (``read_ahead_bytes``) and does not f
 Shuffled iteration is a true seeded permutation of all rows, gathered a window at a time
 (see :meth:`Dataset.iter_batches`). Where each part lives: ``files`` (the open files and their
 checks), ``groups`` (row groups, cached), ``gather`` (rows in any order), ``passes`` (how a pass
-reads).
+reads), ``iteration`` (a view's passes and gathers, and each batch's ``decode``).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from recordmill.dataset.columns import row_getter, row_values, rows_of, to_numpy
+from recordmill.dataset.columns import row_getter, to_numpy
 from recordmill.dataset.manifest import arrow_schema
-from recordmill.dataset.rows import bounds, recut
+from recordmill.dataset.rows import bounds
 from recordmill.dataset.storage import Store
 from recordmill.errors import ColumnError
-from recordmill.read import formats, order, passes, tokens
+from recordmill.read import formats, iteration, order, passes, tokens
 from recordmill.read.files import group_rows, open_files, open_partition
 from recordmill.read.gather import Gatherer, Taken
 from recordmill.read.groups import Groups, ReadStats
@@ -212,19 +212,17 @@ class Dataset:
 
     def take(self, indices: Sequence[int] | np.ndarray) -> pa.Table:
         """The given rows (negative indices count from the end), in the given order."""
-        rows = self._global(indices)
-        window = self._window(1024)
-        batches = [self._gather(rows[lo : lo + window]) for lo in range(0, len(rows), window)]
-        return pa.Table.from_batches(batches, schema=self.schema)
+        return iteration.taken(self, self._global(indices))
 
     def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """The row dicts ``ds[i]`` gives, for many rows at once (a DataLoader batch)."""
         rows = self._global(indices)
-        return formats.decoded(_rows_at(self, rows, keep=True), self._decoding(rows))
+        got = iteration.rows_at(self, rows, keep=True)
+        return formats.decoded(got, iteration.decoding(self, rows))
 
     def gather(self, indices: Sequence[int] | np.ndarray) -> pa.RecordBatch:
         """The rows ``rows`` reads, as one Arrow batch of newly made arrays, not decoded."""
-        return self._gather(self._global(indices), keep=True)
+        return iteration.gather_batch(self, self._global(indices), keep=True)
 
     def _global(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         rows = np.asarray(indices, dtype=np.int64)
@@ -235,7 +233,7 @@ class Dataset:
 
     def to_arrow(self) -> pa.Table:
         """Every row of this view as one Arrow table."""
-        return self._range(self._start, self._stop)
+        return iteration.range_table(self, self._start, self._stop)
 
     def iter_batches(
         self,
@@ -258,9 +256,9 @@ class Dataset:
             raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
         view = self.select(columns) if columns is not None else self
         if shuffle:
-            yield from _shuffled_batches(view, batch_size, seed, format)
+            yield from iteration.shuffled_batches(view, batch_size, seed, format)
         else:
-            yield from _batches_in_order(view, batch_size, format)
+            yield from iteration.batches_in_order(view, batch_size, format)
 
     token_blocks = tokens.token_blocks  # packed blocks of a column of token ids
 
@@ -283,16 +281,9 @@ class Dataset:
     ) -> Iterator[dict[str, Any]]:
         """Row dicts: all rows in order, or the rows at ``indices``, in that order (gathered a
         window at a time, as a shuffled pass is)."""
-        return _iter_rows(self, indices, batch_size)
+        return iteration.iter_rows(self, indices, batch_size)
 
-    # --- internals ----------------------------------------------------------------------------
-
-    def _decoding(self, rows: np.ndarray) -> Any:
-        """``decode`` for a batch of these (global) rows: with ``on_error="skip"``, its rows too."""
-        skips = self._groups.rejects
-        if skips is None:
-            return self._decode
-        return formats.Skipping(self._decode, rows, skips, self.version)
+    # --- internals (the bulk reads are iteration.py's) -----------------------------------------
 
     def _window(self, batch_size: int) -> int:  # rows gathered at once by a shuffle
         return passes.window_rows(self._groups, batch_size, self._row_bytes())
@@ -300,19 +291,6 @@ class Dataset:
     def _row_bytes(self) -> int:
         self._per_row = self._per_row or passes.row_bytes(self._groups, self.schema)
         return self._per_row
-
-    def _groups_in_order(self, start: int, stop: int) -> Iterator[pa.RecordBatch]:
-        return passes.in_order(self._groups, self.schema, start, stop, self._row_bytes())
-
-    def _range(self, start: int, stop: int) -> pa.Table:  # consecutive global rows, one table
-        return pa.Table.from_batches(list(self._groups_in_order(start, stop)), schema=self.schema)
-
-    def _gather(
-        self, rows: np.ndarray, keep: bool | None = None, check: bool = False
-    ) -> pa.RecordBatch:
-        """Global rows in the given order, as one batch (see :class:`Gatherer`). Parquet groups
-        are cached when ``keep`` (by default, ``_keeps``)."""
-        return self._gatherer.take(rows, _keeps(self) if keep is None else keep, check)
 
 
 def _sliced(ds: Dataset, key: str | slice) -> pa.Table:
@@ -322,7 +300,7 @@ def _sliced(ds: Dataset, key: str | slice) -> pa.Table:
     start, stop, step = key.indices(len(ds))
     if step != 1:
         return ds.take(range(start, stop, step))
-    return ds._range(ds._start + start, ds._start + max(start, stop))
+    return iteration.range_table(ds, ds._start + start, ds._start + max(start, stop))
 
 
 def undecoded(ds: Dataset) -> tuple[Dataset, dict[str, Callable[[Any], Any]]]:
@@ -340,61 +318,6 @@ def _reopen(
     path, options = opened
     ds = open(path, decode=decode, **options.given()).select(names)
     return Dataset(ds._groups, ds.schema, start, stop, ds._decode)
-
-
-def _iter_rows(
-    ds: Dataset, indices: Sequence[int] | np.ndarray | None, batch_size: int
-) -> Iterator[dict[str, Any]]:
-    """``ds.iter_rows()``: the rows in order, or those at ``indices``, a window at a time."""
-    if indices is None:
-        at = ds._start
-        for batch in ds.iter_batches(batch_size, format="arrow"):
-            yield from formats.decoded(row_values(batch), ds._decoding(at + np.arange(len(batch))))
-            at += len(batch)
-        return
-    rows = ds._global(indices)
-    window = ds._window(batch_size)
-    for lo in range(0, len(rows), window):
-        numbers = rows[lo : lo + window]
-        gathered = _rows_at(ds, numbers, keep=_keeps(ds))
-        for start in range(0, len(gathered), batch_size):
-            part = slice(start, start + batch_size)
-            yield from formats.decoded(gathered[part], ds._decoding(numbers[part]))
-
-
-def _batches_in_order(view: Dataset, batch_size: int, fmt: str) -> Iterator[Any]:
-    """``view.iter_batches()``: its row groups in order, cut into batches (as numpy, a batch of
-    pieces of several groups is each piece's columns joined: their values are made once, not
-    first copied into one Arrow batch)."""
-    at = view._start
-    for parts in recut(view._groups_in_order(view._start, view._stop), batch_size):
-        if fmt == "numpy" and len(parts) > 1:
-            pieces = []
-            for part in parts:
-                pieces.append(formats.columns(part, view._decoding(at + np.arange(len(part)))))
-                at += len(part)
-            yield formats.joined(pieces)
-            continue
-        batch = parts[0] if len(parts) == 1 else pa.concat_batches(parts)
-        yield from formats.pieces(
-            batch, batch_size, fmt, view._decoding(at + np.arange(len(batch)))
-        )
-        at += len(batch)
-
-
-def _shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str) -> Iterator[Any]:
-    """``view.iter_batches(shuffle=True)``: a seeded permutation, gathered a window at a time."""
-    seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
-    order = view.shuffled(seed)  # of the view's rows: a shared order is read-only
-    window = view._window(batch_size)
-    for lo in range(0, len(order), window):
-        rows = order[lo : lo + window] + view._start
-        if fmt == "numpy":  # a binary column's values made once, from where they lie
-            taken = view._gatherer.values(rows, _keeps(view), check=True)
-            yield from formats.taken_pieces(view.schema, taken, batch_size, view._decoding(rows))
-        else:
-            batch = view._gather(rows, check=True)
-            yield from formats.pieces(batch, batch_size, fmt, view._decoding(rows))
 
 
 def _shuffled(
@@ -418,18 +341,7 @@ def _row(columns: list[pa.Array], getters: list[Any], local: int) -> dict[str, A
     return row
 
 
-def _keeps(ds: Dataset) -> bool:
-    """Whether a gather keeps the groups it reads in the cache: only when all of them fit it
-    (else a sweep over every group would only churn it)."""
-    return ds._row_bytes() * ds._groups.ready().files.index.total <= ds._groups.cache_limit
-
-
 def gathered(ds: Dataset, indices: Sequence[int] | np.ndarray) -> list[Taken]:
     """The columns of the rows ``ds.rows`` reads, not decoded: Arrow arrays, a binary column's
     values as ``bytes`` (``Gatherer.values``)."""
     return ds._gatherer.values(ds._global(indices), keep=True)
-
-
-def _rows_at(ds: Dataset, rows: np.ndarray, keep: bool) -> list[dict[str, Any]]:
-    """Row dicts of global ``rows``, not decoded."""
-    return rows_of(ds.schema, ds._gatherer.values(rows, keep), len(rows))
