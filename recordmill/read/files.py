@@ -162,31 +162,9 @@ class Files:
         if key not in self._handles:
             raw = self.raw(partition) if self.store.local else self._open_raw(partition)
             handle = _reader(raw, self.format)
-            self._check(partition, handle)
+            _check_file(self, partition, handle)
             self._handles[key] = handle
         return self._handles[key]
-
-    def _check(self, partition: int, handle: Any) -> None:
-        """Refuse a file whose row groups or schema are not those the manifest says (for Arrow
-        IPC, the count here; each batch's rows when it is first read, which costs nothing)."""
-        entry = self.manifest["partitions"][partition]
-        expected = self.expected_rows(partition)
-        if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
-            found, wanted = handle.num_record_batches, f"{len(expected)} record batches"
-            ok = found == len(expected)
-            if not handle.schema.remove_metadata().equals(self.schema):
-                found, wanted, ok = "another schema", "the manifest's", False
-        else:
-            rows = group_rows(handle)
-            found, wanted = _groups_text(rows), _groups_text(expected or [entry["rows"]])
-            ok = rows == expected if expected is not None else sum(rows) == entry["rows"]
-            if ok and not handle.schema_arrow.equals(self.schema):  # never cast to it silently
-                found, wanted, ok = "another schema", "the manifest's", False
-        if not ok:
-            raise OutputError(
-                f"{self.store}/{entry['file']} does not match the manifest ({found} found, "
-                f"{wanted} expected): the dataset is damaged (recordmill verify tells more)"
-            )
 
     def verify(self, g: int, batch: pa.RecordBatch, again: bool = False) -> None:
         """Check an Arrow group's columns against the checksums its partition records, once per
@@ -210,19 +188,9 @@ class Files:
     def read(self, g: int, columns: list[str]) -> pa.RecordBatch:
         """Group ``g``'s ``columns`` as they lie in the file: an Arrow batch (memory-mapped on a
         local disk), or a Parquet row group decoded (its pages' checksums checked)."""
-        group = self.groups[g]
         if self.arrow:
             return _arrow_batch(self, g, columns)
-        try:
-            table = self.handle(group.partition).read_row_group(
-                group.index, columns=columns, use_threads=False
-            )
-        except (OSError, pa.ArrowInvalid) as e:
-            raise OutputError(
-                f"{self.store}/{self.entry(g)['file']}, row group {group.index}, is damaged: {e} "
-                "(recordmill verify tells more)"
-            ) from e
-        return table.combine_chunks().to_batches()[0] if table.num_rows else _empty(table)
+        return _parquet_batch(self, g, columns)
 
 
 def _arrow_batch(files: Files, g: int, columns: list[str]) -> pa.RecordBatch:
@@ -241,6 +209,44 @@ def _arrow_batch(files: Files, g: int, columns: list[str]) -> pa.RecordBatch:
         check_structure(batch, f"{files.store}/{files.entry(g)['file']}, record batch {g}")
         files._valid.add((g, tuple(columns)))
     return batch
+
+
+def _parquet_batch(files: Files, g: int, columns: list[str]) -> pa.RecordBatch:
+    """Group ``g``'s ``columns`` of a Parquet partition, decoded (its pages' checksums checked)."""
+    group = files.groups[g]
+    try:
+        table = files.handle(group.partition).read_row_group(
+            group.index, columns=columns, use_threads=False
+        )
+    except (OSError, pa.ArrowInvalid) as e:
+        raise OutputError(
+            f"{files.store}/{files.entry(g)['file']}, row group {group.index}, is damaged: {e} "
+            "(recordmill verify tells more)"
+        ) from e
+    return table.combine_chunks().to_batches()[0] if table.num_rows else _empty(table)
+
+
+def _check_file(files: Files, partition: int, handle: Any) -> None:
+    """Refuse a file whose row groups or schema are not those the manifest says (for Arrow
+    IPC, the count here; each batch's rows when it is first read, which costs nothing)."""
+    entry = files.manifest["partitions"][partition]
+    expected = files.expected_rows(partition)
+    if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
+        found, wanted = handle.num_record_batches, f"{len(expected)} record batches"
+        ok = found == len(expected)
+        if not handle.schema.remove_metadata().equals(files.schema):
+            found, wanted, ok = "another schema", "the manifest's", False
+    else:
+        rows = group_rows(handle)
+        found, wanted = _groups_text(rows), _groups_text(expected or [entry["rows"]])
+        ok = rows == expected if expected is not None else sum(rows) == entry["rows"]
+        if ok and not handle.schema_arrow.equals(files.schema):  # never cast to it silently
+            found, wanted, ok = "another schema", "the manifest's", False
+    if not ok:
+        raise OutputError(
+            f"{files.store}/{entry['file']} does not match the manifest ({found} found, "
+            f"{wanted} expected): the dataset is damaged (recordmill verify tells more)"
+        )
 
 
 def check_structure(batch: pa.RecordBatch, where: str) -> None:
