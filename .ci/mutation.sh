@@ -29,6 +29,8 @@ declare -A TESTS=(
     [recordmill/read/mixing.py]="tests/read/test_mixing.py"
     [recordmill/read/options.py]="tests/read/test_options.py"
     [recordmill/read/skips.py]="tests/read/test_skips.py tests/read/test_decode_check.py"
+    [recordmill/read/segments.py]="tests/read/test_segments.py"
+    [recordmill/read/gather.py]="tests/read/test_gather.py tests/read/test_steps.py"
     [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
     [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
 )
