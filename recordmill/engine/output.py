@@ -54,41 +54,6 @@ class OutputDir:
         # latest version is that run's.
         self.killed_after_publishing = False
 
-    # --- the destination ------------------------------------------------------------------
-
-    def _state(self) -> str:
-        """What is at the output now: missing, empty, dataset, leftover (a dataset's files
-        without a manifest: an object-store commit that was cut short), other or file."""
-        info = self.final.info()
-        if info.type.name == "NotFound":
-            return "missing"
-        if info.type.name != "Directory":
-            return "file"
-        names = self.final.listdir()
-        if not names:
-            return "empty"
-        if manifest_file.find(self.final) is not None or layout.OLD_MANIFEST in names:
-            return "dataset"
-        if all(layout.PARTITION.fullmatch(n) or layout.REJECTS.fullmatch(n) for n in names):
-            return "leftover"
-        return "other"
-
-    def _check_final(self) -> None:
-        """Refuse an output that must not be replaced (a dataset there needs --overwrite)."""
-        state = self._state()
-        if state == "file":
-            raise OutputError(f"output {self.final} exists and is not a folder")
-        if state == "other" or (state == "leftover" and not self.staging.exists()):
-            raise OutputError(
-                f"output {self.final} is a folder that holds other files (it is not a recordmill "
-                f"dataset: no {layout.manifest_file('parquet')}); recordmill never replaces it, "
-                "even with --overwrite: choose another output, or empty or remove it yourself"
-            )
-        if state == "dataset" and not (self.overwrite or self.append):
-            if self.resume:
-                raise OutputError(leftovers.resume_advice(self.final, self.staging))
-            raise OutputError(f"output {self.final} already exists; pass --overwrite to replace it")
-
     # --- the context manager ----------------------------------------------------------------
 
     def __enter__(self) -> OutputDir:
@@ -131,7 +96,7 @@ class OutputDir:
         staged = self._staged_manifest()
         if self.staging.exists():
             if self.resume:
-                self._check_final()
+                _check_final(self)
                 self.resumed = True
                 self.staging.delete(layout.FAILED_MARK)
                 if staged is not None:
@@ -150,16 +115,16 @@ class OutputDir:
                     f"it (only its unfinished tasks run again) or delete {self.staging} to start "
                     "over"
                 )
-            self._check_final()
-            if self._state() == "leftover":  # a commit cut short: its half-published files too
+            _check_final(self)
+            if _state(self.final) == "leftover":  # a commit cut short: its half-published files too
                 self.final.delete_tree()
             self.staging.delete_tree()
-        elif self.resume and self._state() == "dataset":
+        elif self.resume and _state(self.final) == "dataset":
             self.finished = manifest_file.load(self.final)
             return self.staging
         elif self.resume:
             leftovers.warn(f"nothing to resume at {self.final}")
-        self._check_final()
+        _check_final(self)
         self._restart()
         return self.staging
 
@@ -209,7 +174,7 @@ class OutputDir:
         if self.final.is_file(name) and self.final.read_bytes(name) == manifest:
             self.staging.delete_tree()  # object storage: killed right after it published
             return
-        self._check_final()
+        _check_final(self)
         appending = self.append and append.is_append(manifest, name)
         if appending:
             append.check_base(self.staging, self.final, manifest, name)
@@ -221,6 +186,44 @@ class OutputDir:
         # A run that lost its lease deletes nothing: the staging folder is the other run's.
         with contextlib.suppress(LeaseLost):
             self.staging.delete_tree()
+
+
+# --- the destination: what is at the output, and whether this run may replace it ----------
+
+
+def _state(final: Store) -> str:
+    """What is at the output now: missing, empty, dataset, leftover (a dataset's files
+    without a manifest: an object-store commit that was cut short), other or file."""
+    info = final.info()
+    if info.type.name == "NotFound":
+        return "missing"
+    if info.type.name != "Directory":
+        return "file"
+    names = final.listdir()
+    if not names:
+        return "empty"
+    if manifest_file.find(final) is not None or layout.OLD_MANIFEST in names:
+        return "dataset"
+    if all(layout.PARTITION.fullmatch(n) or layout.REJECTS.fullmatch(n) for n in names):
+        return "leftover"
+    return "other"
+
+
+def _check_final(out: OutputDir) -> None:
+    """Refuse an output that must not be replaced (a dataset there needs --overwrite)."""
+    state = _state(out.final)
+    if state == "file":
+        raise OutputError(f"output {out.final} exists and is not a folder")
+    if state == "other" or (state == "leftover" and not out.staging.exists()):
+        raise OutputError(
+            f"output {out.final} is a folder that holds other files (it is not a recordmill "
+            f"dataset: no {layout.manifest_file('parquet')}); recordmill never replaces it, "
+            "even with --overwrite: choose another output, or empty or remove it yourself"
+        )
+    if state == "dataset" and not (out.overwrite or out.append):
+        if out.resume:
+            raise OutputError(leftovers.resume_advice(out.final, out.staging))
+        raise OutputError(f"output {out.final} already exists; pass --overwrite to replace it")
 
 
 def _publish(
