@@ -199,7 +199,7 @@ class DiskCache:
             if k in self._open:
                 self._open.move_to_end(k)
                 return self._open[k][1]
-        path, batches = self._load(k)
+        path, batches = _load(self, k)
         with self._lock:
             self._open[k] = (path, batches)
             # A part another process removed stays readable while mapped, but its disk space
@@ -219,78 +219,82 @@ class DiskCache:
             self._pid, self._lock, self._seen = os.getpid(), threading.Lock(), -1
             self._open: OrderedDict[int, tuple[str | None, list[pa.RecordBatch]]] = OrderedDict()
 
-    # --- filling ------------------------------------------------------------------------------
 
-    def _load(self, k: int) -> tuple[str | None, list[pa.RecordBatch]]:
-        """Part ``k``'s batches, and the cached file they are mapped from (None: from the
-        source, the cache being full)."""
-        part = self.parts[k]
-        try:
-            return self._load_cached(part)
-        except OSError as e:  # the folder cannot be used now (no file descriptor left, ...)
-            self._warn(e)
-            return None, self._fetch(part)  # from the source, which says its own errors
+# --- filling: DiskCache.batches()'s part, mapped from the folder, fetched into it first -----------
 
-    def _load_cached(self, part: Part) -> tuple[str | None, list[pa.RecordBatch]]:
-        found = self.folder.find(part.name)
-        if found is not None and (batches := self._map(found)) is not None:
+
+def _load(cache: DiskCache, k: int) -> tuple[str | None, list[pa.RecordBatch]]:
+    """Part ``k``'s batches, and the cached file they are mapped from (None: from the
+    source, the cache being full)."""
+    part = cache.parts[k]
+    try:
+        return _load_cached(cache, part)
+    except OSError as e:  # the folder cannot be used now (no file descriptor left, ...)
+        _warn(cache, e)
+        return None, _fetch(cache, part)  # from the source, which says its own errors
+
+
+def _load_cached(cache: DiskCache, part: Part) -> tuple[str | None, list[pa.RecordBatch]]:
+    found = cache.folder.find(part.name)
+    if found is not None and (batches := _map(cache, found)) is not None:
+        return found, batches
+    with cache.folder.locked(part.name):
+        found = cache.folder.find(part.name, fresh=True)  # another process filled it?
+        if found is not None and (batches := _map(cache, found)) is not None:
             return found, batches
-        with self.folder.locked(part.name):
-            found = self.folder.find(part.name, fresh=True)  # another process filled it?
-            if found is not None and (batches := self._map(found)) is not None:
-                return found, batches
-            batches = self._fetch(part)
-            try:
-                path = _write(self, part, batches)
-            except OSError as e:  # a full disk: read on from the source, say so once
-                self._warn(e)
-                return None, batches
-            self.folder.evict(path, self.limit)
-        mapped = self._map(path)
-        return (path, mapped) if mapped is not None else (None, batches)
-
-    def _fetch(self, part: Part) -> list[pa.RecordBatch]:
-        data = self.segments.fetch(part.partition, part.first, part.stop)
-        self.segments.check(part.partition, part.first, part.stop, data)
-        batches = self.segments.decode(
-            part.partition, part.first, part.stop, data, self.files.names
-        )
-        self.fetched_parts += 1
-        schema = self.files.schema
-        return [b if b.schema.equals(schema) else _cast(b, schema) for b in batches]
-
-    def _map(self, name: str) -> list[pa.RecordBatch] | None:
-        """A cached part's batches (a regular file of this user's, as opened), its bytes checked
-        against the CRC-32C in its name and its structure checked; None (and the file
-        removed) when they do not match or it is gone."""
+        batches = _fetch(cache, part)
         try:
-            fd = self.folder.parts.open(name, os.O_RDONLY)
-            try:
-                info = os.fstat(fd)
-                data = pa.py_buffer(mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ))
-            finally:
-                os.close(fd)
-            reader = pa.ipc.open_file(pa.BufferReader(data))
-            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-            if name not in self._checked:
-                _check_part(self, name, info, data, batches)
-            self.folder.touch(name)  # recently used: the last to be evicted
-            return batches
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, pa.ArrowInvalid, OutputError, UnsafeCache):
-            self.folder.parts.unlink(name)  # damaged (or not ours): fetched again
-            return None
+            path = _write(cache, part, batches)
+        except OSError as e:  # a full disk: read on from the source, say so once
+            _warn(cache, e)
+            return None, batches
+        cache.folder.evict(path, cache.limit)
+    mapped = _map(cache, path)
+    return (path, mapped) if mapped is not None else (None, batches)
 
-    def _warn(self, error: OSError) -> None:
-        if "full" not in self._said:
-            self._said.add("full")
-            warnings.warn(
-                f"cannot fill the cache in {self.root}: {error.strerror or error}; reading on "
-                f"from {self.files.store}",
-                RecordmillWarning,
-                stacklevel=4,
-            )
+
+def _fetch(cache: DiskCache, part: Part) -> list[pa.RecordBatch]:
+    data = cache.segments.fetch(part.partition, part.first, part.stop)
+    cache.segments.check(part.partition, part.first, part.stop, data)
+    batches = cache.segments.decode(part.partition, part.first, part.stop, data, cache.files.names)
+    cache.fetched_parts += 1
+    schema = cache.files.schema
+    return [b if b.schema.equals(schema) else _cast(b, schema) for b in batches]
+
+
+def _map(cache: DiskCache, name: str) -> list[pa.RecordBatch] | None:
+    """A cached part's batches (a regular file of this user's, as opened), its bytes checked
+    against the CRC-32C in its name and its structure checked; None (and the file
+    removed) when they do not match or it is gone."""
+    try:
+        fd = cache.folder.parts.open(name, os.O_RDONLY)
+        try:
+            info = os.fstat(fd)
+            data = pa.py_buffer(mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ))
+        finally:
+            os.close(fd)
+        reader = pa.ipc.open_file(pa.BufferReader(data))
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        if name not in cache._checked:
+            _check_part(cache, name, info, data, batches)
+        cache.folder.touch(name)  # recently used: the last to be evicted
+        return batches
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, pa.ArrowInvalid, OutputError, UnsafeCache):
+        cache.folder.parts.unlink(name)  # damaged (or not ours): fetched again
+        return None
+
+
+def _warn(cache: DiskCache, error: OSError) -> None:
+    if "full" not in cache._said:
+        cache._said.add("full")
+        warnings.warn(
+            f"cannot fill the cache in {cache.root}: {error.strerror or error}; reading on "
+            f"from {cache.files.store}",
+            RecordmillWarning,
+            stacklevel=4,
+        )
 
 
 def _write(cache: DiskCache, part: Part, batches: list[pa.RecordBatch]) -> str:
