@@ -25,10 +25,10 @@ from recordmill.read import dealing
 from recordmill.read.dataset import Dataset, gathered
 from recordmill.read.mixture import Mixture
 from recordmill.read.options import CacheLimit
-from recordmill.read.passes import laid_out_once
 from recordmill.read.skips import skips
 from recordmill.read.torch import collated
 from recordmill.read.torch.chunks import Chunk, Guard
+from recordmill.read.torch.dealt import _NO_ROWS, Dealt, _joined
 from recordmill.read.torch.positions import Position, Ranks, accelerate_deals
 from recordmill.read.torch.sources import Source as _Source
 from recordmill.read.torch.sources import check_counted_once
@@ -205,7 +205,7 @@ def _indices(order: np.ndarray | range, at: range) -> Iterator[int]:
         yield from (where + order.start if isinstance(order, range) else order[where]).tolist()
 
 
-class IterableDataset(Position, Ranks, torch_data.IterableDataset):
+class IterableDataset(Position, Ranks, Dealt, torch_data.IterableDataset):
     """Streams ``transform(row)`` for this process's share of the rows.
 
     The rows of an epoch (a permutation drawn from ``seed + epoch`` with ``shuffle``, else the
@@ -322,16 +322,6 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
         rows = dealing.extent(self._left(), size, world, self.even)
         return max(0, dealing.rank_rows(rows, size, rank, world, self.even) - self.stream)
 
-    def _dealt_order(self) -> tuple[np.ndarray | range, np.ndarray]:
-        """This epoch's rows left to deal out, and the rows that pad them (the order's first
-        again) or none: ``even``'s rows (see :mod:`~recordmill.read.dealing`)."""
-        order = self._order()
-        rows = dealing.extent(len(order), max(1, self.batch_size), self._bind()[1], self.even)
-        if rows <= len(order):
-            return order[:rows], _NO_ROWS
-        epoch = self._epoch_order()
-        return order, np.asarray([epoch[i % len(epoch)] for i in range(rows - len(order))])
-
     def _source(self) -> _Source | None:
         return self.source
 
@@ -356,60 +346,10 @@ class IterableDataset(Position, Ranks, torch_data.IterableDataset):
                 lo += len(batch)
                 yield from [guarded] if self.chunked else guarded.samples
 
-    def _batches(self, order: np.ndarray | range, pad: np.ndarray) -> Iterator[list[np.ndarray]]:
-        """This (rank, worker)'s batches of ``order`` (rows) and then ``pad``, a few at a time (its
-        share of the order is never one array): the rank's batches (see
-        :mod:`~recordmill.read.dealing`) dealt to the workers in turn, the rows of them that a
-        resumed state says were read (``stream``, with skips) left out."""
-        rank, world = self._bind()
-        info = torch_data.get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        size = max(1, self.batch_size)
-        group, batches, read = max(1, self._rows_at_once() // size), [], self.stream
-        rows = len(order) + len(pad)
-        for k, span in enumerate(dealing.batches(rows, size, rank, world, self.even)):
-            done = min(read, len(span))  # this rank's rows, whichever worker reads them
-            read -= done
-            if k % workers != worker or done == len(span):
-                continue
-            batches.append(_rows(order, span.start + done, span.stop, pad))
-            if len(batches) == group:
-                yield batches
-                batches = []
-        if batches:
-            yield batches
-
     def _chunk(self, rows: np.ndarray) -> Chunk:
         """Rows of the order read and guarded in this process (a skipping loader's padding)."""
         ds = self.source.dataset()
         return _guarded(self, rows, _owned(list(ds.iter_rows(rows, len(rows))), self.source))
-
-    def _rows_at_once(self) -> int:
-        """Rows gathered at once: ``read_batch_size``; of mapped bytes laid end to end once (local
-        Arrow IPC, a disk cache this process maps whole), one batch: no group is decoded or laid
-        out again, so more would only hold more memory."""
-        ds = self.source.dataset()
-        if isinstance(ds, Dataset) and laid_out_once(ds._groups.ready()):
-            return self.batch_size
-        return self.read_batch_size
-
-
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-
-
-def _rows(order: np.ndarray | range, lo: int, hi: int, pad: np.ndarray = _NO_ROWS) -> np.ndarray:
-    """``order[lo:hi]`` as an array, ``pad`` following ``order``."""
-    if hi > len(order):
-        head = _rows(order, lo, len(order)) if lo < len(order) else _NO_ROWS
-        return np.concatenate([head, pad[max(0, lo - len(order)) : hi - len(order)]])
-    if isinstance(order, range):
-        part = order[lo:hi]
-        return np.arange(part.start, part.stop, dtype=np.int64)
-    return order[lo:hi]
-
-
-def _joined(order: np.ndarray | range, pad: np.ndarray) -> np.ndarray | range:
-    return order if not len(pad) else _rows(order, 0, len(order) + len(pad), pad)
 
 
 def _guarded(
