@@ -61,8 +61,8 @@ class Position:
             "seed": self.seed,
             "shuffle": self.shuffle,
             "rows": self._length(),
-            "version": self._version(),
-            "data": self._fingerprint(),
+            "version": _version(self),
+            "data": _fingerprint(self),
             "blocks": self._blocks() if self.shuffle else 0,
         }
         mixture = self._mixture()
@@ -76,7 +76,7 @@ class Position:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state`` (checked field by field: :mod:`~recordmill.read.states`)."""
         state = states.mapping(state)
-        states.check_identity(state, self.state_dict(), self._where())
+        states.check_identity(state, self.state_dict(), _named_source(self))
         epoch = states.whole(state, "epoch", 0, states.MAX_EPOCH)
         position = states.whole(state, "position", 0, None)  # to the epoch's rows: below
         mixture, now = self._mixture(), self.epoch
@@ -116,19 +116,6 @@ class Position:
     def _left(self) -> int:
         """Rows of the epoch still to hand out, by every rank together."""
         return self._length() - self.position
-
-    def _stream(self, state: Mapping[str, Any], left: int) -> int:
-        """The rows of its own a rank read past the position (see ``stream``), of ``left``."""
-        stream = states.whole(state, "stream", 0, left, default=0)
-        saved = (state.get("rank"), state.get("world_size"))
-        if (stream or state.get("batches")) and tuple(saved) != self._ranks():
-            whose = "names no rank" if None in saved else f"is rank {saved[0]} of {saved[1]}'s"
-            raise ValueError(
-                f"cannot resume: the saved state {whose} and this is rank {self._ranks()[0]} of "
-                f"{self._ranks()[1]}; with rows skipped, ranks are not in step: resume each rank "
-                "from the state it saved, with the same world size"
-            )
-        return stream
 
     def _ranks(self) -> tuple[int, int]:
         bind = getattr(self, "_bind", None)  # Ranks'
@@ -196,21 +183,6 @@ class Position:
         source = self._source()
         return None if source is None else source.mixture
 
-    def _version(self) -> int | None:
-        source = self._source()
-        return None if source is None else source.version
-
-    def _fingerprint(self) -> str | None:
-        """What identifies the rows read (``versions.fingerprint``)."""
-        source = self._source()
-        if source is None or source.mixture is not None:  # a mixture's sources have their own
-            return None
-        return fingerprint(source.dataset().manifest)
-
-    def _where(self) -> str:
-        source = self._source()
-        return "the dataset" if source is None else source.path
-
 
 def _checked(p: Position, state: Mapping[str, Any], position: int) -> tuple[Any, ...]:
     """The state's blocks, stream, batches and padded rows, each checked against the epoch's
@@ -226,8 +198,42 @@ def _checked(p: Position, state: Mapping[str, Any], position: int) -> tuple[Any,
         blocks = states.whole(state, "blocks", 0, max(1, rows))  # a part holds a row at least
     taken = states.whole(state, "batches", 0, rows, default=0)
     padded = states.whole(state, "padded", 0, None, default=0)
-    stream = p._stream(state, rows - position)
+    stream = _stream(p, state, rows - position)
     return blocks, stream, taken, padded
+
+
+def _stream(p: Position, state: Mapping[str, Any], left: int) -> int:
+    """The rows of its own a rank read past the position (see ``stream``), of ``left``."""
+    stream = states.whole(state, "stream", 0, left, default=0)
+    saved = (state.get("rank"), state.get("world_size"))
+    if (stream or state.get("batches")) and tuple(saved) != p._ranks():
+        whose = "names no rank" if None in saved else f"is rank {saved[0]} of {saved[1]}'s"
+        raise ValueError(
+            f"cannot resume: the saved state {whose} and this is rank {p._ranks()[0]} of "
+            f"{p._ranks()[1]}; with rows skipped, ranks are not in step: resume each rank "
+            "from the state it saved, with the same world size"
+        )
+    return stream
+
+
+def _version(p: Position) -> int | None:
+    """The version of the rows read, which a state names (None: a mixture's, or unknown)."""
+    source = p._source()
+    return None if source is None else source.version
+
+
+def _fingerprint(p: Position) -> str | None:
+    """What identifies the rows read (``versions.fingerprint``)."""
+    source = p._source()
+    if source is None or source.mixture is not None:  # a mixture's sources have their own
+        return None
+    return fingerprint(source.dataset().manifest)
+
+
+def _named_source(p: Position) -> str:
+    """The rows read, as a refused state names them: the dataset's path (a mixture's repr)."""
+    source = p._source()
+    return "the dataset" if source is None else source.path
 
 
 def where_now(p: Position) -> tuple[Any, ...]:
