@@ -63,6 +63,14 @@ TIMEOUT_HELP = (
     "stop a task (or partition) running longer than this and run it again on a fresh worker, "
     "as when its worker dies (default: no limit; recordmill's own process pool only)"
 )
+ON_BAD_INPUT_HELP = (
+    "bad input (a row that does not fit the schema, an image or a record that a plugin cannot "
+    "read) fails the run, or is listed in the rejects (recordmill rejects PATH) and left out"
+)
+EXECUTOR_HELP = (
+    "where tasks run: process, dask, ray or an installed executor; --executor NAME --help shows "
+    "its own flags"
+)
 
 
 @dataclass(frozen=True)
@@ -183,9 +191,7 @@ class WriteSettings:
             "--on-bad-input",
             identity=True,
             choices=POLICIES,
-            help="bad input (a row that does not fit the schema, an image or a record that a "
-            "plugin cannot read) fails the run, or is listed in the rejects (recordmill rejects "
-            "PATH) and left out",
+            help=ON_BAD_INPUT_HELP,
         ),
     )
     max_rejects: int | None = field(
@@ -200,8 +206,7 @@ class WriteSettings:
         default="process",
         metadata=_flag(
             "--executor",
-            help="where tasks run: process, dask, ray or an installed executor; "
-            "--executor NAME --help shows its own flags",
+            help=EXECUTOR_HELP,
         ),
     )
     # Set by the executor's own flags (see executors.py), not by a flag of its own.
@@ -211,20 +216,10 @@ class WriteSettings:
     def __post_init__(self) -> None:
         if self.executor_options is None:  # as from write(..., executor_options=None)
             object.__setattr__(self, "executor_options", {})
-        if self.append and self.overwrite:
-            raise ConfigError(
-                "--append adds a version to a dataset and --overwrite replaces it: give one of them"
-            )
         if not self.append:  # with --append, the dataset's (engine/append.py)
             object.__setattr__(self, "format", self.format or "parquet")
             object.__setattr__(self, "compression", self.compression or "auto")
-        if not 1 <= self.partitions <= MAX_PARTITIONS:
-            raise ConfigError(
-                f"--partitions must be from 1 to {MAX_PARTITIONS:,} (what a dataset holds at "
-                f"most), got {self.partitions:,}"
-            )
-        _check_workers(self)
-        _check_choices(self)
+        _check(self)
 
     @property
     def worker_count(self) -> int:
@@ -247,6 +242,21 @@ class WriteSettings:
             if not found[key]:
                 del found[key]
         return found
+
+
+def _check(s: WriteSettings) -> None:
+    """Refuse settings that contradict each other or are out of range (the first one found)."""
+    if s.append and s.overwrite:
+        raise ConfigError(
+            "--append adds a version to a dataset and --overwrite replaces it: give one of them"
+        )
+    if not 1 <= s.partitions <= MAX_PARTITIONS:
+        raise ConfigError(
+            f"--partitions must be from 1 to {MAX_PARTITIONS:,} (what a dataset holds at "
+            f"most), got {s.partitions:,}"
+        )
+    _check_workers(s)
+    _check_choices(s)
 
 
 def _check_choices(s: WriteSettings) -> None:
