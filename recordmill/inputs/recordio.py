@@ -175,14 +175,8 @@ def records(
         pos = start
         while pos < end:
             where = _where(path, number, pos, first_number, start)
-            problem = None
-            if offsets is not None and (expected >= len(offsets) or offsets[expected] != pos):
-                listed = f"byte {offsets[expected]}" if expected < len(offsets) else "no record"
-                problem = (
-                    f"{where}: the file has a record there, its index has {listed} next "
-                    "(the .idx does not match the .rec; --no-index reads the .rec alone)"
-                )
-            else:
+            problem = _not_listed(where, offsets, expected, pos)
+            if problem is None:
                 try:
                     data, after = _read_one(f, pos, size)
                 except RecordIOError as e:
@@ -205,13 +199,31 @@ def records(
             pos = resume
         if pos > end and offsets is None:
             # The last record ran past the next task's first start: the file is damaged there.
-            yield Record(
-                None,
-                pos,
-                None,
-                f"{path}: the record before byte {pos} runs past a record start at byte {end} "
-                "(damaged file)",
-            )
+            yield _ran_past(path, pos, end)
+
+
+def _not_listed(where: str, offsets: list[int] | None, expected: int, pos: int) -> str | None:
+    """The problem of a record at ``pos`` where the index (if any) lists its ``expected``-th
+    start elsewhere, or lists no more records; None when the two agree."""
+    if offsets is None or (expected < len(offsets) and offsets[expected] == pos):
+        return None
+    listed = f"byte {offsets[expected]}" if expected < len(offsets) else "no record"
+    return (
+        f"{where}: the file has a record there, its index has {listed} next "
+        "(the .idx does not match the .rec; --no-index reads the .rec alone)"
+    )
+
+
+def _ran_past(path: str, pos: int, end: int) -> Record:
+    """The problem of a range's last record, which ended at ``pos``, past ``end``: the start of
+    the next range's first record."""
+    return Record(
+        None,
+        pos,
+        None,
+        f"{path}: the record before byte {pos} runs past a record start at byte {end} "
+        "(damaged file)",
+    )
 
 
 def _where(path: str, number: int | None, pos: int, first: int | None, start: int) -> str:
