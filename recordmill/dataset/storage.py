@@ -55,6 +55,25 @@ def _flush_file(path: str) -> None:
         os.close(fd)
 
 
+def _flush_files(root: str) -> None:
+    """Flush the data of every file in the local folder ``root`` and below."""
+    for top, _, files in os.walk(root):
+        for name in files:
+            _flush_file(os.path.join(top, name))
+
+
+def _write_whole(path: str, data: bytes, flush: bool) -> None:
+    """Write a local file whole: into ``path.partial``, flushed if ``flush``, renamed ``path``
+    (a reader never sees half of it)."""
+    partial = path + ".partial"
+    with open(partial, "wb") as f:
+        f.write(data)
+        if flush:  # before the rename: a name never stands for lost data
+            f.flush()
+            _fdatasync(f.fileno())
+    os.replace(partial, path)
+
+
 def fsync_dir(path: str) -> None:
     """Flush a local folder's entries (names created, renamed or deleted in it) to the device."""
     if os.name != "posix":  # Windows cannot open a folder to flush it; NTFS journals names
@@ -125,6 +144,18 @@ class HashingSink:
 
 # Output streams left unclosed on purpose (see Store.abandon).
 _ABANDONED: list[Any] = []
+
+
+def _filesystem(text: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the base path on it of a local path or a URI; a URI that pyarrow
+    cannot use is a ConfigError."""
+    if "://" not in text:
+        return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text))
+    try:
+        fs, root = pafs.FileSystem.from_uri(_small_puts(text))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ConfigError(f"cannot use the location {text}: {e}") from e
+    return fs, root.rstrip("/")
 
 
 def _small_puts(uri: str) -> str:
@@ -209,6 +240,15 @@ def fd_path(fd: int) -> str:
     return f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else f"/dev/fd/{fd}"
 
 
+def _open_by_fd(opener: Callable[[str], Any], fd: int) -> Any:
+    """``opener`` (a function that opens a file by name) of the file open on ``fd``, through
+    its descriptor's name; ``fd`` is closed after (what ``opener`` opened stays open)."""
+    try:
+        return opener(fd_path(fd))
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class Store:
     """A filesystem and a base path on it; small and picklable, so workers can use it.
@@ -224,14 +264,8 @@ class Store:
 
     @staticmethod
     def at(location: str | os.PathLike[str], fsync: bool = False) -> Store:
-        text = os.fspath(location)
-        if "://" in text:
-            try:
-                fs, root = pafs.FileSystem.from_uri(_small_puts(text))
-            except (pa.ArrowInvalid, OSError) as e:
-                raise ConfigError(f"cannot use the location {text}: {e}") from e
-            return Store(fs, root.rstrip("/"), fsync)
-        return Store(pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(text)), fsync)
+        """The folder at a local path or a URI (``s3://bucket/prefix``...)."""
+        return Store(*_filesystem(os.fspath(location)), fsync)
 
     @property
     def local(self) -> bool:
@@ -323,12 +357,9 @@ class Store:
     def flush_tree(self) -> None:
         """Flush every file in this folder and below, then the folders: what an earlier run
         left, which may not have been flushed (it may have run with ``--no-fsync``)."""
-        if not self.flushes:
-            return
-        for top, _, files in os.walk(self.root):
-            for name in files:
-                _flush_file(os.path.join(top, name))
-        self.flush_dirs()
+        if self.flushes:
+            _flush_files(self.root)
+            self.flush_dirs()
 
     def opened(self, opener: Callable[[str], Any], *names: str) -> Any:
         """``opener`` (a function that opens a file by name) of a file of this folder to read:
@@ -336,11 +367,7 @@ class Store:
         name), so that nothing swapped in its place since is read."""
         if not self.local:
             return opener(self.path(*names))
-        fd = open_in(self, *names)
-        try:
-            return opener(fd_path(fd))
-        finally:
-            os.close(fd)
+        return _open_by_fd(opener, open_in(self, *names))
 
     def input_file(self, *names: str) -> Any:
         """Random access: memory-mapped on local disk, a range-reading file elsewhere."""
@@ -365,13 +392,7 @@ class Store:
         done again)."""
         self.check()
         if self.local:
-            partial = self.path(name + ".partial")
-            with open(partial, "wb") as f:
-                f.write(data)
-                if self.fsync and flush:  # before the rename: a name never stands for lost data
-                    f.flush()
-                    _fdatasync(f.fileno())
-            os.replace(partial, self.path(name))
+            _write_whole(self.path(name), data, self.fsync and flush)
             return
         with self.fs.open_output_stream(self.path(name)) as f:
             f.write(data)
