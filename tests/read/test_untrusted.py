@@ -111,8 +111,8 @@ def test_a_fifo_is_refused_at_once(ds):
     (ds / name).unlink()
     os.mkfifo(ds / name)  # nothing ever writes it: a read of it would never end
     for command in ("info", "head"):
-        one_error_line(cli(command, ds, timeout=30), "not a regular file")
-    result = cli("verify", ds, timeout=30)
+        one_error_line(cli(command, ds), "not a regular file")
+    result = cli("verify", ds)
     assert result.returncode == 1 and f"{name}: is not a regular file" in result.stdout
 
 
@@ -120,12 +120,12 @@ def test_a_rejects_file_outside_the_folder_is_refused(ds):
     edit_manifest(ds, lambda m: m["rejects"].update(count=1, file="../../../../../dev/zero"))
     with pytest.raises(recordmill.OutputError, match="not a rejects file name"):
         recordmill.read_rejects(ds)
-    one_error_line(cli("rejects", ds, timeout=30), "not a rejects file name")
+    one_error_line(cli("rejects", ds), "not a rejects file name")
 
 
 def test_a_claimed_billion_row_groups_is_refused_before_any_list_is_built(ds):
     edit_manifest(ds, lambda m: m["partitions"][0].update(row_groups=10**9, group_offsets=None))
-    one_error_line(cli("info", ds, timeout=30), "1,000,000,000 row groups in")
+    one_error_line(cli("info", ds), "1,000,000,000 row groups in")
 
 
 def test_arrow_offsets_past_the_end_are_an_error_never_memory(ds, tmp_path):
