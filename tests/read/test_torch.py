@@ -153,8 +153,10 @@ def test_only_the_columns_that_can_hold_arrays_are_looked_over_for_them(dataset,
     assert set(shapes) == {(4,), (6, 5)}
 
 
-def test_an_iterable_gathers_mapped_rows_a_batch_at_a_time(dataset, tmp_path, monkeypatch):
-    from recordmill.read import gather
+def test_an_iterable_gathers_mapped_rows_in_whole_batches_of_a_byte_budget(
+    dataset, tmp_path, monkeypatch
+):
+    from recordmill.read import gather, passes
 
     sizes = []
     values = gather.Gatherer.values
@@ -164,10 +166,18 @@ def test_an_iterable_gathers_mapped_rows_a_batch_at_a_time(dataset, tmp_path, mo
         out = tmp_path / fmt
         recordmill.write(make_plugin(tmp_path / "p", PLUGIN), out, partitions=3, format=fmt,
                          row_group_size=10, progress=False)  # fmt: skip
+        row = recordmill.open(out)._row_bytes()
+        monkeypatch.setattr(passes, "MAPPED_GATHER_BYTES", 20 * row)  # 2.5 batches of 8
         data = rtorch.IterableDataset(out, shuffle=True, cache_dir=False, read_batch_size=64)
-        assert sum(map(len, epoch_ids(rtorch.DataLoader(data, batch_size=8)))) == 153
-        held = 8 if fmt == "arrow" else 64  # mapped: no more held than a batch; else decoded
-        assert max(sizes) == held and sum(sizes) == 153, fmt  # groups shared by 8 batches
+        ids = sorted(i for batch in epoch_ids(rtorch.DataLoader(data, batch_size=8)) for i in batch)
+        assert len(ids) == 153
+        held = 16 if fmt == "arrow" else 64  # mapped: whole batches within the budget
+        assert max(sizes) == held and sum(sizes) == 153, fmt  # else decoded groups shared
+        sizes.clear()
+        # Rows one at a time (torch's own DataLoader batches them): gathered 20 at once, not 1
+        rows = rtorch.IterableDataset(out, shuffle=True, cache_dir=False, read_batch_size=64)
+        assert sorted(row["id"] for row in rows) == ids
+        assert max(sizes) == (20 if fmt == "arrow" else 64) and sum(sizes) == 153, fmt
         sizes.clear()
 
 

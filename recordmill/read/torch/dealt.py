@@ -12,7 +12,7 @@ from torch.utils import data as torch_data
 
 from recordmill.read import dealing
 from recordmill.read.dataset import Dataset
-from recordmill.read.passes import laid_out_once
+from recordmill.read.passes import gather_rows, laid_out_once
 
 __all__ = ["Dealt"]
 
@@ -64,11 +64,12 @@ class Dealt:
 
     def _rows_at_once(self) -> int:
         """Rows gathered at once: ``read_batch_size``; of mapped bytes laid end to end once (local
-        Arrow IPC, a disk cache this process maps whole), one batch: no group is decoded or laid
-        out again, so more would only hold more memory."""
+        Arrow IPC, a disk cache this process maps whole), whole batches of a few MB
+        (:func:`~recordmill.read.passes.gather_rows`): no group is decoded or laid out again,
+        so more would only hold more memory."""
         ds = self.source.dataset()
         if isinstance(ds, Dataset) and laid_out_once(ds._groups.ready()):
-            return self.batch_size
+            return gather_rows(max(1, self.batch_size), ds._row_bytes())
         return self.read_batch_size
 
 
