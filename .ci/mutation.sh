@@ -48,11 +48,11 @@ one() {
     local rc=0
     (
         cd "$tree"
-        # Each run held to 8 GiB of address space (a mutant that allocates without end fails, not
-        # the machine; 4 GiB failed S3 reads: the threads of pyarrow's S3 client and moto reserve it),
+        # Each run held to 4 GiB (a mutant that allocates without end fails, not the machine),
+        # the venv's commands first (its moto_server: another on PATH failed multipart uploads),
         # and any failure made exit code 1: mutmut 2 counts only 1 as a failure, so a mutant that
         # crashes the tests (an abort, an import error: 134, 2) would count as one that survived.
-        tested="prlimit --as=$((8 << 30)) env PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
+        tested="prlimit --as=$((4 << 30)) env PATH=$(dirname "$PY"):$PATH PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
         runner="sh -c '$tested || exit 1'"
         "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
             --no-progress >"$ROOT/mutation/$name.log" 2>&1 || true # its exit code counts survivors
