@@ -32,6 +32,7 @@ declare -A TESTS=(
     [recordmill/read/segments.py]="tests/read/test_segments.py tests/read/test_remote_damage.py tests/read/test_layouts.py tests/read/test_cache.py"
     [recordmill/read/gather.py]="tests/read/test_gather.py tests/read/test_steps.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py"
+    [recordmill/dataset/layout.py]="tests/dataset/test_layout.py"
     [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
     [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
 )
