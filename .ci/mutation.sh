@@ -33,6 +33,7 @@ declare -A TESTS=(
     [recordmill/read/gather.py]="tests/read/test_gather.py tests/read/test_steps.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py"
     [recordmill/dataset/layout.py]="tests/dataset/test_layout.py"
+    [recordmill/dataset/rejects.py]="tests/dataset/test_rejects.py tests/engine/test_append.py::test_each_version_keeps_its_rejects"
     [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
     [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
 )
