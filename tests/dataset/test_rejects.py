@@ -4,6 +4,8 @@ empty part), and the lines that stop a run or name a damaged file."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -21,6 +23,9 @@ def test_a_reason_names_no_address_so_it_is_the_same_every_run():
     )
     assert reject.reason == "cannot read <_io.BytesIO object>: bad <x>"
     assert rejects.Reject("a", "<not an address at 0xZZ>").reason == "<not an address at 0xZZ>"
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a plugin's Reject is a value
+        reject.reason = "other"
+    assert len({reject, rejects.Reject("a.jpg", reject.reason)}) == 1
 
 
 def test_bad_input_is_listed_with_skip_and_refused_otherwise():
@@ -28,6 +33,7 @@ def test_bad_input_is_listed_with_skip_and_refused_otherwise():
         {"on_bad_input": "skip"}, "f.csv:3", "2 fields", skipped=", line 4 on"
     )
     assert listed == rejects.Reject("f.csv:3", "2 fields, line 4 on")
+    assert rejects.bad_input({"on_bad_input": "skip"}, "f", "r") == rejects.Reject("f", "r")
     for options in ({}, {"on_bad_input": "fail"}):
         with pytest.raises(InputError) as raised:
             rejects.bad_input(options, "f.csv:3", "2 fields", skipped=", line 4 on")
@@ -61,13 +67,23 @@ def test_the_rejects_file_is_an_empty_part_of_the_schema_holding_each_line(tmp_p
     else:
         table = pa.ipc.open_file(pa.memory_map(str(tmp_path / name))).read_all()
     assert table.num_rows == 0 and table.schema.remove_metadata() == SCHEMA
+    # One JSON line a reject under the documented key, its text as written (UTF-8, not escapes)
+    if fmt == "parquet":
+        metadata = pq.read_metadata(tmp_path / name).metadata
+    else:
+        metadata = table.schema.metadata
+    lines = metadata[b"recordmill.rejects"].decode().splitlines()
+    assert lines == [
+        '{"task_id": 1, "source": "é.jpg", "reason": "r"}',
+        '{"task_id": 2, "source": "b"}',
+    ]
     manifest = {"format": fmt}
     assert rejects._read(Store.at(tmp_path), name, manifest) == records
 
 
 def test_a_rejects_file_that_cannot_be_read_is_named(tmp_path):
     (tmp_path / "_rejects.parquet").write_bytes(b"not parquet")
-    with pytest.raises(OutputError, match=r"/_rejects.parquet cannot be read: "):
+    with pytest.raises(OutputError, match=rf"^{tmp_path}/_rejects.parquet cannot be read: "):
         rejects._read(Store.at(tmp_path), "_rejects.parquet", {"format": "parquet"})
     rejects.write(Store.at(tmp_path), [], SCHEMA, "parquet")  # no rejects: an empty list back
     assert rejects._read(Store.at(tmp_path), "_rejects.parquet", {"format": "parquet"}) == []
