@@ -36,6 +36,7 @@ declare -A TESTS=(
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py tests/test_forkserver.py::test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs"
     [recordmill/dataset/layout.py]="tests/dataset/test_layout.py"
     [recordmill/dataset/rejects.py]="tests/dataset/test_rejects.py tests/engine/test_append.py::test_each_version_keeps_its_rejects"
+    [recordmill/dataset/versions.py]="tests/dataset/test_versions.py"
     [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
     [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
 )
