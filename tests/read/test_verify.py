@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -198,3 +199,90 @@ def test_a_history_that_counts_other_rows_is_named(copy):
         "manifest: version 1's partitions hold 65 rows in 3 files, its history says 64 rows in 3 "
         "files"
     ]
+
+
+def test_each_problem_of_a_partition_is_its_whole_line(copy):
+    name = "part-00001-of-00003.parquet"
+    size = (copy / name).stat().st_size
+    (copy / name).write_bytes((copy / name).read_bytes()[:-100])
+    problems = verify(copy)
+    assert problems[0] == (
+        f"{name}: {size - 100} bytes, the manifest says {size} (truncated or altered)"
+    )
+    assert problems[1].startswith(f"{name}: checksum ") and problems[1].endswith(
+        "does not match the manifest's "
+        + recordmill.read_manifest(copy)["partitions"][1]["checksum"]
+    )
+    assert problems[2].startswith(f"{name}: cannot be read: ")
+    assert len(problems) == 3
+
+
+def test_a_partition_of_an_unfinished_append_and_a_history_out_of_order_are_named(copy):
+    shutil.copy(copy / "part-00000-of-00003.parquet", copy / "part-v0002-00000-of-00001.parquet")
+    assert verify(copy) == [
+        "part-v0002-00000-of-00001.parquet: a partition of version 2, which is not published "
+        "(an append that did not finish: recordmill write --append --resume finishes it)"
+    ]
+    (copy / "part-v0002-00000-of-00001.parquet").unlink()
+    edit_manifest(copy, lambda manifest: manifest["history"][0].update(version=2))
+    assert verify(copy) == ["manifest: version 1, but its history has [2]"]
+
+
+def test_partitions_listed_out_of_version_order_are_named(copy):
+    def two_versions(manifest):
+        parts = manifest["partitions"]
+        parts[0]["version"] = 2  # listed first, added by version 2
+        first, second = parts[1:], parts[:1]
+        entry = manifest["history"][0]
+        manifest["history"] = [
+            {
+                **entry,
+                "rows": sum(p["rows"] for p in first),
+                "partitions": 2,
+                "checksums": [p["checksum"] for p in first],
+            },
+            {
+                **entry,
+                "version": 2,
+                "rows": second[0]["rows"],
+                "partitions": 1,
+                "checksums": [second[0]["checksum"]],
+            },
+        ]
+        manifest["version"] = 2
+
+    edit_manifest(copy, two_versions)
+    assert verify(copy) == ["manifest: the partitions are not listed version by version"]
+
+
+def test_a_rejects_file_that_cannot_be_read_is_named(tmp_path):
+    plugin = make_plugin(tmp_path / "bad", BAD_ROWS)
+    recordmill.write(plugin, tmp_path / "ds", on_bad_input="skip", progress=False)
+    (tmp_path / "ds" / "_rejects.parquet").write_bytes(b"not parquet")
+    problems = verify(tmp_path / "ds")
+    assert len(problems) == 1
+    assert problems[0].startswith(f"rejects: {tmp_path / 'ds'}/_rejects.parquet cannot be read: ")
+
+
+def test_a_partition_that_is_not_a_regular_file_is_named_by_its_name(copy):
+    name = "part-00002-of-00003.parquet"
+    (copy / name).unlink()
+    os.mkfifo(copy / name)
+    assert verify(copy) == [
+        f"{name}: is not a regular file (a FIFO, a device or a folder): a dataset's files are "
+        "regular files in its folder"
+    ]
+
+
+def test_row_groups_other_than_the_manifest_says_are_named_whole(copy):
+    def other_groups(manifest):
+        manifest["settings"]["row_group_size"] = 2
+        for p in manifest["partitions"]:
+            p.update(row_groups=-(-p["rows"] // 2), group_offsets=None, group_crc32c=None)
+
+    edit_manifest(copy, other_groups)
+    rows = [p["rows"] for p in recordmill.read_manifest(copy)["partitions"] if p["rows"]]
+    assert verify(copy)[0] == (
+        f"part-00000-of-00003.parquet: 1 row groups, the manifest says {-(-rows[0] // 2)} of "
+        "2 rows (the last smaller)"
+    )
