@@ -237,6 +237,8 @@ class _Sparse(io.RawIOBase):
         return self._pos
 
     def readinto(self, buffer: Any) -> int:
+        if self._pos >= self._size:
+            return 0  # the end of the file, as a file says it
         for start, piece in self._pieces:
             if start <= self._pos < start + len(piece):
                 chunk = piece[self._pos - start : self._pos - start + len(buffer)]
