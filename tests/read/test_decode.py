@@ -123,3 +123,52 @@ def test_a_cut_file_names_its_format_and_no_python_object():
     assert decode.image_error(OSError("x"), b"MM\0*") == "Pillow cannot read this TIFF: x"
     assert decode.image_error(OSError("x"), b"\xff\xd8") == "Pillow cannot read this JPEG: x"
     assert decode.image_error(OSError("x"), b"????") == "Pillow cannot read this image: x"
+
+
+@pytest.mark.parametrize("mode", ["I;16", "I;16B", "I;16L", "I;16N"])
+def test_every_sixteen_bit_layout_is_scaled_by_its_range(mode):
+    values = np.array([[0, 257, 32768, 65535]], dtype=np.uint16)
+    order = ">" if mode == "I;16B" else "<" if mode != "I;16N" else "="
+    image = Image.frombytes(mode, (4, 1), values.astype(order + "u2").tobytes())
+    assert [decode.to_rgb(image).getpixel((x, 0))[0] for x in range(4)] == [0, 1, 127, 255]
+
+
+def test_thirty_two_bit_values_past_sixteen_bits_stay_white_and_256_scales():
+    image = Image.fromarray(np.array([[256, 100_000, 65535 * 4]], dtype=np.int32), "I")
+    assert [decode.to_rgb(image).getpixel((x, 0))[0] for x in range(3)] == [0, 255, 255]
+
+
+def test_float_values_are_cut_not_rounded():
+    image = Image.fromarray(np.array([[100.7, 254.9]], dtype=np.float32), "F")
+    assert [decode.to_rgb(image).getpixel((x, 0))[0] for x in range(2)] == [100, 254]
+
+
+def test_a_palette_with_alpha_shows_transparent_pixels_white():
+    image = Image.new("RGBA", (2, 1), (200, 0, 0, 255))
+    image.putpixel((1, 0), (200, 0, 0, 0))
+    palette = image.convert("PA")
+    assert palette.mode == "PA"
+    got = decode.to_rgb(palette)
+    assert got.getpixel((1, 0)) == (255, 255, 255) and got.getpixel((0, 0)) == (200, 0, 0)
+
+
+def test_pillow_s_own_bomb_warning_is_silenced_only_under_a_tighter_bound(monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 600)
+    data = encoded(Image.new("RGB", (30, 21)))  # 630 pixels: past Pillow's bound
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would be an error here
+        with pytest.raises(ValueError, match="more than max_pixels=600"):
+            decode.image(data, max_pixels=600)
+    with pytest.warns(Image.DecompressionBombWarning):  # the user's larger bound: Pillow's says
+        assert decode.image(data, max_pixels=1000).shape == (21, 30, 3)
+
+
+def test_a_format_is_named_by_its_signature_and_others_are_an_image():
+    for fmt in ("GIF", "BMP", "PNG", "JPEG", "TIFF"):
+        head = encoded(Image.new("RGB", (4, 4)), fmt)[:8]
+        assert decode.image_error(OSError("x"), head) == f"Pillow cannot read this {fmt}: x"
+    webp = encoded(Image.new("RGB", (4, 4)), "WEBP")[:8]
+    assert decode.image_error(OSError("x"), webp) == "Pillow cannot read this image: x"
+    assert decode.image_error(OSError("x")) == "Pillow cannot read this image: x"
