@@ -357,3 +357,23 @@ def test_every_setting_a_token_state_names_refuses_a_resume_alone(tmp_path, chan
     other = rt.DataLoader(rt.TokenBlocks(path, **{**settings, **change}), batch_size=2)
     with pytest.raises(ValueError, match=f"cannot resume: the saved state has {key}="):
         other.load_state_dict(state)
+
+
+def test_mapped_tokens_are_read_in_whole_batches_of_blocks_of_a_byte_budget(docs, monkeypatch):
+    from recordmill.read import passes
+    from recordmill.read.tokens import Epoch
+
+    sizes = []
+    read = Epoch.read
+    monkeypatch.setattr(
+        Epoch, "read", lambda self, rows: sizes.append(len(rows)) or read(self, rows)
+    )
+    blocks = rt.TokenBlocks(docs["arrow"], 32, shuffle=False)
+    block_bytes = 33 * blocks.stream_of().dtype.itemsize  # a block and its next token
+    monkeypatch.setattr(passes, "MAPPED_GATHER_BYTES", 10 * block_bytes)
+    assert len(list(rt.DataLoader(blocks, batch_size=4))) == -(-len(blocks) // 4)
+    assert max(sizes) == 8 and sum(sizes) == len(blocks)  # two batches of 4 within 10 blocks
+    sizes.clear()
+    blocks = rt.TokenBlocks(docs["arrow"], 32, shuffle=False)  # handed out one at a time,
+    assert len(list(blocks)) == len(blocks)  # as torch's own DataLoader asks for them
+    assert max(sizes) == 10 and sum(sizes) == len(blocks)

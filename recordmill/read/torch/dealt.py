@@ -69,8 +69,12 @@ class Dealt:
         so more would only hold more memory."""
         ds = self.source.dataset()
         if isinstance(ds, Dataset) and laid_out_once(ds._groups.ready()):
-            return gather_rows(max(1, self.batch_size), ds._row_bytes())
+            return gather_rows(max(1, self.batch_size), self._bytes_a_row(ds))
         return self.read_batch_size
+
+    def _bytes_a_row(self, ds: Dataset) -> int:
+        """The bytes of one row this dataset hands out (a row of ``ds``)."""
+        return ds._row_bytes()
 
 
 def _rows(order: np.ndarray | range, lo: int, hi: int, pad: np.ndarray = _NO_ROWS) -> np.ndarray:

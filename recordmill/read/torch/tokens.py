@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from recordmill.read import order, states
+from recordmill.read.dataset import Dataset
 from recordmill.read.options import CacheLimit
 from recordmill.read.tokens import Epoch, TokenStream, check_window, document_order
 from recordmill.read.torch.datasets import _NO_ROWS, IterableDataset
@@ -75,6 +76,10 @@ class TokenBlocks(IterableDataset):
             even=even,
         )
         self.stream_of()  # a wrong column or block size fails here, not in a worker
+
+    def _bytes_a_row(self, ds: Dataset) -> int:
+        stream = self.stream_of()  # a block, not a document, is what this dataset hands out
+        return stream.width * stream.dtype.itemsize
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
