@@ -172,3 +172,10 @@ def test_a_format_is_named_by_its_signature_and_others_are_an_image():
     webp = encoded(Image.new("RGB", (4, 4)), "WEBP")[:8]
     assert decode.image_error(OSError("x"), webp) == "Pillow cannot read this image: x"
     assert decode.image_error(OSError("x")) == "Pillow cannot read this image: x"
+
+
+def test_sixteen_bit_images_scale_by_their_type_not_their_values():
+    dark = Image.fromarray(np.array([[0, 255]], dtype=np.uint16))  # 255 of 65,535: near black
+    assert [decode.to_rgb(dark).getpixel((x, 0))[0] for x in range(2)] == [0, 0]
+    past = Image.fromarray(np.array([[0, 256]], dtype=np.int32), "I")  # past 8 bits: 16-bit
+    assert [decode.to_rgb(past).getpixel((x, 0))[0] for x in range(2)] == [0, 0]
