@@ -85,3 +85,32 @@ def test_a_skipping_decode_is_sliced_with_its_rows():
     decode = skipping()
     assert decode.slice(2, 3).rows.tolist() == [102, 103, 104]
     assert "text" in decode and "id" not in decode and dict(decode.items()) == {"text": upper}
+
+
+def lower(value: str) -> str:
+    if value in ("a", "e"):
+        raise ValueError(f"no {value}")
+    return value
+
+
+def test_rows_that_fail_in_any_of_two_columns_are_all_left_out():
+    batch = BATCH.append_column("again", BATCH.column("text"))
+    decode = formats.Skipping({"text": upper, "again": lower}, np.arange(7), [], version=1)
+    (got,) = formats.pieces(batch, 7, "numpy", decode)
+    assert got["id"].tolist() == [1, 3, 6]  # b, d and g: a, e fail in one column, c, f in the other
+    rows = [{"text": t, "again": t} for t in "abcdefg"]
+    decode = formats.Skipping({"text": upper, "again": lower}, np.arange(7), [], version=1)
+    assert [r["again"] for r in formats.decoded(rows, decode)] == ["b", "d", "g"]
+
+
+def test_one_column_is_cut_kept_and_joined_as_several_are():
+    only = pa.record_batch({"text": pa.array(list("abcdefg"))})
+    (got,) = formats.pieces(only, 7, "numpy", skipping(np.arange(7)))
+    assert got["text"] == ["A", "B", "D", "E", "G"]
+    schema = pa.schema([("blob", pa.binary())])
+    assert [b["blob"] for b in formats.taken_pieces(schema, [[b"x", b"y", b"z"]], 2, {})] == [
+        [b"x", b"y"],
+        [b"z"],
+    ]
+    assert list(formats.taken_pieces(pa.schema([]), [], 2, {})) == []
+    assert formats.joined([{"text": ["a"]}]) == {"text": ["a"]}
