@@ -377,3 +377,8 @@ def test_mapped_tokens_are_read_in_whole_batches_of_blocks_of_a_byte_budget(docs
     blocks = rt.TokenBlocks(docs["arrow"], 32, shuffle=False)  # handed out one at a time,
     assert len(list(blocks)) == len(blocks)  # as torch's own DataLoader asks for them
     assert max(sizes) == 10 and sum(sizes) == len(blocks)
+    sizes.clear()
+    # Shuffled within a window, each block may read its whole document: a batch at a time
+    windowed = rt.TokenBlocks(docs["arrow"], 32, shuffle_window=8)
+    assert len(list(rt.DataLoader(windowed, batch_size=4))) == -(-len(windowed) // 4)
+    assert max(sizes) == 4 and sum(sizes) == len(windowed)

@@ -179,6 +179,16 @@ def test_an_iterable_gathers_mapped_rows_in_whole_batches_of_a_byte_budget(
         assert sorted(row["id"] for row in rows) == ids
         assert max(sizes) == (20 if fmt == "arrow" else 64) and sum(sizes) == 153, fmt
         sizes.clear()
+        # Small rows: no more than read_batch_size at once (rows are made a gather at a time)
+        monkeypatch.setattr(passes, "MAPPED_GATHER_BYTES", 10**9)
+        capped = rtorch.IterableDataset(out, shuffle=True, cache_dir=False, read_batch_size=30)
+        assert sorted(ids_of(rtorch.DataLoader(capped, batch_size=8))) == ids
+        assert max(sizes) == 24 and sum(sizes) == 153, fmt  # 3 whole batches of 8 within 30
+        sizes.clear()
+
+
+def ids_of(loader):
+    return [i for batch in epoch_ids(loader) for i in batch]
 
 
 def epoch_ids(loader):

@@ -22,7 +22,7 @@ _NO_ROWS = np.zeros(0, dtype=np.int64)
 class Dealt:
     """The dealing of an ``IterableDataset``: of a ``Position`` (``_order()``, ``_epoch_order()``,
     ``stream``) and ``Ranks`` (``_bind()``) that reads ``source`` in batches of ``batch_size``,
-    ``read_batch_size`` rows gathered at once, the last rows shared out as ``even`` says."""
+    at most ``read_batch_size`` rows gathered at once, the last rows shared out as ``even`` says."""
 
     source: Any
     batch_size: int
@@ -65,14 +65,19 @@ class Dealt:
     def _rows_at_once(self) -> int:
         """Rows gathered at once: ``read_batch_size``; of mapped bytes laid end to end once (local
         Arrow IPC, a disk cache this process maps whole), whole batches of a few MB
-        (:func:`~recordmill.read.passes.gather_rows`): no group is decoded or laid out again,
-        so more would only hold more memory."""
+        (:func:`~recordmill.read.passes.gather_rows`), no more than ``read_batch_size``: no group
+        is decoded or laid out again, so more would only hold more memory (rows are made, and
+        decoded, a gather at a time)."""
         ds = self.source.dataset()
-        if isinstance(ds, Dataset) and laid_out_once(ds._groups.ready()):
-            return gather_rows(max(1, self.batch_size), self._bytes_a_row(ds))
-        return self.read_batch_size
+        if not (isinstance(ds, Dataset) and laid_out_once(ds._groups.ready())):
+            return self.read_batch_size
+        size = max(1, self.batch_size)
+        row = self._bytes_a_row(ds)
+        if row is None:  # a row's read costs more than its bytes: a batch at a time
+            return size
+        return min(gather_rows(size, row), max(size, self.read_batch_size // size * size))
 
-    def _bytes_a_row(self, ds: Dataset) -> int:
+    def _bytes_a_row(self, ds: Dataset) -> int | None:
         """The bytes of one row this dataset hands out (a row of ``ds``)."""
         return ds._row_bytes()
 

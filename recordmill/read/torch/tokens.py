@@ -77,7 +77,9 @@ class TokenBlocks(IterableDataset):
         )
         self.stream_of()  # a wrong column or block size fails here, not in a worker
 
-    def _bytes_a_row(self, ds: Dataset) -> int:
+    def _bytes_a_row(self, ds: Dataset) -> int | None:
+        if self._window() > 1:  # blocks scattered over a window: each reads its whole document
+            return None
         stream = self.stream_of()  # a block, not a document, is what this dataset hands out
         return stream.width * stream.dtype.itemsize
 
