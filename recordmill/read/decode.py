@@ -61,8 +61,8 @@ def image_error(error: BaseException, head: bytes = b"") -> str:
     return f"Pillow cannot read this {kind}: {text or type(error).__name__}"
 
 
-# The formats a file's first bytes announce, for a message (Pillow cannot name a format from
-# so few bytes: its probe of them named none).
+# The formats a file's first bytes announce, for a message (a Pillow probe of so few bytes named
+# only PPM's).
 _SIGNATURES = {
     b"\xff\xd8": "JPEG",
     b"\x89PNG": "PNG",
@@ -70,6 +70,7 @@ _SIGNATURES = {
     b"MM\0*": "TIFF",
     b"GIF8": "GIF",
     b"BM": "BMP",
+    **{b"P%d" % n: "PPM" for n in range(1, 7)},  # PBM, PGM and PPM, as Pillow names them
 }
 
 

@@ -169,7 +169,9 @@ def test_a_format_is_named_by_its_signature_and_others_are_an_image():
     for fmt in ("GIF", "BMP", "PNG", "JPEG", "TIFF"):
         head = encoded(Image.new("RGB", (4, 4)), fmt)[:8]
         assert decode.image_error(OSError("x"), head) == f"Pillow cannot read this {fmt}: x"
-    webp = encoded(Image.new("RGB", (4, 4)), "WEBP")[:8]
+    for head in (b"P4\n8 1\n\x00", b"P6 1 1 "):
+        assert decode.image_error(OSError("x"), head) == "Pillow cannot read this PPM: x"
+    webp = b"RIFF\x10\x00\x00\x00"  # a WebP's first bytes, a WAV's too
     assert decode.image_error(OSError("x"), webp) == "Pillow cannot read this image: x"
     assert decode.image_error(OSError("x")) == "Pillow cannot read this image: x"
 

@@ -28,7 +28,7 @@ from recordmill.read.options import CacheLimit
 from recordmill.read.skips import skips
 from recordmill.read.torch import collated
 from recordmill.read.torch.chunks import Chunk, Guard
-from recordmill.read.torch.dealt import _NO_ROWS, Dealt, _joined
+from recordmill.read.torch.dealt import NO_ROWS, Dealt, with_padding
 from recordmill.read.torch.positions import Position, Ranks, accelerate_deals
 from recordmill.read.torch.sources import Source as _Source
 from recordmill.read.torch.sources import check_counted_once
@@ -289,7 +289,7 @@ class IterableDataset(Position, Ranks, Dealt, torch_data.IterableDataset):
         (a dataset's is drawn here, so that the workers find it drawn)."""
         if getattr(self, "_shared", None) is None:
             return
-        order = _joined(*self._dealt_order())
+        order = with_padding(*self._dealt_order())
         published = getattr(self, "_shared_order", None)
         rows = -1  # none: each worker draws it (or maps the machine's)
         if published is not None and len(order) <= len(published):
@@ -331,7 +331,7 @@ class IterableDataset(Position, Ranks, Dealt, torch_data.IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         published = self._take_position()
         ds = self.source.dataset()
-        order, pad = self._dealt_order() if published is None else (published, _NO_ROWS)
+        order, pad = self._dealt_order() if published is None else (published, NO_ROWS)
         unit = self.read_batch_size  # rows gathered at once: within what the disk cache holds
         if isinstance(ds, Dataset):
             unit = min(unit, ds._window(1))

@@ -14,9 +14,9 @@ from recordmill.read import dealing
 from recordmill.read.dataset import Dataset
 from recordmill.read.passes import gather_rows, laid_out_once
 
-__all__ = ["Dealt"]
+__all__ = ["NO_ROWS", "Dealt", "with_padding"]
 
-_NO_ROWS = np.zeros(0, dtype=np.int64)
+NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 class Dealt:
@@ -35,7 +35,7 @@ class Dealt:
         order = self._order()
         rows = dealing.extent(len(order), max(1, self.batch_size), self._bind()[1], self.even)
         if rows <= len(order):
-            return order[:rows], _NO_ROWS
+            return order[:rows], NO_ROWS
         epoch = self._epoch_order()
         return order, np.asarray([epoch[i % len(epoch)] for i in range(rows - len(order))])
 
@@ -82,10 +82,10 @@ class Dealt:
         return ds._row_bytes()
 
 
-def _rows(order: np.ndarray | range, lo: int, hi: int, pad: np.ndarray = _NO_ROWS) -> np.ndarray:
+def _rows(order: np.ndarray | range, lo: int, hi: int, pad: np.ndarray = NO_ROWS) -> np.ndarray:
     """``order[lo:hi]`` as an array, ``pad`` following ``order``."""
     if hi > len(order):
-        head = _rows(order, lo, len(order)) if lo < len(order) else _NO_ROWS
+        head = _rows(order, lo, len(order)) if lo < len(order) else NO_ROWS
         return np.concatenate([head, pad[max(0, lo - len(order)) : hi - len(order)]])
     if isinstance(order, range):
         part = order[lo:hi]
@@ -93,5 +93,6 @@ def _rows(order: np.ndarray | range, lo: int, hi: int, pad: np.ndarray = _NO_ROW
     return order[lo:hi]
 
 
-def _joined(order: np.ndarray | range, pad: np.ndarray) -> np.ndarray | range:
+def with_padding(order: np.ndarray | range, pad: np.ndarray) -> np.ndarray | range:
+    """``order`` and then ``pad``, as one (``order`` itself where nothing pads it)."""
     return order if not len(pad) else _rows(order, 0, len(order) + len(pad), pad)

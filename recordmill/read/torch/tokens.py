@@ -15,7 +15,8 @@ from recordmill.read import order, states
 from recordmill.read.dataset import Dataset
 from recordmill.read.options import CacheLimit
 from recordmill.read.tokens import Epoch, TokenStream, check_window, document_order
-from recordmill.read.torch.datasets import _NO_ROWS, IterableDataset
+from recordmill.read.torch.datasets import IterableDataset
+from recordmill.read.torch.dealt import NO_ROWS
 
 __all__ = ["TokenBlocks"]
 
@@ -155,7 +156,7 @@ class TokenBlocks(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         published = self._take_position()
-        order, pad = self._dealt_order() if published is None else (published, _NO_ROWS)
+        order, pad = self._dealt_order() if published is None else (published, NO_ROWS)
         epoch = self._epoch()
         for batches in self._batches(order, pad):
             for block in epoch.read(np.concatenate(batches)):
