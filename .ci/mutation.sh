@@ -32,6 +32,7 @@ declare -A TESTS=(
     [recordmill/read/segments.py]="tests/read/test_segments.py tests/read/test_remote_damage.py tests/read/test_layouts.py tests/read/test_cache.py"
     [recordmill/read/gather.py]="tests/read/test_gather.py tests/read/test_steps.py"
     [recordmill/read/decode.py]="tests/read/test_decode.py"
+    [recordmill/read/passes.py]="tests/read/test_passes.py tests/read/test_steps.py"
     [recordmill/read/formats.py]="tests/read/test_formats.py"
     [recordmill/read/verify.py]="tests/read/test_verify.py tests/read/test_untrusted.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py tests/test_forkserver.py::test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs"
