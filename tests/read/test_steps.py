@@ -143,3 +143,20 @@ def test_token_blocks_read_in_small_steps_are_the_blocks_read_at_once(
     at_once = blocks()
     monkeypatch.setattr(tokens, "READ_TOKENS", read_tokens)
     assert blocks() == at_once and sum(map(len, at_once)) > 20
+
+
+def test_by_default_small_columns_are_joined_once_and_large_ones_placed_once(paths, monkeypatch):
+    """The savings the step sizes bound, asserted: at the defaults, a small dataset's columns of
+    small values are one array each, and every row's place in a large one is worked out once."""
+    calls = []
+    bounds = gather.Values._bounds
+    monkeypatch.setattr(
+        gather.Values,
+        "_bounds",
+        lambda self, index: calls.append(len(index)) or bounds(self, index),
+    )
+    ds = recordmill.open(paths["arrow"])
+    assert sum(len(b["i"]) for b in ds.iter_batches(64, shuffle=True, seed=2)) == 699
+    assert calls == [699]  # all at once, then only looked up at each of the 11 gathers
+    kinds = [type(column).__name__ for column in ds._gatherer._whole.columns]
+    assert kinds == ["Int64Array", "StringArray", "ListArray", "Values"]
