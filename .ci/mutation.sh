@@ -55,11 +55,13 @@ one() {
     local rc=0
     (
         cd "$tree"
-        # Each run held to 4 GiB (a mutant that allocates without end fails, not the machine),
+        # Each run held to 4 GiB (a mutant that allocates without end fails, not the machine) and
+        # to MUTANT_SECONDS (mutmut's own timeout ends only the shell around the tests: a test
+        # process left looping held mutmut's pipes, and the run waited without end),
         # the venv's commands first (its moto_server: another on PATH failed multipart uploads),
         # and any failure made exit code 1: mutmut 2 counts only 1 as a failure, so a mutant that
         # crashes the tests (an abort, an import error: 134, 2) would count as one that survived.
-        tested="prlimit --as=$((4 << 30)) env PATH=$(dirname "$PY"):$PATH PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
+        tested="timeout -k 10 ${MUTANT_SECONDS:-300} prlimit --as=$((4 << 30)) env PATH=$(dirname "$PY"):$PATH PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
         runner="sh -c '$tested || exit 1'"
         "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
             --no-progress >"$ROOT/mutation/$name.log" 2>&1 || true # its exit code counts survivors
