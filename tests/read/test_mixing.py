@@ -127,3 +127,16 @@ def _nth(source) -> list[int]:
         out.append(seen.get(s, 0))
         seen[s] = out[-1] + 1
     return out
+
+
+def test_the_step_is_the_golden_ratio_s_fraction_of_2_to_the_64():
+    """The plans every saved state resumes on depend on it: held to its definition."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 50
+    fraction = (Decimal(5).sqrt() - 1) / 2  # the golden ratio's fractional part
+    assert int(mixing._STEP) == int(fraction * 2**64)
+
+
+def test_the_ends_of_an_epoch_are_named_as_hugging_face_names_them():
+    assert mixing.UNTIL == ("first_exhausted", "all_exhausted", "all_exhausted_without_replacement")
