@@ -156,6 +156,7 @@ def test_by_default_small_columns_are_joined_once_and_large_ones_placed_once(pat
         lambda self, index: calls.append(len(index)) or bounds(self, index),
     )
     ds = recordmill.open(paths["arrow"])
+    monkeypatch.setattr(passes, "MAPPED_WINDOW_BYTES", 64 * ds._row_bytes())  # 11 gathers
     assert sum(len(b["i"]) for b in ds.iter_batches(64, shuffle=True, seed=2)) == 699
     assert calls == [699]  # all at once, then only looked up at each of the 11 gathers
     kinds = [type(column).__name__ for column in ds._gatherer._whole.columns]
