@@ -161,3 +161,12 @@ def test_by_default_small_columns_are_joined_once_and_large_ones_placed_once(pat
     assert calls == [699]  # all at once, then only looked up at each of the 11 gathers
     kinds = [type(column).__name__ for column in ds._gatherer._whole.columns]
     assert kinds == ["Int64Array", "StringArray", "ListArray", "Values"]
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "parquet"])
+def test_a_gather_of_one_row_gives_that_row(paths, fmt):
+    ds = recordmill.open(paths[fmt])
+    i, name, v, blob = ds._gatherer.values(np.array([5]), keep=False)
+    assert i.to_pylist() == [5] and name.to_pylist() == ["x" * 5] and blob == [_blob(5)]
+    assert v.to_pylist() == [[5]]  # n % 5 + 1 values of n
+    assert [len(c) for c in ds._gatherer.values(np.array([], np.int64), keep=False)] == [0] * 4
