@@ -77,7 +77,7 @@ def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:
     each window decodes every row group it touches (nearly all of them) and a larger window
     decodes less per row; the groups are kept for the next window only when all of them fit."""
     budget = MAPPED_WINDOW_BYTES if mapped(groups) else groups.cache_limit
-    rows = batch_size * max(1, budget // row_bytes // batch_size)
+    rows = _whole_batches(budget, batch_size, row_bytes)
     disk = groups.disk
     if disk is not None and disk.parts and disk.capacity < len(disk.parts):
         # A cache of fewer parts than the dataset's: a window of at most the block order's
@@ -90,7 +90,12 @@ def window_rows(groups: Groups, batch_size: int, row_bytes: int) -> int:
 def gather_rows(batch_size: int, row_bytes: int) -> int:
     """Rows an IterableDataset gathers at once from mapped bytes: whole batches of about
     ``MAPPED_GATHER_BYTES``, at least one."""
-    return batch_size * max(1, MAPPED_GATHER_BYTES // max(1, row_bytes) // batch_size)
+    return _whole_batches(MAPPED_GATHER_BYTES, batch_size, row_bytes)
+
+
+def _whole_batches(budget: int, batch_size: int, row_bytes: int) -> int:
+    """The rows of as many whole batches as fit ``budget`` bytes, at least one batch."""
+    return batch_size * max(1, budget // max(1, row_bytes) // batch_size)
 
 
 def _groups_per_part(groups: Groups) -> int:
