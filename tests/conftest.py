@@ -261,6 +261,19 @@ def installed_package(tmp_path_factory) -> Path:
     )
 
 
+def each_format(root: Path, source: str, **settings) -> dict[str, Path]:
+    """A plugin's ``source`` written under ``root`` as Parquet and as Arrow IPC, with the same
+    ``settings``: the two datasets' folders by format."""
+    import recordmill
+
+    plugin = make_plugin(root / "plugin", source)
+    paths = {}
+    for fmt in ("parquet", "arrow"):
+        paths[fmt] = root / fmt
+        recordmill.write(plugin, paths[fmt], format=fmt, progress=False, **settings)
+    return paths
+
+
 def write_both_ways(plugin: str, tmp_path: Path, options: dict, **settings):
     """Write ``plugin`` straight to partitions and through staged fragments (a skip policy
     could leave rows out, so it takes the staged path); check that each took its path and that

@@ -6,20 +6,13 @@ import pytest
 
 import recordmill
 from recordmill.read import passes
-from tests.conftest import COUNTING_PLUGIN, make_plugin
+from tests.conftest import COUNTING_PLUGIN, each_format
 
 
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory):
     root = tmp_path_factory.mktemp("passes")
-    plugin = make_plugin(root / "counting", COUNTING_PLUGIN)
-    out = {}
-    for fmt in ("arrow", "parquet"):
-        out[fmt] = root / fmt
-        recordmill.write(
-            plugin, out[fmt], partitions=3, row_group_size=7, format=fmt, progress=False
-        )
-    return out
+    return each_format(root, COUNTING_PLUGIN, partitions=3, row_group_size=7)
 
 
 def test_gathers_are_whole_batches_of_the_budget_and_at_least_one(monkeypatch):

@@ -17,7 +17,7 @@ import pytest
 
 import recordmill
 from recordmill.read import gather, mixing, passes, tokens
-from tests.conftest import make_plugin
+from tests.conftest import each_format, make_plugin
 
 PLUGIN = """
     import numpy as np
@@ -43,15 +43,7 @@ PLUGIN = """
 
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory):
-    root = tmp_path_factory.mktemp("steps")
-    plugin = make_plugin(root / "p", PLUGIN)
-    out = {}
-    for fmt in ("arrow", "parquet"):
-        out[fmt] = root / fmt
-        recordmill.write(
-            plugin, out[fmt], partitions=3, row_group_size=50, format=fmt, progress=False
-        )
-    return out
+    return each_format(tmp_path_factory.mktemp("steps"), PLUGIN, partitions=3, row_group_size=50)
 
 
 @pytest.mark.parametrize(

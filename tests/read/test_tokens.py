@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import recordmill
-from tests.conftest import make_plugin
+from tests.conftest import each_format, make_plugin
 from tests.read.dealt import dealt
 
 torch = pytest.importorskip("torch")
@@ -36,15 +36,7 @@ PLUGIN = """
 
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tokens")
-    plugin = make_plugin(root / "plugin", PLUGIN)
-    paths = {}
-    for fmt in ("parquet", "arrow"):
-        paths[fmt] = root / fmt
-        recordmill.write(
-            plugin, paths[fmt], partitions=2, row_group_size=16, format=fmt, progress=False
-        )
-    return paths
+    return each_format(tmp_path_factory.mktemp("tokens"), PLUGIN, partitions=2, row_group_size=16)
 
 
 def reference(path, block_size, order=None, eos=None, targets=True):
