@@ -94,10 +94,18 @@ class Segments:
         size = self.files.manifest["partitions"][partition]["bytes"]
         source = _Sparse(size, [(offset, data)])
         reader = pq.ParquetFile(
-            source, metadata=self.footer(partition), page_checksum_verification=True
+            source,
+            metadata=self.footer(partition),
+            page_checksum_verification=True,
+            pre_buffer=False,
         )
         try:
-            return [_one(reader.read_row_group(g, columns=columns)) for g in range(first, stop)]
+            # Neither of Arrow's thread pools (no pre-buffer, no threads): a pool thread still
+            # in this Python file at exit aborts the interpreter (apache/arrow#50482, #34314).
+            return [
+                _one(reader.read_row_group(g, columns=columns, use_threads=False))
+                for g in range(first, stop)
+            ]
         except (OSError, pa.ArrowInvalid) as e:
             raise OutputError(self._where(partition, f"is damaged: {e}")) from e
 

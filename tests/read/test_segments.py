@@ -4,6 +4,7 @@ checked by every read that is not of a file checked before."""
 from __future__ import annotations
 
 import io
+import threading
 
 import pyarrow.parquet as pq
 import pytest
@@ -71,6 +72,26 @@ def test_the_bytes_of_a_group_decode_to_the_rows_read_by_pyarrow(dataset):
         segments.check(group.partition, group.index, group.index + 1, data)
         (batch,) = segments.decode(group.partition, group.index, group.index + 1, data, files.names)
         assert batch.equals(files.read(g, files.names))
+
+
+def test_a_group_is_decoded_on_the_calling_thread_alone(dataset, monkeypatch):
+    """Arrow's thread pool never reads the Python file a group is decoded from: a pool thread
+    still in it at exit aborts the interpreter (apache/arrow#50482)."""
+    from recordmill.read import segments as module
+
+    readers = set()
+    readinto = module._Sparse.readinto
+
+    def recording(self, buffer):
+        readers.add(threading.get_ident())
+        return readinto(self, buffer)
+
+    monkeypatch.setattr(module._Sparse, "readinto", recording)
+    files = open_files(Store.at(str(dataset))).ready()
+    segments = Segments(files)
+    data = segments.fetch(0, 0, 2)
+    assert len(segments.decode(0, 0, 2, data, files.names)) == 2
+    assert readers == ({threading.get_ident()} if not files.arrow else set())
 
 
 def test_a_changed_byte_is_caught_by_random_access_too(dataset, tmp_path):
