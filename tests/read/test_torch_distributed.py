@@ -134,7 +134,6 @@ def test_each_rank_reads_its_share_under_a_real_process_group(dataset, tmp_path,
 LIGHTNING = """
 import faulthandler, json, signal, sys
 
-import pytorch_lightning as pl
 import torch
 
 import recordmill.torch as rtorch
@@ -148,30 +147,42 @@ def say_where_if_stuck(*_):
     signal.alarm(200)
 
 
-class Model(pl.LightningModule):
-    def __init__(self, path, style):
-        super().__init__()
-        self.path, self.style = path, style
-        self.layer = torch.nn.Linear(1, 1)
-        self.seen = []
+def loader(path, style):
+    # No workers: what is Lightning's here is the sampler it swaps in and the loader it makes
+    # again around it; workers under DDP ranks are test_each_rank_reads_its_share_...'s (each
+    # forkserver worker imported this script and torch again: seconds a fit)
+    if style == "iterable":  # dealt by recordmill, as many batches to each rank
+        data = rtorch.IterableDataset(path, columns=["id"], shuffle=True, seed=4)
+        return rtorch.DataLoader(data, batch_size=7)
+    data = rtorch.MapDataset(path, columns=["id"])
+    return rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4)
 
-    def train_dataloader(self):
-        # forkserver: a worker forked from a DDP rank, whose gloo threads may hold a lock at that
-        # moment, hung before it ran a line of ours (once in about 15 runs on 2 busy cores)
-        workers = {"num_workers": 1, "worker_init_fn": say_where_if_stuck,
-                   "multiprocessing_context": "forkserver"}
-        if self.style == "iterable":  # dealt by recordmill, as many batches to each rank
-            data = rtorch.IterableDataset(self.path, columns=["id"], shuffle=True, seed=4)
-            return rtorch.DataLoader(data, batch_size=7, **workers)
-        data = rtorch.MapDataset(self.path, columns=["id"])
-        return rtorch.DataLoader(data, batch_size=7, shuffle=True, seed=4, **workers)
 
-    def training_step(self, batch, index):
-        self.seen.append(batch["id"].tolist())
-        return self.layer(batch["id"].float()[:, None]).sum()
+def fit(path, style):
+    import pytorch_lightning as pl
 
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.0)
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+            self.seen = []
+
+        def train_dataloader(self):
+            return loader(path, style)
+
+        def training_step(self, batch, index):
+            self.seen.append(batch["id"].tolist())
+            return self.layer(batch["id"].float()[:, None]).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    model = Model()
+    trainer = pl.Trainer(strategy="ddp", devices=2, accelerator="cpu", max_epochs=1,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.fit(model)  # use_distributed_sampler=True, Lightning's default
+    return model.seen, trainer.global_rank
 
 
 if __name__ == "__main__":
@@ -179,13 +190,8 @@ if __name__ == "__main__":
     path, out = sys.argv[1:]
     seen = {}
     for style in ("map", "iterable"):
-        model = Model(path, style)
-        trainer = pl.Trainer(strategy="ddp", devices=2, accelerator="cpu", max_epochs=1,
-                             logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False)
-        trainer.fit(model)  # use_distributed_sampler=True, Lightning's default
-        seen[style] = model.seen
-    with open(out.replace("RANK", str(trainer.global_rank)), "w") as f:
+        seen[style], rank = fit(path, style)
+    with open(out.replace("RANK", str(rank)), "w") as f:
         json.dump(seen, f)
 """
 
