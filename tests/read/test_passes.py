@@ -53,3 +53,67 @@ def test_row_bytes_are_the_first_groups_bytes_a_row(paths):
     ds = recordmill.open(paths["arrow"])
     first = ds._groups.ready().group(0, ds.schema)
     assert passes.row_bytes(ds._groups, ds.schema) == first.nbytes // first.num_rows
+
+
+class _Recording:
+    """A thread pool that counts what was handed to it."""
+
+    def __init__(self, pool):
+        self.pool, self.submitted = pool, []
+
+    def submit(self, fn, g):
+        self.submitted.append(g)
+        return self.pool.submit(fn, g)
+
+
+def _ahead(ds) -> list[int]:
+    """How many groups had been handed to the read threads when each batch of a whole pass in
+    order came out (each group handed over once, in order, if any is)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    groups = ds._groups.ready()
+    groups._pool = recording = _Recording(ThreadPoolExecutor(2))
+    seen = []
+    for _ in passes.in_order(groups, ds.schema, 0, len(ds), ds._row_bytes()):
+        seen.append(len(recording.submitted))
+    assert recording.submitted in ([], list(range(len(groups.files.groups))))
+    return seen
+
+
+def test_a_pass_in_order_reads_ahead_what_read_ahead_bytes_holds(paths):
+    """Decoded groups are read ahead in threads up to ``read_ahead_bytes``: a group's bytes are
+    a row's times the dataset's rows a group (25 rows in 6 groups: 4), so 2.5 groups' bytes
+    keep two groups ahead of the one handed out; less than one group still reads one ahead."""
+    ds = recordmill.open(paths["parquet"], cache_dir=False)
+    group = ds._row_bytes() * 4
+    budgets = [(group * 5 // 2, 2), (group * 3, 3), (group * 3 - 1, 2), (group, 1)]
+    for budget, depth in [*budgets, (group // 3, 1), (group * 100, 6)]:
+        ds = recordmill.open(paths["parquet"], cache_dir=False, read_ahead_bytes=budget)
+        assert _ahead(ds) == [min(6, depth + n + 1) for n in range(6)], budget
+
+
+def test_mapped_groups_are_checked_ahead_by_the_threads_and_then_never_again(
+    paths, tmp_path, monkeypatch
+):
+    """Mapped Arrow groups are not decoded: the threads check their bytes ahead, four groups a
+    thread at most, and a pass over groups already checked hands nothing to them."""
+    import shutil
+
+    shutil.copytree(paths["arrow"], tmp_path / "arrow")  # checked by no process yet
+    monkeypatch.setattr(passes, "READ_THREADS", 1)
+    ds = recordmill.open(tmp_path / "arrow", read_ahead_bytes=1 << 30)
+    assert _ahead(ds) == [min(6, 4 + n + 1) for n in range(6)]
+    assert _ahead(ds) == [0] * 6  # checked by this process (the machine's: test_checked.py)
+
+
+def test_a_pass_in_order_through_a_cache_reads_ahead_half_the_parts_it_holds(paths, tmp_path):
+    """Through a cache_dir, no more parts are fetched ahead than half of what the cache holds
+    (one group a part here), whatever ``read_ahead_bytes`` allows: the rest is the order's."""
+    ds = recordmill.open(paths["parquet"], cache_dir=tmp_path / "sizes")
+    part = ds._groups.ready().disk.largest
+    for parts, depth in [(5, 2), (4, 2), (3, 1), (2, 1)]:
+        ds = recordmill.open(
+            paths["parquet"], cache_dir=tmp_path / str(parts), cache_limit=parts * part
+        )
+        assert ds._groups.ready().disk.capacity == parts
+        assert _ahead(ds) == [min(6, depth + n + 1) for n in range(6)], parts
