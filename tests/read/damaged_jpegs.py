@@ -39,3 +39,13 @@ PLUGIN = """
             yield {"id": n, "data": data}
 """
 BAD = {7, 30, 56, 81}
+
+
+# Ids at the edges of pieces of 7 rows (the first, each piece's last and first, the very last):
+# a decoder, as ``module:function``, that raises on those alone.
+EDGES = {0, 6, 7, 13, 14, 98, 99}
+
+
+def refuse_edges(value: int) -> None:
+    if value in EDGES:
+        raise ValueError(f"id {value} is at an edge")

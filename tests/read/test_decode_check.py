@@ -67,3 +67,18 @@ def test_mistakes_are_one_line(images):
         "recordmill: error: --decode nowhere:thing: cannot import"
     )
     assert "Traceback" not in done.stderr
+
+
+def test_pieces_cover_every_row_once_and_their_finds_add_up(images, monkeypatch, capsys):
+    """Rows are decoded in pieces (PIECE_ROWS); what each piece finds is kept, from the first
+    row to the last, at the edges of pieces too, and the progress bar shows unless told not to."""
+    from recordmill.read import decode_check
+    from tests.read.damaged_jpegs import EDGES
+
+    monkeypatch.setattr(decode_check, "PIECE_ROWS", 7)  # 100 rows: 15 pieces, the last of 2
+    found = undecodable(images, "id", "tests.read.damaged_jpegs:refuse_edges", workers=2)
+    assert [r.row for r in found] == sorted(EDGES)
+    assert found[0].error == "ValueError: id 0 is at an edge"
+    assert "decoding id" in capsys.readouterr().err  # the bar, by default
+    undecodable(images, "id", "tests.read.damaged_jpegs:refuse_edges", progress=False)
+    assert capsys.readouterr().err == ""
