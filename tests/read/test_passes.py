@@ -6,7 +6,7 @@ import pytest
 
 import recordmill
 from recordmill.read import passes
-from tests.conftest import COUNTING_PLUGIN, each_format
+from tests.conftest import COUNTING_PLUGIN, each_format, make_plugin
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +117,80 @@ def test_a_pass_in_order_through_a_cache_reads_ahead_half_the_parts_it_holds(pat
         )
         assert ds._groups.ready().disk.capacity == parts
         assert _ahead(ds) == [min(6, depth + n + 1) for n in range(6)], parts
+
+
+SIXTY = """
+    def task_number():
+        return 2
+
+    def dict_data(task_id):
+        for i in range(30):
+            yield {"n": task_id * 30 + i, "pad": "x" * 40}
+"""
+
+
+@pytest.fixture(scope="module")
+def even(tmp_path_factory):
+    """60 rows in 2 partitions of 3 row groups of 10: Parquet, for a disk cache of 6 parts."""
+    root = tmp_path_factory.mktemp("even")
+    plugin = make_plugin(root / "plugin", SIXTY)
+    recordmill.write(plugin, root / "ds", partitions=2, row_group_size=10, progress=False)
+    return root / "ds"
+
+
+def _cached(even, tmp_path, parts: int | None):
+    ds = recordmill.open(even, cache_dir=tmp_path / "sizes")
+    part = ds._groups.ready().disk.largest
+    limit = {} if parts is None else {"cache_limit": parts * part}
+    ds = recordmill.open(even, cache_dir=tmp_path / str(parts), **limit)
+    assert [len(p.rows) for p in ds._groups.ready().disk.parts] == [10] * 6
+    capacity = ds._groups.disk.capacity
+    assert capacity == parts if parts is not None else capacity >= 6
+    return ds
+
+
+def test_a_shuffle_through_a_smaller_cache_gathers_half_the_parts_it_holds(even, tmp_path):
+    """A window touches no more parts than half of what the cache holds (the block order's),
+    in whole batches, at least one; a cache of every part leaves the window to its budget."""
+    for parts, batch, window in [(4, 8, 16), (5, 8, 16), (3, 8, 8), (2, 3, 9), (4, 30, 30)]:
+        ds = _cached(even, tmp_path, parts)
+        assert passes.window_rows(ds._groups, batch, ds._row_bytes()) == window, (parts, batch)
+    for parts in (6, None):  # every part held: no cap
+        ds = _cached(even, tmp_path, parts)
+        row = ds._row_bytes()
+        assert passes.window_rows(ds._groups, 8, row) == passes._whole_batches(
+            passes.MAPPED_WINDOW_BYTES, 8, row
+        )
+
+
+def test_rows_are_laid_out_once_when_this_process_maps_every_part(even, tmp_path):
+    ds = _cached(even, tmp_path, None)
+    assert passes.mapped(ds._groups) and not passes.laid_out_once(ds._groups)
+    ds.to_arrow()  # every part fetched and mapped
+    assert passes.laid_out_once(ds._groups)
+    assert not passes.laid_out_once(recordmill.open(even, cache_dir=False)._groups.ready())
+
+
+def test_a_rows_bytes_through_a_cache_are_what_the_files_say_of_its_columns(even, tmp_path):
+    """Through a cache, a row's bytes come from the footer (the columns asked for, as
+    uncompressed) or an Arrow part's size, never from reading a group out of the order."""
+    ds = _cached(even, tmp_path, None)
+    groups = ds._groups
+    footer = groups.segments.footer(0).row_group(0)
+    sizes = {footer.column(j).path_in_schema: footer.column(j).total_uncompressed_size
+             for j in range(footer.num_columns)}  # fmt: skip
+    both = passes.row_bytes(groups, ds.schema)
+    assert both == (sizes["n"] + sizes["pad"]) // 10
+    assert passes.row_bytes(groups, ds.select(["n"]).schema) == sizes["n"] // 10 < both
+    assert groups.disk.fetched_parts == 0
+
+
+def test_a_pass_in_order_keeps_no_decoded_group(even):
+    """Each group of a pass in order is decoded once and let go (the first, read to size the
+    read-ahead, is kept for the shuffles it is also for)."""
+    ds = recordmill.open(even, cache_dir=False)
+    ds._row_bytes()
+    kept = list(ds._groups._cache)
+    assert len(kept) == 1
+    assert sum(len(b["n"]) for b in ds.iter_batches(7)) == 60
+    assert list(ds._groups._cache) == kept
