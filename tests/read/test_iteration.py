@@ -48,3 +48,24 @@ def test_each_pass_names_each_bad_row_by_its_number_in_the_dataset(paths, fmt, r
         assert read(ds.shard(rank, world)) == good, name
         found = [r.row for r in ds.read_rejects]
         assert (sorted(found) if name == "shuffled" else found) == bad, name
+
+
+@pytest.mark.parametrize("fmt", ["numpy", "arrow"])
+def test_a_shuffled_pass_checks_the_mapped_bytes_it_gathers(paths, tmp_path, fmt):
+    """A shuffle gathers rows from every group of a mapped Arrow file at once: each group's
+    bytes are checked against the manifest before a row of it is given, as a pass in order
+    does, so a changed byte in an image is a refusal, never a changed image in training."""
+    import shutil
+
+    from recordmill.errors import OutputError
+
+    shutil.copytree(paths["arrow"], tmp_path / "ds")
+    entry = recordmill.read_manifest(tmp_path / "ds")["partitions"][1]
+    start, stop = entry["group_offsets"][2], entry["group_offsets"][3]
+    path = tmp_path / "ds" / entry["file"]
+    data = bytearray(path.read_bytes())
+    data[start + (stop - start) * 3 // 4] ^= 0xFF  # in the images' bytes, not their offsets
+    path.write_bytes(bytes(data))
+    ds = recordmill.open(tmp_path / "ds").select(["data"])
+    with pytest.raises(OutputError, match="do not match its checksum"):
+        list(ds.iter_batches(16, shuffle=True, seed=1, format=fmt))
