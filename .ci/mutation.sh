@@ -36,6 +36,7 @@ declare -A TESTS=(
     [recordmill/read/formats.py]="tests/read/test_formats.py"
     [recordmill/read/mix_arguments.py]="tests/read/test_mix_arguments.py tests/read/test_mixture.py tests/read/test_read_refusals.py"
     [recordmill/read/decode_check.py]="tests/read/test_decode_check.py"
+    [recordmill/read/groups.py]="tests/read/test_dataset.py tests/read/test_segments.py tests/read/test_layouts.py tests/read/test_checked.py"
     [recordmill/read/iteration.py]="tests/read/test_iteration.py tests/read/test_dataset.py tests/read/test_steps.py tests/read/test_passes.py"
     [recordmill/read/verify.py]="tests/read/test_verify.py tests/read/test_untrusted.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py tests/test_forkserver.py::test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs"
