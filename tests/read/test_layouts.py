@@ -100,3 +100,24 @@ def test_a_changed_file_of_the_oldest_layout_is_found_by_verify(tmp_path, fmt):
     data[len(data) // 2] ^= 1
     part.write_bytes(bytes(data))
     assert any(f"part-00001-of-00003.{fmt}" in problem for problem in verify(path))
+
+
+def test_a_changed_value_in_a_layout_with_batch_checksums_is_refused_from_object_storage(
+    s3, tmp_path
+):
+    """Read from S3, an older Arrow dataset's batches are not mapped but fetched: each is
+    checked against its columns' checksums every time it is read, as on a local disk."""
+    import pyarrow.fs as pafs
+
+    path = str(shutil.copytree(DATA / "before-group-crc" / "arrow", tmp_path / "arrow"))
+    flip_a_name(path)
+    uri = s3("layouts/before-group-crc")
+    fs, root = pafs.FileSystem.from_uri(uri)
+    pafs.copy_files(path, root, pafs.LocalFileSystem(), fs)
+    said = r"record batch \d+, column 'name': its checksum does not match the manifest"
+    with pytest.raises(recordmill.OutputError, match=said):
+        recordmill.open(uri)[25]
+    with pytest.raises(recordmill.OutputError, match=said):
+        list(recordmill.open(uri).iter_batches(8, format="arrow"))
+    with pytest.raises(recordmill.OutputError, match=said):
+        recordmill.open(uri).take([59, 25, 0])
