@@ -3,48 +3,30 @@ used first out, and each decode counted."""
 
 from __future__ import annotations
 
-import pytest
-
 import recordmill
-from tests.conftest import make_plugin
-
-SIXTY = """
-    def task_number():
-        return 2
-
-    def dict_data(task_id):
-        for i in range(30):
-            yield {"n": task_id * 30 + i, "pad": "x" * 40}
-"""
+from tests.read.test_passes import even  # noqa: F401 (a fixture: 60 rows, groups of 10)
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    """60 rows in 2 Parquet partitions of 3 row groups of 10, each group as large decoded."""
-    root = tmp_path_factory.mktemp("groups")
-    plugin = make_plugin(root / "plugin", SIXTY)
-    recordmill.write(plugin, root / "ds", partitions=2, row_group_size=10, progress=False)
-    return root / "ds"
-
-
-def _read(dataset, cache_bytes: int, order: list[int]):
+def _read(path, cache_bytes: int, order: list[int]):
     """The groups read in ``order``; then the groups kept, oldest first, and the stats."""
-    ds = recordmill.open(dataset, cache_bytes=cache_bytes, cache_dir=False)
+    ds = recordmill.open(path, cache_bytes=cache_bytes, cache_dir=False)
     groups = ds._groups.ready()
     for g in order:
         assert groups.group(g, ds.schema).column(0).to_pylist() == list(range(g * 10, g * 10 + 10))
     return [key[0] for key in groups._cache], groups
 
 
-def test_decoded_groups_are_kept_up_to_cache_bytes_the_least_recently_used_out_first(dataset):
-    ds = recordmill.open(dataset, cache_dir=False)
+def test_decoded_groups_are_kept_up_to_cache_bytes_the_least_recently_used_out_first(
+    even,  # noqa: F811
+):
+    ds = recordmill.open(even, cache_dir=False)
     size = ds._groups.ready().group(0, ds.schema).nbytes
-    kept, groups = _read(dataset, size * 5 // 2, [0, 1, 2, 1, 3])
+    kept, groups = _read(even, size * 5 // 2, [0, 1, 2, 1, 3])
     assert kept == [1, 3]  # 0 out for 2, then 2 (not 1, read again since) for 3
     assert (groups.stats.groups_read, groups.stats.rows_read) == (4, 40)  # 1 again: no decode
     assert groups._cache_bytes == 2 * size
-    kept, _ = _read(dataset, size * 2, [0, 1])
+    kept, _ = _read(even, size * 2, [0, 1])
     assert kept == [0, 1]  # as many bytes as the limit: both stay
-    kept, groups = _read(dataset, 1, [0, 1, 2])
+    kept, groups = _read(even, 1, [0, 1, 2])
     assert kept == [2]  # a limit under one group: the last group read stays
     assert groups._cache_bytes == size
