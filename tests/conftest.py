@@ -261,17 +261,19 @@ def installed_package(tmp_path_factory) -> Path:
     )
 
 
+def written(root: Path, source: str, out: str = "ds", **settings) -> Path:
+    """A plugin's ``source`` (in ``root/plugin``) written quietly to ``root/out`` with
+    ``settings``: the dataset's folder."""
+    import recordmill
+
+    recordmill.write(make_plugin(root / "plugin", source), root / out, progress=False, **settings)
+    return root / out
+
+
 def each_format(root: Path, source: str, **settings) -> dict[str, Path]:
     """A plugin's ``source`` written under ``root`` as Parquet and as Arrow IPC, with the same
     ``settings``: the two datasets' folders by format."""
-    import recordmill
-
-    plugin = make_plugin(root / "plugin", source)
-    paths = {}
-    for fmt in ("parquet", "arrow"):
-        paths[fmt] = root / fmt
-        recordmill.write(plugin, paths[fmt], format=fmt, progress=False, **settings)
-    return paths
+    return {fmt: written(root, source, fmt, format=fmt, **settings) for fmt in ("parquet", "arrow")}
 
 
 def write_both_ways(plugin: str, tmp_path: Path, options: dict, **settings):

@@ -98,13 +98,10 @@ TYPES_PLUGIN = """
 
 @pytest.fixture(scope="module")
 def typed(tmp_path_factory):
-    import recordmill
-    from tests.conftest import make_plugin
+    from tests.conftest import written
 
     root = tmp_path_factory.mktemp("collated")
-    plugin = make_plugin(root / "p", TYPES_PLUGIN)
-    recordmill.write(plugin, root / "ds", partitions=2, row_group_size=8, progress=False)
-    return root / "ds"
+    return written(root, TYPES_PLUGIN, partitions=2, row_group_size=8)
 
 
 def test_a_batch_collated_by_columns_is_the_default_collate_of_its_rows(typed):

@@ -6,7 +6,7 @@ import pytest
 
 import recordmill
 from recordmill.read import passes
-from tests.conftest import COUNTING_PLUGIN, each_format, make_plugin
+from tests.conftest import COUNTING_PLUGIN, each_format, written
 
 
 @pytest.fixture(scope="module")
@@ -132,10 +132,7 @@ SIXTY = """
 @pytest.fixture(scope="module")
 def even(tmp_path_factory):
     """60 rows in 2 partitions of 3 row groups of 10: Parquet, for a disk cache of 6 parts."""
-    root = tmp_path_factory.mktemp("even")
-    plugin = make_plugin(root / "plugin", SIXTY)
-    recordmill.write(plugin, root / "ds", partitions=2, row_group_size=10, progress=False)
-    return root / "ds"
+    return written(tmp_path_factory.mktemp("even"), SIXTY, partitions=2, row_group_size=10)
 
 
 def _cached(even, tmp_path, parts: int | None):
