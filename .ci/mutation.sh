@@ -45,6 +45,10 @@ declare -A TESTS=(
     [recordmill/dataset/versions.py]="tests/dataset/test_versions.py"
     [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
     [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
+    [recordmill/dataset/schema.py]="tests/dataset/test_schema.py"
+    [recordmill/dataset/manifest.py]="tests/dataset/test_manifest.py tests/dataset/test_versions.py tests/dataset/test_dataset_refusals.py"
+    [recordmill/dataset/manifest_check.py]="tests/dataset/test_manifest_check.py tests/dataset/test_dataset_refusals.py"
+    [recordmill/dataset/columns.py]="tests/dataset/test_columns.py tests/dataset/test_schema.py"
 )
 modules=("$@")
 ((${#modules[@]})) || mapfile -t modules < <(printf '%s\n' "${!TESTS[@]}" | sort)
