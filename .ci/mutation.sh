@@ -46,7 +46,7 @@ declare -A TESTS=(
     [recordmill/dataset/rows.py]="tests/dataset/test_rows.py"
     [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
     [recordmill/dataset/schema.py]="tests/dataset/test_schema.py"
-    [recordmill/dataset/manifest.py]="tests/dataset/test_manifest.py tests/dataset/test_versions.py tests/dataset/test_dataset_refusals.py"
+    [recordmill/dataset/manifest.py]="tests/dataset/test_manifest.py tests/dataset/test_versions.py tests/dataset/test_dataset_refusals.py tests/read/test_untrusted.py::test_a_manifest_past_its_bounds_is_refused_before_it_is_read"
     [recordmill/dataset/manifest_check.py]="tests/dataset/test_manifest_check.py tests/dataset/test_dataset_refusals.py"
     [recordmill/dataset/columns.py]="tests/dataset/test_columns.py tests/dataset/test_schema.py"
 )

@@ -87,3 +87,74 @@ def test_the_rewrite_command_names_the_plugin_file_when_it_is_known(dataset, cou
     words = shlex.split(command)
     assert words[words.index("--script") + 1] == str(counting_plugin / "plugin.py")
     assert words[words.index("--partitions") + 1] == "2" and "--shuffle" in words
+
+
+def test_up_to_the_listed_tasks_each_task_has_an_entry(monkeypatch):
+    monkeypatch.setattr(manifest, "LISTED_TASKS", 5)
+    entries = manifest.task_entries([[3, 2], [0, 1], [3, 2]])  # 5 tasks: at the bound
+    assert entries == [
+        {"task_id": 0, "rows": 3},
+        {"task_id": 1, "rows": 3},
+        {"task_id": 2, "rows": 0},
+        {"task_id": 3, "rows": 3},
+        {"task_id": 4, "rows": 3},
+    ]
+    assert manifest.task_totals({"tasks": entries}) == (5, 12)
+
+
+def test_past_the_listed_tasks_runs_of_equal_rows_are_one_entry_each(monkeypatch):
+    monkeypatch.setattr(manifest, "LISTED_TASKS", 5)
+    # Runs as the write counts them; two neighbouring runs of equal rows become one entry.
+    runs = [[4, 1], [0, 3], [0, 2], [7, 1], [4, 1], [4, 5]]
+    entries = manifest.task_entries(runs)
+    assert entries == [
+        {"task_id": 0, "rows": 4},
+        {"task_id": 1, "rows": 0, "count": 5},
+        {"task_id": 6, "rows": 7},
+        {"task_id": 7, "rows": 4, "count": 6},
+    ]
+    assert manifest.task_totals({"tasks": entries}) == (13, 4 + 7 + 24)
+    assert manifest.task_totals({"tasks": []}) == manifest.task_totals({}) == (0, 0)
+
+
+def test_list_values_add_up_across_partitions_and_tokens_are_the_token_columns():
+    partitions = [
+        {"values": {"tokens": 5, "labels": 2}},
+        {},  # written before entries recorded them
+        {"values": None},
+        {"values": {"tokens": 7, "input_ids": 1, "box": 4, "token_type_ids": 3}},
+    ]
+    assert manifest.list_values(partitions) == {
+        "tokens": 12,
+        "labels": 2,
+        "input_ids": 1,
+        "box": 4,
+        "token_type_ids": 3,
+    }
+    assert manifest.token_counts(partitions) == {"tokens": 12, "input_ids": 1, "token_type_ids": 3}
+
+
+def test_a_manifest_records_the_run_only_when_given_and_when_it_was_made(tmp_path):
+    import datetime
+    import platform
+
+    import pyarrow as pa
+
+    made = dict(
+        fmt="parquet",
+        schema=pa.schema([("x", pa.int64())]),
+        partitions=[{"rows": 2}, {"rows": 3}],
+        tasks=[],
+        rejects={"count": 0, "file": None},
+        plugin={"name": "p", "options": {}},
+        settings={},
+    )
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    plain = manifest.build(**made)
+    run = {"plugin": "p", "options": {}, "task_number": 1, "settings": {}}
+    assert "run" not in plain and manifest.build(**made, run=run)["run"] == run
+    assert plain["total_rows"] == 5
+    assert plain["versions"]["python"] == platform.python_version()
+    created = datetime.datetime.strptime(plain["created"], "%Y-%m-%dT%H:%M:%SZ")
+    created = created.replace(tzinfo=datetime.timezone.utc)
+    assert before <= created <= datetime.datetime.now(datetime.timezone.utc)

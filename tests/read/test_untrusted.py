@@ -203,6 +203,8 @@ def test_a_manifest_past_its_bounds_is_refused_before_it_is_read(ds, monkeypatch
 
     name = next(p.name for p in ds.glob("_manifest.*"))
     size = (ds / name).stat().st_size
+    monkeypatch.setattr(manifest_file, "MAX_MANIFEST_BYTES", size)  # at the bound: read
+    assert len(recordmill.open(ds).manifest["partitions"]) == 2
     monkeypatch.setattr(manifest_file, "MAX_MANIFEST_BYTES", size - 1)
     monkeypatch.setattr(manifest_file, "parse", lambda *_: pytest.fail("read and parsed"))
     with pytest.raises(recordmill.OutputError) as caught:
@@ -212,6 +214,8 @@ def test_a_manifest_past_its_bounds_is_refused_before_it_is_read(ds, monkeypatch
         f"may ({size - 1:,}); it is not read"
     )
     monkeypatch.undo()
+    monkeypatch.setattr(manifest_file, "MAX_PARTITIONS", 2)  # at the bound: opened
+    assert len(recordmill.open(ds).manifest["partitions"]) == 2
     monkeypatch.setattr(manifest_file, "MAX_PARTITIONS", 1)
     with pytest.raises(recordmill.OutputError) as caught:
         recordmill.open(ds)
