@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
+from recordmill.dataset import schema as schema_mod
 from recordmill.dataset.schema import (
     LIST_MAX_ELEMENTS,
     describe,
@@ -533,3 +536,122 @@ def test_an_int_that_an_int_field_cannot_hold_is_refused(name, low, high):
             convert({"x": {"type": name}}, [{"x": 1}, {"x": bad}])
     with pytest.raises(RowError, match="value out of range for int8: it holds -128 to 127"):
         convert({"x": {"type": "int8"}}, [{"x": 128}])
+
+
+# --- each rule of the module, at its edges (mutmut's survivors) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [("binary", "bytes"), ("str", "string"), ("boolean", "bool"), ("double", "float64")],
+)
+def test_each_alias_is_the_type_it_names(alias, name):
+    got = schema_mod.to_arrow_schema({"a": alias, "b": {"type": alias, "shape": [-1]}})
+    assert got.field("a").type == schema_mod.SCALAR_TYPES[name]
+    assert got.field("b").type == pa.list_(schema_mod.SCALAR_TYPES[name])
+
+
+def test_numbers_and_bools_have_a_numpy_dtype_and_nothing_else_does():
+    for name, t in schema_mod.SCALAR_TYPES.items():
+        if name in ("string", "bytes"):
+            with pytest.raises(TypeError) as caught:
+                schema_mod.numpy_dtype(t)
+            assert str(caught.value) == f"{t} has no numpy dtype"
+        else:
+            assert schema_mod.numpy_dtype(t) == np.dtype(name)
+    with pytest.raises(TypeError, match=r"^date32\[day\] has no numpy dtype$"):
+        schema_mod.numpy_dtype(pa.date32())
+
+
+RULE = schema_mod.NAME_RULE_TEXT
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (
+            ["image/encoded"],
+            f"field name 'image/encoded' is not allowed (try 'image_encoded'): {RULE}",
+        ),
+        (["ok", "9lives"], f"field name '9lives' is not allowed (try '_9lives'): {RULE}"),
+        ([""], f"field name '' is not allowed: {RULE}"),
+        ([3], f"field name 3 is not allowed: {RULE}"),
+        (
+            ["Label", "x", "label"],
+            f"field names 'Label' and 'label' differ only in case, which SQL tools do not tell "
+            f"apart: {RULE}",
+        ),
+    ],
+)
+def test_a_name_against_the_rule_is_refused_in_one_whole_line(names, message):
+    with pytest.raises(SchemaError) as caught:
+        schema_mod.check_names(names)
+    assert str(caught.value) == message
+    assert RULE == (
+        "field names are letters, digits and underscores, not starting with a digit, and differ "
+        "in more than upper/lower case"
+    )
+
+
+def test_names_that_differ_in_more_than_case_are_all_allowed():
+    schema_mod.check_names(["a", "b", "a_b", "A1", "_x"])
+
+
+@pytest.mark.parametrize(
+    ("name", "safe"), [("a-b", "a_b"), ("/", "_"), ("7", "_7"), ("x7", "x7"), ("é", "_"), ("", "_")]
+)
+def test_a_safe_name_follows_the_rule(name, safe):
+    assert schema_mod.safe_name(name) == safe
+    schema_mod.check_names([safe])
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        ({}, "schema() must return a non-empty dict or a pyarrow.Schema, got dict {}"),
+        (None, "schema() must return a non-empty dict or a pyarrow.Schema, got NoneType None"),
+        ({"a": 3}, "schema field 'a': expected a dict with a 'type', got 3"),
+        (
+            {"a": {"type": "int8", "dims": [2]}},
+            "schema field 'a': unknown key(s) ['dims'] (allowed: ['layout', 'nullable', 'shape', "
+            "'type'])",
+        ),
+    ],
+)
+def test_a_schema_that_is_not_one_is_refused_in_one_whole_line(declared, message):
+    with pytest.raises(SchemaError) as caught:
+        schema_mod.to_arrow_schema(declared)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("shape", [[1], [-1], [1, -1], [3, 1]])
+def test_a_dimension_is_positive_or_minus_one(shape):
+    schema_mod.to_arrow_schema({"a": {"type": "int8", "shape": shape}})
+    bad = [*shape[:-1], 0]
+    with pytest.raises(SchemaError, match=r"shape must be a non-empty list of positive ints or -1"):
+        schema_mod.to_arrow_schema({"a": {"type": "int8", "shape": bad}})
+    with pytest.raises(SchemaError, match=r"shape must be a non-empty list of positive ints or -1"):
+        schema_mod.to_arrow_schema({"a": {"type": "int8", "shape": [*shape[:-1], -2]}})
+
+
+def test_up_to_sixteen_elements_a_fixed_shape_is_a_list_and_past_it_a_tensor():
+    got = schema_mod.to_arrow_schema(
+        {"box": {"type": "float32", "shape": [4, 4]}, "big": {"type": "float32", "shape": [17]}}
+    )
+    assert got.field("box").type == pa.list_(pa.list_(pa.float32(), 4), 4)
+    assert schema_mod.tensor_spec(got.field("big")) == (np.dtype("<f4"), (17,))
+    # The key other tools read a tensor's dtype and shape by (docs/output-format.md).
+    assert json.loads(got.field("big").metadata[b"recordmill.tensor"]) == {
+        "dtype": "float32",
+        "shape": [17],
+    }
+
+
+def test_text_is_never_a_tensor():
+    with pytest.raises(SchemaError) as caught:
+        schema_mod.to_arrow_schema({"t": {"type": "bytes", "shape": [2], "layout": "tensor"}})
+    assert str(caught.value) == (
+        "schema field 't': the tensor layout needs a fixed shape of numbers or bools"
+    )
+    got = schema_mod.to_arrow_schema({"t": {"type": "bytes", "shape": [40]}})
+    assert got.field("t").type == pa.list_(pa.binary(), 40)
