@@ -158,3 +158,17 @@ def test_a_manifest_records_the_run_only_when_given_and_when_it_was_made(tmp_pat
     created = datetime.datetime.strptime(plain["created"], "%Y-%m-%dT%H:%M:%SZ")
     created = created.replace(tzinfo=datetime.timezone.utc)
     assert before <= created <= datetime.datetime.now(datetime.timezone.utc)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_a_manifest_file_holds_its_json_and_the_json_its_checksum(fmt):
+    import pyarrow as pa
+
+    from recordmill.dataset import manifest_check
+
+    made = {"format": fmt, "total_rows": 0}
+    data = manifest.to_bytes(made, pa.schema([("x", pa.int64())]))
+    metadata = manifest.file_metadata(data, fmt)
+    text = metadata[manifest_check.MANIFEST_KEY]
+    assert json.loads(text) == made
+    assert metadata[manifest_check.CHECKSUM_KEY] == manifest_check.checksum(text)
