@@ -655,3 +655,23 @@ def test_text_is_never_a_tensor():
     )
     got = schema_mod.to_arrow_schema({"t": {"type": "bytes", "shape": [40]}})
     assert got.field("t").type == pa.list_(pa.binary(), 40)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"type": "int8", "shape": [2, 0]},
+            "shape must be a non-empty list of positive ints or -1, got [2, 0]",
+        ),
+        (
+            {"type": "int8", "shape": [2], "layout": "grid"},
+            "layout must be one of list, tensor, got 'grid'",
+        ),
+        ({"type": "int8", "layout": "list"}, "a layout needs a shape"),
+    ],
+)
+def test_a_field_of_a_bad_shape_or_layout_is_refused_in_one_whole_line(spec, message):
+    with pytest.raises(SchemaError) as caught:
+        schema_mod.to_arrow_schema({"f": spec})
+    assert str(caught.value) == f"schema field 'f': {message}"
