@@ -116,8 +116,8 @@ def test_variable_rows_of_pairs_keep_their_pairs_even_when_empty():
 
 def test_other_shapes_are_one_array_a_row_an_empty_one_with_every_dimension():
     type_ = pa.list_(pa.list_(pa.int64()))  # [-1, -1]
-    got = to_numpy(pa.array([[[1, 2], [3, 4]], [], None], type_).slice(1))
-    same(got, [np.empty((0, 0), np.int64), None])
+    got = to_numpy(pa.array([[[1, 2], [3, 4]], [], None, [[]]], type_).slice(1))
+    same(got, [np.empty((0, 0), np.int64), None, np.empty((1, 0), np.int64)])
     fixed_outer = pa.array([[[1], [2]], [[3, 4], [5, 6]]], pa.list_(pa.list_(pa.int64()), 2))
     same(to_numpy(fixed_outer.slice(1)), [np.array([[3, 4], [5, 6]])])
 
