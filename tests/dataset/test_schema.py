@@ -675,3 +675,183 @@ def test_a_field_of_a_bad_shape_or_layout_is_refused_in_one_whole_line(spec, mes
     with pytest.raises(SchemaError) as caught:
         schema_mod.to_arrow_schema({"f": spec})
     assert str(caught.value) == f"schema field 'f': {message}"
+
+
+def test_inferred_fields_are_not_nullable_and_keep_what_numpy_says():
+    row = {
+        "b": True,
+        "nb": np.bool_(False),
+        "i": 3,
+        "f": 1.5,
+        "s": "x",
+        "y": b"z",
+        "i16": np.int16(3),
+        "f32": np.float32(1),
+        "zero_d": np.array(5),
+        "small": np.zeros((2, 3), np.uint8),
+        "large": np.zeros((4, 5), np.float32),
+        "ints": [1, 2],
+        "nested": [[1.0, 2.0], [3.0, 4.0]],
+        "from_numpy": [np.int8(1)],
+        "texts": ["a"],
+        "blobs": [[b"x"]],
+        "unicode": np.array(["a", "bc"]),
+        "raw": np.array([[b"a"]]),
+    }
+    got = infer_schema(row)
+    assert not any(f.nullable for f in got)
+    assert {f.name: f.type for f in got if f.name != "large"} == {
+        "b": pa.bool_(),
+        "nb": pa.bool_(),
+        "i": pa.int64(),
+        "f": pa.float64(),
+        "s": pa.string(),
+        "y": pa.binary(),
+        "i16": pa.int16(),
+        "f32": pa.float32(),
+        "zero_d": pa.int64(),
+        "small": pa.list_(pa.list_(pa.uint8(), 3), 2),
+        "ints": pa.list_(pa.int64()),
+        "nested": pa.list_(pa.list_(pa.float64())),
+        "from_numpy": pa.list_(pa.int8()),
+        "texts": pa.list_(pa.string()),
+        "blobs": pa.list_(pa.list_(pa.binary())),
+        "unicode": pa.list_(pa.string()),
+        "raw": pa.list_(pa.list_(pa.binary())),
+    }
+    assert tensor_spec(got.field("large")) == (np.dtype("<f4"), (4, 5))
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (5, "row 0: dict_data() must yield dicts, got int 5"),
+        ({}, "row 0: the row has no fields"),
+        (
+            {"c": np.complex64(1)},
+            "row 0, field 'c': cannot infer the field's type from the first row; declare it in "
+            "schema(), got complex64 np.complex64(1+0j)",
+        ),
+        (
+            {"o": [object()]},
+            "row 0, field 'o': cannot infer the field's type from the first row; declare it in "
+            "schema(), got list [<object object at",
+        ),
+    ],
+)
+def test_a_row_that_says_no_type_is_refused_in_one_line_at_row_0(row, message):
+    with pytest.raises(RowError) as caught:
+        infer_schema(row)
+    assert str(caught.value).startswith(message)
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def fields(**types) -> pa.Schema:
+    return pa.schema([pa.field(n, t, nullable=False) for n, t in types.items()])
+
+
+def test_the_tasks_schemas_are_one_or_the_first_difference_is_named():
+    from recordmill.dataset.schema import check_same_schema
+
+    base = fields(a=pa.int64(), b=pa.string())
+    assert check_same_schema({2: base, 0: base, 1: fields(a=pa.int64(), b=pa.string())}) == base
+    cases = [
+        ({3: fields(a=pa.int64()), 0: base, 1: base}, "task 3 has no field 'b'; task 0 has it"),
+        (
+            {5: base, 4: fields(a=pa.int64(), b=pa.int64()), 9: base},
+            "field 'b' is int64 in task 4 but string in task 5; declare a schema() so that all "
+            "values are converted to one type",
+        ),
+        (
+            {1: base, 2: fields(a=pa.int64(), b=pa.string(), c=pa.bool_())},
+            "task 2 has field(s) ['c'] that task 1 has not",
+        ),
+    ]
+    for schemas, message in cases:
+        with pytest.raises(SchemaError) as caught:
+            check_same_schema(schemas)
+        assert str(caught.value) == message
+
+
+def test_tensors_of_one_width_but_other_shapes_are_other_schemas():
+    from recordmill.dataset.schema import check_same_schema, first_difference, tensor_field
+
+    wide = pa.schema([tensor_field("t", np.dtype(np.uint8), [2, 3], False)])
+    tall = pa.schema([tensor_field("t", np.dtype(np.uint8), [3, 2], False)])
+    assert wide.field("t").type == tall.field("t").type  # binary(6) both
+    assert first_difference(wide, tall) == (wide.field("t"), tall.field("t"))
+    with pytest.raises(SchemaError, match=r"^field 't' is "):
+        check_same_schema({0: wide, 1: tall})
+
+
+def test_a_value_in_a_message_is_its_type_and_at_most_60_characters():
+    from recordmill.dataset.schema import describe_value
+
+    assert (
+        describe_value(np.zeros((2, 3), np.uint8)) == "numpy array of shape [2, 3] and dtype uint8"
+    )
+    assert describe_value("x" * 58) == f"str '{'x' * 58}'"  # 60 characters: as it is
+    assert describe_value("x" * 59) == f"str '{'x' * 56}..."  # 61: cut to 57 and "..."
+
+
+def test_a_schema_file_is_refused_in_one_line_naming_the_file(tmp_path):
+    from recordmill.dataset.schema import from_yaml, safe_name
+
+    path = tmp_path / "s.yaml"
+    path.write_text("image/encoded: bytes\nimage_encoded: int8\n")
+    with pytest.raises(SchemaError) as caught:
+        from_yaml(path, rename=safe_name)
+    assert str(caught.value) == f"schema file {path}: two names become the same field name"
+    path.write_text("a-b: int8\nc: {type: int8, shape: [2]}\n")
+    assert from_yaml(path, rename=safe_name) == {
+        "a_b": {"type": "int8"},
+        "c": {"type": "int8", "shape": [2]},
+    }
+    path.write_text("a: int8\nb: {type: int8, shape: [0]}\n")
+    with pytest.raises(SchemaError) as caught:
+        from_yaml(path)
+    assert str(caught.value) == (
+        f"schema file {path}: schema field 'b': shape must be a non-empty list of positive ints "
+        "or -1, got [0]"
+    )
+    path.write_text("")
+    with pytest.raises(SchemaError) as caught:
+        from_yaml(path)
+    assert str(caught.value) == f"schema file {path}: expected a mapping of field names to types"
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(SchemaError) as caught:
+        from_yaml(missing)
+    assert str(caught.value).startswith(f"cannot read schema file {missing}: [Errno 2]")
+
+
+def test_list_types_have_a_level_per_dimension_fixed_where_the_dimension_is():
+    from recordmill.dataset.schema import list_type, nested_shape
+
+    assert list_type(pa.int8(), [-1, 3]) == pa.list_(pa.list_(pa.int8(), 3))
+    assert list_type(pa.int8(), [2, -1]) == pa.list_(pa.list_(pa.int8()), 2)
+    assert nested_shape(list_type(pa.int8(), [2, -1, 1])) == ([2, -1, 1], pa.int8())
+
+
+def test_only_a_fixed_size_binary_field_with_the_key_is_a_tensor():
+    from recordmill.dataset.schema import TENSOR_KEY
+
+    info = {TENSOR_KEY: b'{"dtype": "uint8", "shape": [2]}'}
+    assert tensor_spec(pa.field("t", pa.binary(2), metadata=info)) == (np.dtype(np.uint8), (2,))
+    assert tensor_spec(pa.field("t", pa.binary(), metadata=info)) is None
+    assert tensor_spec(pa.field("t", pa.binary(2))) is None
+    assert tensor_spec(pa.field("t", pa.binary(2), metadata={b"other": b"1"})) is None
+
+
+def test_the_tensor_index_is_made_again_and_other_metadata_kept():
+    from recordmill.dataset.schema import TENSORS_KEY, tensor_field, with_tensor_index
+
+    stale = {TENSORS_KEY: b'{"gone": {}}', b"mine": b"kept"}
+    plain = with_tensor_index(pa.schema([("x", pa.int8())], metadata=stale))
+    assert plain.metadata == {b"mine": b"kept"}
+    field = tensor_field("t", np.dtype(np.int16), [2, 2], False)
+    indexed = with_tensor_index(pa.schema([field], metadata=stale))
+    assert indexed.metadata == {
+        b"mine": b"kept",
+        TENSORS_KEY: b'{"t": {"dtype": "int16", "shape": [2, 2]}}',
+    }
+    assert with_tensor_index(pa.schema([("x", pa.int8())])).metadata is None
