@@ -290,3 +290,139 @@ def test_each_damage_to_the_manifest_structure_is_named(written, damage):
     assert line in str(caught.value), (damage, str(caught.value))
     if damage == "a file twice":
         assert str(caught.value).endswith(", named twice")
+
+
+# --- each refusal of read() as its whole line, made directly (mutmut's survivors) --------------
+
+
+def manifest_text(written) -> tuple[bytes, str]:
+    out, fmt = written
+    data = (out / f"_manifest.{fmt}").read_bytes()
+    from recordmill.dataset.manifest import file_metadata
+
+    return file_metadata(data, fmt)[manifest_check.MANIFEST_KEY], fmt
+
+
+def checked(text: bytes) -> dict[bytes, bytes]:
+    """A manifest's metadata: its JSON and the JSON's checksum."""
+    return {
+        manifest_check.MANIFEST_KEY: text,
+        manifest_check.CHECKSUM_KEY: manifest_check.checksum(text),
+    }
+
+
+def refused(data: bytes, fmt: str) -> str:
+    with pytest.raises(manifest_check.Damaged) as caught:
+        manifest_check.read(data, fmt)
+    return str(caught.value)
+
+
+def test_the_file_keeps_its_json_under_its_key_with_the_checksum_beside_it(written):
+    out, fmt = written
+    from recordmill.dataset.manifest import file_metadata
+
+    metadata = file_metadata((out / f"_manifest.{fmt}").read_bytes(), fmt)
+    text = metadata[b"recordmill.manifest"]
+    assert metadata[b"recordmill.manifest.sha256"] == manifest_check.checksum(text)
+    assert json.loads(text)["format_version"] == manifest_check.FORMAT_VERSION == 2
+
+
+def test_a_file_without_a_manifest_or_with_a_wrong_checksum_is_refused_in_one_line(written):
+    import pyarrow as pa
+
+    text, fmt = manifest_text(written)
+    schema = manifest_check.decode_schema(json.loads(text)["schema"]["arrow"])
+    none = manifest_check.empty_file(schema, fmt, {})
+    assert refused(none, fmt) == "it holds no manifest (recordmill.manifest is not in its metadata)"
+    wrong = {**checked(text), manifest_check.CHECKSUM_KEY: b"0" * 64}
+    assert refused(manifest_check.empty_file(schema, fmt, wrong), fmt) == (
+        "its checksum does not match its contents: a byte of it was changed"
+    )
+    bad = b'{"format_version": 2,'
+    unchecked = manifest_check.empty_file(schema, fmt, {manifest_check.MANIFEST_KEY: bad})
+    try:
+        json.loads(bad)
+    except ValueError as e:
+        said = str(e)
+    assert refused(unchecked, fmt) == f"its JSON cannot be read ({said})"
+    other = pa.schema([("other", pa.int8())])
+    metadata = checked(text)
+    assert refused(manifest_check.empty_file(other, fmt, metadata), fmt) == (
+        "the schema of the file differs from the schema it records"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_a_file_whose_tensor_differs_from_the_recorded_one_is_refused(tmp_path, fmt):
+    """Only a field's own metadata says a tensor's shape: a file whose ``t`` is (5, 4) where
+    the manifest records (4, 5) is another dataset's file."""
+    import numpy as np
+
+    from recordmill.dataset.schema import tensor_field
+
+    plugin = make_plugin(
+        tmp_path / "plugin",
+        """
+        import numpy as np
+
+        def task_number():
+            return 1
+
+        def schema():
+            return {"t": {"type": "uint8", "shape": [4, 5]}}
+
+        def dict_data(task_id):
+            yield {"t": np.zeros((4, 5), np.uint8)}
+        """,
+    )
+    recordmill.write(plugin, tmp_path / "ds", format=fmt, progress=False)
+    text, _ = manifest_text((tmp_path / "ds", fmt))
+    recorded = manifest_check.decode_schema(json.loads(text)["schema"]["arrow"])
+    reshaped = recorded.set(0, tensor_field("t", np.dtype(np.uint8), [5, 4], False))
+    assert reshaped.field("t").type == recorded.field("t").type  # binary(20) both
+    assert refused(manifest_check.empty_file(reshaped, fmt, checked(text)), fmt) == (
+        "the schema of the file differs from the schema it records"
+    )
+
+
+def test_a_file_that_holds_rows_is_refused_in_one_line(written):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text, fmt = manifest_text(written)
+    schema = manifest_check.decode_schema(json.loads(text)["schema"]["arrow"])
+    metadata = checked(text)
+    first = recordmill.open(str(written[0])).to_arrow().slice(0, 1)
+    row = pa.table(first.columns, schema=schema)
+    sink = pa.BufferOutputStream()
+    if fmt == "arrow":
+        with pa.ipc.new_file(sink, schema.with_metadata(metadata)) as writer:
+            writer.write_table(row)
+    else:
+        with pq.ParquetWriter(sink, schema) as writer:
+            writer.add_key_value_metadata(metadata)
+            writer.write_table(row)
+    assert (
+        refused(sink.getvalue().to_pybytes(), fmt) == "it holds 1 rows; a manifest file holds none"
+    )
+
+
+def test_a_damaged_header_or_first_copy_is_refused_in_one_line(written):
+    out, fmt = written
+    data = bytearray((out / f"_manifest.{fmt}").read_bytes())
+    data[0] ^= 0x01  # the magic at the start, which pyarrow does not read
+    expected = {
+        "parquet": "its Parquet header or schema is damaged",
+        "arrow": "its two copies of the schema (and of the manifest) differ",
+    }
+    assert refused(bytes(data), fmt) == expected[fmt]
+
+
+def test_a_schema_with_a_character_outside_base64_is_refused(written):
+    """Decoders that skip such characters would read the schema as if it were intact."""
+    text, _ = manifest_text(written)
+    manifest = json.loads(text)
+    arrow = manifest["schema"]["arrow"]
+    manifest["schema"]["arrow"] = arrow[:8] + "!" + arrow[8:]
+    with pytest.raises(manifest_check.Damaged, match=r'^"schema"."arrow" cannot be read \('):
+        manifest_check.check_structure(manifest)
