@@ -39,6 +39,8 @@ declare -A TESTS=(
     [recordmill/read/groups.py]="tests/read/test_groups.py tests/read/test_dataset.py tests/read/test_segments.py tests/read/test_layouts.py tests/read/test_checked.py"
     [recordmill/read/iteration.py]="tests/read/test_iteration.py tests/read/test_dataset.py tests/read/test_steps.py tests/read/test_passes.py"
     [recordmill/read/verify.py]="tests/read/test_verify.py tests/read/test_untrusted.py"
+    [recordmill/read/tokens.py]="tests/read/test_tokens.py"
+    [recordmill/read/machine/checked.py]="tests/read/test_checked.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py tests/test_forkserver.py::test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs"
     [recordmill/dataset/layout.py]="tests/dataset/test_layout.py"
     [recordmill/dataset/rejects.py]="tests/dataset/test_rejects.py tests/engine/test_append.py::test_each_version_keeps_its_rejects"
@@ -47,7 +49,7 @@ declare -A TESTS=(
     [recordmill/dataset/sizes.py]="tests/dataset/test_sizes.py"
     [recordmill/dataset/schema.py]="tests/dataset/test_schema.py"
     [recordmill/dataset/manifest.py]="tests/dataset/test_manifest.py tests/dataset/test_versions.py tests/dataset/test_dataset_refusals.py tests/read/test_untrusted.py::test_a_manifest_past_its_bounds_is_refused_before_it_is_read"
-    [recordmill/dataset/manifest_check.py]="tests/dataset/test_manifest_check.py tests/dataset/test_dataset_refusals.py"
+    [recordmill/dataset/manifest_check.py]="tests/dataset/test_manifest_check.py tests/dataset/test_dataset_refusals.py tests/dataset/test_manifest.py"
     [recordmill/dataset/columns.py]="tests/dataset/test_columns.py tests/dataset/test_schema.py"
 )
 modules=("$@")
