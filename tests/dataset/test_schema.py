@@ -855,3 +855,12 @@ def test_the_tensor_index_is_made_again_and_other_metadata_kept():
         TENSORS_KEY: b'{"t": {"dtype": "int16", "shape": [2, 2]}}',
     }
     assert with_tensor_index(pa.schema([("x", pa.int8())])).metadata is None
+
+
+@pytest.mark.parametrize("shape", [3, "3", []])
+def test_a_shape_that_is_not_a_list_of_dimensions_is_refused_in_one_line(shape):
+    with pytest.raises(SchemaError) as caught:
+        schema_mod.to_arrow_schema({"f": {"type": "int8", "shape": shape}})
+    assert str(caught.value) == (
+        f"schema field 'f': shape must be a non-empty list of positive ints or -1, got {shape!r}"
+    )
