@@ -426,3 +426,50 @@ def test_a_schema_with_a_character_outside_base64_is_refused(written):
     manifest["schema"]["arrow"] = arrow[:8] + "!" + arrow[8:]
     with pytest.raises(manifest_check.Damaged, match=r'^"schema"."arrow" cannot be read \('):
         manifest_check.check_structure(manifest)
+
+
+def test_the_structures_refusals_are_whole_lines(written):
+    source, _ = written
+    intact = json.loads(json.dumps(recordmill.read_manifest(source)))
+
+    def said(change) -> str:
+        manifest = json.loads(json.dumps(intact))
+        changed = change(manifest)
+        with pytest.raises(manifest_check.Damaged) as caught:
+            manifest_check.check_structure(changed if changed is not None else manifest)
+        return str(caught.value)
+
+    assert said(lambda m: [m]) == "it holds list JSON, not an object"
+    assert said(lambda m: m.update(format_version="2")) == (
+        '"format_version" is missing or not a number'
+    )
+    assert said(lambda m: m["schema"]["fields"].reverse()) == (
+        '"schema"."fields" do not name the fields of "schema"."arrow"'
+    )
+    assert said(lambda m: m["tasks"][1].update(rows=-1)) == (
+        'task entry 1: "rows" is -1, not a whole number'
+    )
+    try:
+        manifest_check.decode_schema("AAAA")
+    except Exception as e:  # pyarrow's own error for these bytes, on one line
+        expected = f"{type(e).__name__}: {' '.join(str(e).split())}"
+    assert said(lambda m: m["schema"].update(arrow="AAAA")) == (
+        f'"schema"."arrow" cannot be read ({expected})'
+    )
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_bytes_of_no_format_are_refused_with_pyarrows_error_on_one_line(fmt):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = b"not a file of any format\n" * 4
+    try:
+        if fmt == "arrow":
+            pa.ipc.open_file(pa.BufferReader(data))
+        else:
+            pq.ParquetFile(pa.BufferReader(data))
+    except Exception as e:
+        error = f"{type(e).__name__}: {' '.join(str(e).split())}"
+    kind = {"parquet": "a Parquet", "arrow": "an Arrow IPC"}[fmt]
+    assert refused(data, fmt) == f"it cannot be read as {kind} file ({error})"
