@@ -161,3 +161,65 @@ def test_a_disk_cache_part_is_checked_once_a_machine(tmp_path, monkeypatch):
     third = recordmill.open(str(tmp_path / "pq"), cache_dir=cache)  # the machine checked them
     third.to_arrow()
     assert third.cache.fetched_parts == 0 and logged(tmp_path) == (0, 0)
+
+
+def test_a_record_read_before_another_process_checked_is_looked_at_again_under_the_lock(
+    tmp_path,
+):
+    """Two processes' records of one file: the first read it before the second checked item 3;
+    its own copy says "not checked", but under the item's lock it reads the byte again and does
+    not check a second time. The return value says whether it checked."""
+    first, second = (checked.Checked.at(tmp_path / "cache") for _ in range(2))
+    calls = []
+    key = "f" * 40
+    assert not first.seen(key, 3)  # read now: nothing set
+    assert second.once(key, 4, lambda: calls.append("second 4")) is True
+    assert second.once(key, 3, lambda: calls.append("second")) is True
+    assert first.once(key, 3, lambda: calls.append("first")) is False
+    assert second.once(key, 3, lambda: calls.append("again")) is False
+    third = checked.Checked.at(tmp_path / "cache")  # reads the record as it is now: set
+    assert third.once(key, 3, lambda: calls.append("third")) is False
+    assert calls == ["second 4", "second"]
+    assert checked.Checked.at(tmp_path / "cache").seen(key, 3)
+    assert not checked.Checked.at(tmp_path / "cache").seen(key, 2)
+
+
+def test_a_check_that_fails_records_nothing(tmp_path):
+    record = checked.Checked.at(tmp_path / "cache")
+
+    def damaged():
+        raise ValueError("the bytes do not match")
+
+    with pytest.raises(ValueError):
+        record.once("e" * 40, 0, damaged)
+    assert not checked.Checked.at(tmp_path / "cache").seen("e" * 40, 0)
+    assert record.once("e" * 40, 0, lambda: None) is True
+
+
+def test_where_a_files_record_cannot_be_opened_every_call_checks(tmp_path):
+    record = checked.Checked.at(tmp_path / "cache")
+    planted = tmp_path / "planted"
+    planted.write_bytes(b"\x01")
+    os.symlink(planted, record.folder.path / ("d" * 40))  # a link in its place: never followed
+    calls = []
+    assert record.once("d" * 40, 0, lambda: calls.append(1)) is True
+    assert record.once("d" * 40, 0, lambda: calls.append(1)) is True
+    assert calls == [1, 1]
+
+
+def test_a_files_key_waits_until_its_last_change_settled(tmp_path):
+    path = tmp_path / "part"
+    path.write_bytes(b"x")
+    now = os.stat(path)
+    settled = 2 * 10**9  # "a file changed in the last two seconds is not recorded"
+
+    def key(age_ns: int) -> str | None:
+        when = time.time_ns() - age_ns
+        fields = list(now)
+        info = os.stat_result((*fields[:7], when // 10**9, when // 10**9, when // 10**9),
+                              {"st_mtime_ns": when, "st_ctime_ns": when})  # fmt: skip
+        return checked.file_key(path, "c", info)
+
+    assert key(settled - 5 * 10**8) is None
+    assert key(settled + 5 * 10**8) is not None
+    assert key(settled + 5 * 10**8) != checked.file_key(path, "other", os.stat(path))
