@@ -473,3 +473,54 @@ def test_bytes_of_no_format_are_refused_with_pyarrows_error_on_one_line(fmt):
         error = f"{type(e).__name__}: {' '.join(str(e).split())}"
     kind = {"parquet": "a Parquet", "arrow": "an Arrow IPC"}[fmt]
     assert refused(data, fmt) == f"it cannot be read as {kind} file ({error})"
+
+
+def test_each_listed_file_and_list_of_a_partition_is_checked_whole(written):
+    """A partition's lists (group offsets and checksums, an older layout's batch checksums) hold
+    one entry a row group, and the offsets and checksums one more (the footer); its row groups are at most
+    its rows (one for an empty partition); every rejects file is a rejects file's name."""
+    source, _ = written
+    intact = json.loads(json.dumps(recordmill.read_manifest(source)))
+    groups = _part(intact)["row_groups"]
+
+    def said(change) -> str | None:
+        manifest = json.loads(json.dumps(intact))
+        change(manifest, _part(manifest))
+        try:
+            manifest_check.check_structure(manifest)
+        except manifest_check.Damaged as e:
+            return str(e)
+        return None
+
+    long_name = "x" * 100
+    assert said(lambda m, p: p.update(file=long_name)) == (
+        f'partition 0: "file" is "{"x" * 79}, not a partition file name'
+    )
+    for key, listed in [
+        ("group_crc32c", groups + 1),
+        ("batch_crc32", groups),
+        ("group_offsets", groups + 1),
+    ]:
+        assert (
+            said(
+                lambda m, p, k=key, n=listed: p.update(
+                    {k: [[0]] * n if k == "batch_crc32" else [0] * n}
+                )
+            )
+            is None
+        )
+        wrong = said(
+            lambda m, p, k=key, n=listed: p.update(
+                {k: [[0]] * (n + 1) if k == "batch_crc32" else [0] * (n + 1)}
+            )
+        )
+        assert wrong == f'partition 0: "{key}" lists {listed + 1}, {listed} expected'
+    empty = {"rows": 0, "row_groups": 1, "group_offsets": [4, 8], "group_crc32c": [0, 0]}
+    assert said(lambda m, p: p.update(empty)) is None
+    assert said(
+        lambda m, p: p.update(empty, row_groups=2, group_offsets=[4, 6, 8], group_crc32c=[0, 0, 0])
+    ) == (f"partition 0: 2 row groups in {_part(intact)['bytes']:,} bytes")
+    assert said(lambda m, p: p.update(row_groups=0, group_offsets=[4], group_crc32c=[0])) is None
+    assert said(lambda m, p: m["rejects"].update(files=["/dev/zero"])) == (
+        'a rejects file is "/dev/zero", not a rejects file name'
+    )
