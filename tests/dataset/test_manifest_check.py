@@ -524,3 +524,14 @@ def test_each_listed_file_and_list_of_a_partition_is_checked_whole(written):
     assert said(lambda m, p: m["rejects"].update(files=["/dev/zero"])) == (
         'a rejects file is "/dev/zero", not a rejects file name'
     )
+
+
+def test_the_rejects_files_of_earlier_versions_are_checked_too(written):
+    source, _ = written
+    manifest = json.loads(json.dumps(recordmill.read_manifest(source)))
+    manifest["history"] = [{"version": 1}, "not an entry", {"rejects": {"file": None}}]
+    manifest_check.check_structure(manifest)  # nothing named: nothing to refuse
+    manifest["history"].append({"rejects": {"file": "../secret.jsonl"}})
+    with pytest.raises(manifest_check.Damaged) as caught:
+        manifest_check.check_structure(manifest)
+    assert str(caught.value) == 'a rejects file is "../secret.jsonl", not a rejects file name'
