@@ -535,3 +535,30 @@ def test_the_rejects_files_of_earlier_versions_are_checked_too(written):
     with pytest.raises(manifest_check.Damaged) as caught:
         manifest_check.check_structure(manifest)
     assert str(caught.value) == 'a rejects file is "../secret.jsonl", not a rejects file name'
+
+
+def test_a_damaged_key_is_named_by_its_path_and_a_long_value_cut_at_40(written):
+    source, _ = written
+    intact = json.loads(json.dumps(recordmill.read_manifest(source)))
+
+    def said(change) -> str:
+        manifest = json.loads(json.dumps(intact))
+        change(manifest, _part(manifest))
+        with pytest.raises(manifest_check.Damaged) as caught:
+            manifest_check.check_structure(manifest)
+        return str(caught.value)
+
+    # An optional key left out is passed over, and the keys after it are still checked.
+    assert said(lambda m, p: (p.pop("row_groups"), p.update(values="x"))) == (
+        f'partition 0 ({_part(intact)["file"]}): "values" is "x", not an object or null'
+    )
+    assert said(lambda m, p: m["schema"].pop("arrow")) == '"schema": "arrow" is missing'
+    assert said(lambda m, p: p.update(rows="y" * 50)) == (
+        f'partition 0 ({_part(intact)["file"]}): "rows" is "{"y" * 36}..., not a whole number'
+    )
+    assert said(lambda m, p: p.update(rows="y" * 38)) == (
+        f'partition 0 ({_part(intact)["file"]}): "rows" is "{"y" * 38}", not a whole number'
+    )
+    assert said(lambda m, p: m["rejects"].update(file="r" * 100)) == (
+        f'a rejects file is "{"r" * 79}, not a rejects file name'
+    )
