@@ -553,6 +553,10 @@ def test_a_damaged_key_is_named_by_its_path_and_a_long_value_cut_at_40(written):
         f'partition 0 ({_part(intact)["file"]}): "values" is "x", not an object or null'
     )
     assert said(lambda m, p: m["schema"].pop("arrow")) == '"schema": "arrow" is missing'
+    assert said(lambda m, p: p.update(group_offsets=[1, -1])) == (
+        f'partition 0 ({_part(intact)["file"]}): "group_offsets" is [1, -1], not a list of a '
+        "whole number or null"
+    )
     assert said(lambda m, p: p.update(rows="y" * 50)) == (
         f'partition 0 ({_part(intact)["file"]}): "rows" is "{"y" * 36}..., not a whole number'
     )
