@@ -553,6 +553,24 @@ def test_a_damaged_key_is_named_by_its_path_and_a_long_value_cut_at_40(written):
         f'partition 0 ({_part(intact)["file"]}): "values" is "x", not an object or null'
     )
     assert said(lambda m, p: m["schema"].pop("arrow")) == '"schema": "arrow" is missing'
+    field = f"schema field 0 ({intact['schema']['fields'][0]['name']}): "
+    for change, line in [
+        (lambda m, p: m.update(schema=5), '"schema" is 5, not an object'),
+        (
+            lambda m, p: m.update(plugin={**m["plugin"], "options": 5}),
+            '"plugin": "options" is 5, not an object',
+        ),
+        (lambda m, p: m.update(format=5), '"format" is 5, not a string'),
+        (
+            lambda m, p: m["schema"]["fields"][0].update(nullable="x"),
+            f'{field}"nullable" is "x", not true or false',
+        ),
+        (
+            lambda m, p: m["schema"]["fields"][0].update(shape="x"),
+            f'{field}"shape" is "x", not a list',
+        ),
+    ]:
+        assert said(change) == line
     assert said(lambda m, p: p.update(group_offsets=[1, -1])) == (
         f'partition 0 ({_part(intact)["file"]}): "group_offsets" is [1, -1], not a list of a '
         "whole number or null"
