@@ -68,13 +68,12 @@ def test_a_tensor_column_given_without_its_field_is_bytes():
 
 
 @pytest.mark.parametrize(
-    "type_",
-    [pa.int8(), pa.uint8(), pa.int32(), pa.uint64(), pa.float16(), pa.float32(), pa.float64()],
+    "dtype", ["int8", "uint8", "int32", "uint64", "float16", "float32", "float64"]
 )
-def test_numbers_without_nulls_are_a_view_from_the_columns_offset(type_):
-    column = pa.array(np.arange(10).astype(type_.to_pandas_dtype()), type=type_)
+def test_numbers_without_nulls_are_a_view_from_the_columns_offset(dtype):
+    column = pa.array(np.arange(10).astype(dtype), type=pa.from_numpy_dtype(np.dtype(dtype)))
     got = to_numpy(column.slice(3, 4))
-    same(got, np.arange(3, 7).astype(type_.to_pandas_dtype()))
+    same(got, np.arange(3, 7).astype(dtype))
     assert not got.flags.owndata
 
 
@@ -139,7 +138,7 @@ def test_column_values_are_python_numbers_and_narrow_floats_their_own_type():
     f32 = pa.array([17.99, None], pa.float32())
     got = column_values(f32, pa.field("x", pa.float32()))
     assert type(got[0]) is np.float32 and got[0] == np.float32(17.99) and got[1] is None
-    f16 = column_values(pa.array([0.5], pa.float16()), pa.field("x", pa.float16()))
+    f16 = column_values(pa.array([np.float16(0.5)], pa.float16()), pa.field("x", pa.float16()))
     assert type(f16[0]) is np.float16
     column, field = tensor_column(TENSORS[:2], "int16", (2, 3))
     same(column_values(column, field), np.stack(TENSORS[:2]))
@@ -161,7 +160,7 @@ def kinds() -> list[tuple[pa.Array, pa.Field]]:
     columns = [
         (pa.array([1, None, 3, 4], pa.int64()), None),
         (pa.array([0.25, 1.5, None, 2.0], pa.float32()), None),
-        (pa.array([0.5, 1.0, 2.0, None], pa.float16()), None),
+        (pa.array([*np.array([0.5, 1.0, 2.0], np.float16), None], pa.float16()), None),
         (pa.array([1.0, 2.0, 3.0, 4.0]), None),
         (pa.array([True, None, False, True]), None),
         (pa.array(["a", "bb", None, ""]), None),
