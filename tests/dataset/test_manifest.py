@@ -4,14 +4,17 @@ writes them again."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import platform
 import shlex
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import recordmill
-from recordmill.dataset import manifest
+from recordmill.dataset import manifest, manifest_check
 from tests.conftest import run_writer
 
 
@@ -135,11 +138,6 @@ def test_list_values_add_up_across_partitions_and_tokens_are_the_token_columns()
 
 
 def test_a_manifest_records_the_run_only_when_given_and_when_it_was_made(tmp_path):
-    import datetime
-    import platform
-
-    import pyarrow as pa
-
     made = dict(
         fmt="parquet",
         schema=pa.schema([("x", pa.int64())]),
@@ -162,10 +160,6 @@ def test_a_manifest_records_the_run_only_when_given_and_when_it_was_made(tmp_pat
 
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 def test_a_manifest_file_holds_its_json_and_the_json_its_checksum(fmt):
-    import pyarrow as pa
-
-    from recordmill.dataset import manifest_check
-
     made = {"format": fmt, "total_rows": 0}
     data = manifest.to_bytes(made, pa.schema([("x", pa.int64())]))
     metadata = manifest.file_metadata(data, fmt)

@@ -11,11 +11,16 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import recordmill
 from recordmill.cli import main
 from recordmill.dataset import manifest_check
+from recordmill.dataset.manifest import file_metadata
+from recordmill.dataset.schema import tensor_field
 from tests.conftest import make_plugin
 
 PLUGIN = """
@@ -295,12 +300,26 @@ def test_each_damage_to_the_manifest_structure_is_named(written, damage):
 # --- each refusal of read() as its whole line, made directly (mutmut's survivors) --------------
 
 
-def manifest_text(written) -> tuple[bytes, str]:
+def stored(written) -> dict[bytes, bytes]:
+    """The metadata of a written dataset's manifest file."""
     out, fmt = written
-    data = (out / f"_manifest.{fmt}").read_bytes()
-    from recordmill.dataset.manifest import file_metadata
+    return file_metadata((out / f"_manifest.{fmt}").read_bytes(), fmt)
 
-    return file_metadata(data, fmt)[manifest_check.MANIFEST_KEY], fmt
+
+def manifest_text(written) -> tuple[bytes, str]:
+    return stored(written)[manifest_check.MANIFEST_KEY], written[1]
+
+
+def structure_refusal(written, change) -> str | None:
+    """What ``check_structure`` says of a written dataset's manifest after ``change(manifest,
+    its first partition)``; None: nothing."""
+    manifest = json.loads(json.dumps(recordmill.read_manifest(written[0])))
+    change(manifest, _part(manifest))
+    try:
+        manifest_check.check_structure(manifest)
+    except manifest_check.Damaged as e:
+        return str(e)
+    return None
 
 
 def checked(text: bytes) -> dict[bytes, bytes]:
@@ -318,18 +337,13 @@ def refused(data: bytes, fmt: str) -> str:
 
 
 def test_the_file_keeps_its_json_under_its_key_with_the_checksum_beside_it(written):
-    out, fmt = written
-    from recordmill.dataset.manifest import file_metadata
-
-    metadata = file_metadata((out / f"_manifest.{fmt}").read_bytes(), fmt)
+    metadata = stored(written)
     text = metadata[b"recordmill.manifest"]
     assert metadata[b"recordmill.manifest.sha256"] == manifest_check.checksum(text)
     assert json.loads(text)["format_version"] == manifest_check.FORMAT_VERSION == 2
 
 
 def test_a_file_without_a_manifest_or_with_a_wrong_checksum_is_refused_in_one_line(written):
-    import pyarrow as pa
-
     text, fmt = manifest_text(written)
     schema = manifest_check.decode_schema(json.loads(text)["schema"]["arrow"])
     none = manifest_check.empty_file(schema, fmt, {})
@@ -356,10 +370,6 @@ def test_a_file_without_a_manifest_or_with_a_wrong_checksum_is_refused_in_one_li
 def test_a_file_whose_tensor_differs_from_the_recorded_one_is_refused(tmp_path, fmt):
     """Only a field's own metadata says a tensor's shape: a file whose ``t`` is (5, 4) where
     the manifest records (4, 5) is another dataset's file."""
-    import numpy as np
-
-    from recordmill.dataset.schema import tensor_field
-
     plugin = make_plugin(
         tmp_path / "plugin",
         """
@@ -386,9 +396,6 @@ def test_a_file_whose_tensor_differs_from_the_recorded_one_is_refused(tmp_path, 
 
 
 def test_a_file_that_holds_rows_is_refused_in_one_line(written):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     text, fmt = manifest_text(written)
     schema = manifest_check.decode_schema(json.loads(text)["schema"]["arrow"])
     metadata = checked(text)
@@ -429,17 +436,11 @@ def test_a_schema_with_a_character_outside_base64_is_refused(written):
 
 
 def test_the_structures_refusals_are_whole_lines(written):
-    source, _ = written
-    intact = json.loads(json.dumps(recordmill.read_manifest(source)))
+    def said(change) -> str | None:
+        return structure_refusal(written, lambda m, p: change(m))
 
-    def said(change) -> str:
-        manifest = json.loads(json.dumps(intact))
-        changed = change(manifest)
-        with pytest.raises(manifest_check.Damaged) as caught:
-            manifest_check.check_structure(changed if changed is not None else manifest)
-        return str(caught.value)
-
-    assert said(lambda m: [m]) == "it holds list JSON, not an object"
+    with pytest.raises(manifest_check.Damaged, match=r"^it holds list JSON, not an object$"):
+        manifest_check.check_structure([recordmill.read_manifest(written[0])])
     assert said(lambda m: m.update(format_version="2")) == (
         '"format_version" is missing or not a number'
     )
@@ -460,9 +461,6 @@ def test_the_structures_refusals_are_whole_lines(written):
 
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 def test_bytes_of_no_format_are_refused_with_pyarrows_error_on_one_line(fmt):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     data = b"not a file of any format\n" * 4
     try:
         if fmt == "arrow":
@@ -479,18 +477,14 @@ def test_each_listed_file_and_list_of_a_partition_is_checked_whole(written):
     """A partition's lists (group offsets and checksums, an older layout's batch checksums) hold
     one entry a row group, and the offsets and checksums one more (the footer); its row groups are at most
     its rows (one for an empty partition); every rejects file is a rejects file's name."""
-    source, _ = written
-    intact = json.loads(json.dumps(recordmill.read_manifest(source)))
+    intact = recordmill.read_manifest(written[0])
     groups = _part(intact)["row_groups"]
 
     def said(change) -> str | None:
-        manifest = json.loads(json.dumps(intact))
-        change(manifest, _part(manifest))
-        try:
-            manifest_check.check_structure(manifest)
-        except manifest_check.Damaged as e:
-            return str(e)
-        return None
+        return structure_refusal(written, change)
+
+    def entries(key: str, count: int) -> list:
+        return [[0]] * count if key == "batch_crc32" else [0] * count
 
     long_name = "x" * 100
     assert said(lambda m, p: p.update(file=long_name)) == (
@@ -501,19 +495,8 @@ def test_each_listed_file_and_list_of_a_partition_is_checked_whole(written):
         ("batch_crc32", groups),
         ("group_offsets", groups + 1),
     ]:
-        assert (
-            said(
-                lambda m, p, k=key, n=listed: p.update(
-                    {k: [[0]] * n if k == "batch_crc32" else [0] * n}
-                )
-            )
-            is None
-        )
-        wrong = said(
-            lambda m, p, k=key, n=listed: p.update(
-                {k: [[0]] * (n + 1) if k == "batch_crc32" else [0] * (n + 1)}
-            )
-        )
+        assert said(lambda m, p, k=key, n=listed: p.update({k: entries(k, n)})) is None
+        wrong = said(lambda m, p, k=key, n=listed: p.update({k: entries(k, n + 1)}))
         assert wrong == f'partition 0: "{key}" lists {listed + 1}, {listed} expected'
     empty = {"rows": 0, "row_groups": 1, "group_offsets": [4, 8], "group_crc32c": [0, 0]}
     assert said(lambda m, p: p.update(empty)) is None
@@ -538,15 +521,10 @@ def test_the_rejects_files_of_earlier_versions_are_checked_too(written):
 
 
 def test_a_damaged_key_is_named_by_its_path_and_a_long_value_cut_at_40(written):
-    source, _ = written
-    intact = json.loads(json.dumps(recordmill.read_manifest(source)))
+    intact = recordmill.read_manifest(written[0])
 
-    def said(change) -> str:
-        manifest = json.loads(json.dumps(intact))
-        change(manifest, _part(manifest))
-        with pytest.raises(manifest_check.Damaged) as caught:
-            manifest_check.check_structure(manifest)
-        return str(caught.value)
+    def said(change) -> str | None:
+        return structure_refusal(written, change)
 
     # An optional key left out is passed over, and the keys after it are still checked.
     assert said(lambda m, p: (p.pop("row_groups"), p.update(values="x"))) == (

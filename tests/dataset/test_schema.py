@@ -661,17 +661,13 @@ def test_text_is_never_a_tensor():
     ("spec", "message"),
     [
         (
-            {"type": "int8", "shape": [2, 0]},
-            "shape must be a non-empty list of positive ints or -1, got [2, 0]",
-        ),
-        (
             {"type": "int8", "shape": [2], "layout": "grid"},
             "layout must be one of list, tensor, got 'grid'",
         ),
         ({"type": "int8", "layout": "list"}, "a layout needs a shape"),
     ],
 )
-def test_a_field_of_a_bad_shape_or_layout_is_refused_in_one_whole_line(spec, message):
+def test_a_field_of_a_bad_layout_is_refused_in_one_whole_line(spec, message):
     with pytest.raises(SchemaError) as caught:
         schema_mod.to_arrow_schema({"f": spec})
     assert str(caught.value) == f"schema field 'f': {message}"
@@ -751,10 +747,11 @@ def fields(**types) -> pa.Schema:
 
 
 def test_the_tasks_schemas_are_one_or_the_first_difference_is_named():
-    from recordmill.dataset.schema import check_same_schema
-
     base = fields(a=pa.int64(), b=pa.string())
-    assert check_same_schema({2: base, 0: base, 1: fields(a=pa.int64(), b=pa.string())}) == base
+    assert (
+        schema_mod.check_same_schema({2: base, 0: base, 1: fields(a=pa.int64(), b=pa.string())})
+        == base
+    )
     cases = [
         ({3: fields(a=pa.int64()), 0: base, 1: base}, "task 3 has no field 'b'; task 0 has it"),
         (
@@ -769,73 +766,67 @@ def test_the_tasks_schemas_are_one_or_the_first_difference_is_named():
     ]
     for schemas, message in cases:
         with pytest.raises(SchemaError) as caught:
-            check_same_schema(schemas)
+            schema_mod.check_same_schema(schemas)
         assert str(caught.value) == message
 
 
 def test_tensors_of_one_width_but_other_shapes_are_other_schemas():
-    from recordmill.dataset.schema import check_same_schema, first_difference, tensor_field
-
-    wide = pa.schema([tensor_field("t", np.dtype(np.uint8), [2, 3], False)])
-    tall = pa.schema([tensor_field("t", np.dtype(np.uint8), [3, 2], False)])
+    wide = pa.schema([schema_mod.tensor_field("t", np.dtype(np.uint8), [2, 3], False)])
+    tall = pa.schema([schema_mod.tensor_field("t", np.dtype(np.uint8), [3, 2], False)])
     assert wide.field("t").type == tall.field("t").type  # binary(6) both
-    assert first_difference(wide, tall) == (wide.field("t"), tall.field("t"))
+    assert schema_mod.first_difference(wide, tall) == (wide.field("t"), tall.field("t"))
     with pytest.raises(SchemaError, match=r"^field 't' is "):
-        check_same_schema({0: wide, 1: tall})
+        schema_mod.check_same_schema({0: wide, 1: tall})
 
 
 def test_a_value_in_a_message_is_its_type_and_at_most_60_characters():
-    from recordmill.dataset.schema import describe_value
-
     assert (
-        describe_value(np.zeros((2, 3), np.uint8)) == "numpy array of shape [2, 3] and dtype uint8"
+        schema_mod.describe_value(np.zeros((2, 3), np.uint8))
+        == "numpy array of shape [2, 3] and dtype uint8"
     )
-    assert describe_value("x" * 58) == f"str '{'x' * 58}'"  # 60 characters: as it is
-    assert describe_value("x" * 59) == f"str '{'x' * 56}..."  # 61: cut to 57 and "..."
+    assert schema_mod.describe_value("x" * 58) == f"str '{'x' * 58}'"  # 60 characters: as it is
+    assert schema_mod.describe_value("x" * 59) == f"str '{'x' * 56}..."  # 61: cut to 57 and "..."
 
 
 def test_a_schema_file_is_refused_in_one_line_naming_the_file(tmp_path):
-    from recordmill.dataset.schema import from_yaml, safe_name
-
     path = tmp_path / "s.yaml"
     path.write_text("image/encoded: bytes\nimage_encoded: int8\n")
     with pytest.raises(SchemaError) as caught:
-        from_yaml(path, rename=safe_name)
+        schema_mod.from_yaml(path, rename=schema_mod.safe_name)
     assert str(caught.value) == f"schema file {path}: two names become the same field name"
     path.write_text("a-b: int8\nc: {type: int8, shape: [2]}\n")
-    assert from_yaml(path, rename=safe_name) == {
+    assert schema_mod.from_yaml(path, rename=schema_mod.safe_name) == {
         "a_b": {"type": "int8"},
         "c": {"type": "int8", "shape": [2]},
     }
     path.write_text("a: int8\nb: {type: int8, shape: [0]}\n")
     with pytest.raises(SchemaError) as caught:
-        from_yaml(path)
+        schema_mod.from_yaml(path)
     assert str(caught.value) == (
         f"schema file {path}: schema field 'b': shape must be a non-empty list of positive ints "
         "or -1, got [0]"
     )
     path.write_text("")
     with pytest.raises(SchemaError) as caught:
-        from_yaml(path)
+        schema_mod.from_yaml(path)
     assert str(caught.value) == f"schema file {path}: expected a mapping of field names to types"
     missing = tmp_path / "missing.yaml"
     with pytest.raises(SchemaError) as caught:
-        from_yaml(missing)
+        schema_mod.from_yaml(missing)
     assert str(caught.value).startswith(f"cannot read schema file {missing}: [Errno 2]")
 
 
 def test_list_types_have_a_level_per_dimension_fixed_where_the_dimension_is():
-    from recordmill.dataset.schema import list_type, nested_shape
-
-    assert list_type(pa.int8(), [-1, 3]) == pa.list_(pa.list_(pa.int8(), 3))
-    assert list_type(pa.int8(), [2, -1]) == pa.list_(pa.list_(pa.int8()), 2)
-    assert nested_shape(list_type(pa.int8(), [2, -1, 1])) == ([2, -1, 1], pa.int8())
+    assert schema_mod.list_type(pa.int8(), [-1, 3]) == pa.list_(pa.list_(pa.int8(), 3))
+    assert schema_mod.list_type(pa.int8(), [2, -1]) == pa.list_(pa.list_(pa.int8()), 2)
+    assert schema_mod.nested_shape(schema_mod.list_type(pa.int8(), [2, -1, 1])) == (
+        [2, -1, 1],
+        pa.int8(),
+    )
 
 
 def test_only_a_fixed_size_binary_field_with_the_key_is_a_tensor():
-    from recordmill.dataset.schema import TENSOR_KEY
-
-    info = {TENSOR_KEY: b'{"dtype": "uint8", "shape": [2]}'}
+    info = {schema_mod.TENSOR_KEY: b'{"dtype": "uint8", "shape": [2]}'}
     assert tensor_spec(pa.field("t", pa.binary(2), metadata=info)) == (np.dtype(np.uint8), (2,))
     assert tensor_spec(pa.field("t", pa.binary(), metadata=info)) is None
     assert tensor_spec(pa.field("t", pa.binary(2))) is None
@@ -843,21 +834,19 @@ def test_only_a_fixed_size_binary_field_with_the_key_is_a_tensor():
 
 
 def test_the_tensor_index_is_made_again_and_other_metadata_kept():
-    from recordmill.dataset.schema import TENSORS_KEY, tensor_field, with_tensor_index
-
-    stale = {TENSORS_KEY: b'{"gone": {}}', b"mine": b"kept"}
-    plain = with_tensor_index(pa.schema([("x", pa.int8())], metadata=stale))
+    stale = {schema_mod.TENSORS_KEY: b'{"gone": {}}', b"mine": b"kept"}
+    plain = schema_mod.with_tensor_index(pa.schema([("x", pa.int8())], metadata=stale))
     assert plain.metadata == {b"mine": b"kept"}
-    field = tensor_field("t", np.dtype(np.int16), [2, 2], False)
-    indexed = with_tensor_index(pa.schema([field], metadata=stale))
+    field = schema_mod.tensor_field("t", np.dtype(np.int16), [2, 2], False)
+    indexed = schema_mod.with_tensor_index(pa.schema([field], metadata=stale))
     assert indexed.metadata == {
         b"mine": b"kept",
-        TENSORS_KEY: b'{"t": {"dtype": "int16", "shape": [2, 2]}}',
+        schema_mod.TENSORS_KEY: b'{"t": {"dtype": "int16", "shape": [2, 2]}}',
     }
-    assert with_tensor_index(pa.schema([("x", pa.int8())])).metadata is None
+    assert schema_mod.with_tensor_index(pa.schema([("x", pa.int8())])).metadata is None
 
 
-@pytest.mark.parametrize("shape", [3, "3", []])
+@pytest.mark.parametrize("shape", [3, "3", [], [2, 0]])
 def test_a_shape_that_is_not_a_list_of_dimensions_is_refused_in_one_line(shape):
     with pytest.raises(SchemaError) as caught:
         schema_mod.to_arrow_schema({"f": {"type": "int8", "shape": shape}})
