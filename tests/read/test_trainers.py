@@ -150,6 +150,9 @@ def saved_by_accelerate(paths, out):
         if len(head) == 8:
             break
     first.save_state(out)
+    # every rank writes the loader's state to one file (accelerate's dl_state_dict.bin): a new
+    # job starts once all have, where this one would read it while another rank still writes
+    first.wait_for_everyone()
     second = Accelerator(cpu=True)
     again = loader(second)
     second.load_state(out)
