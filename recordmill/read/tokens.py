@@ -36,10 +36,10 @@ class TokenStream:
         self,
         dataset: Any,
         block_size: int,
-        column: str = "tokens",
-        eos: int | None = None,
-        targets: bool = True,
-        lengths: str | None = "auto",
+        column: str,
+        eos: int | None,
+        targets: bool,
+        lengths: str | None,
     ):
         if type(block_size) is not int or block_size < 1:
             raise ValueError(f"block_size must be a whole number from 1, got {block_size!r}")

@@ -261,8 +261,9 @@ def test_a_token_column_with_null_ids_is_refused(tmp_path):
             yield pa.RecordBatch.from_arrays([tokens], names=["tokens"])
     """)  # fmt: skip
     recordmill.write(plugin, tmp_path / "out", progress=False)
-    with pytest.raises(ValueError, match=r"the token column holds null tokens; expected token ids"):
+    with pytest.raises(ValueError) as refused:
         list(recordmill.open(tmp_path / "out").token_blocks(2))
+    assert str(refused.value) == "the token column holds null tokens; expected token ids"
 
 
 SOURCE = """
