@@ -52,7 +52,7 @@ TOKENS = """
 """
 
 RANK = """
-import json, os, sys, warnings
+import faulthandler, json, os, signal, sys, warnings
 
 import torch
 from transformers import Trainer, TrainingArguments
@@ -161,6 +161,10 @@ def saved_by_accelerate(paths, out):
 
 
 if __name__ == "__main__":
+    # Every thread's stack on stderr should the rank still run after 180 s (the test stops it at
+    # 240 s): where a hang waits. (An alarm: a forked loader worker does not inherit it.)
+    faulthandler.register(signal.SIGALRM, all_threads=True)
+    signal.alarm(180)
     paths, out, cases = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
     base = os.path.join(os.path.dirname(out), "run")  # the ranks' checkpoints: one folder
     results = {}
