@@ -40,6 +40,7 @@ declare -A TESTS=(
     [recordmill/read/iteration.py]="tests/read/test_iteration.py tests/read/test_dataset.py tests/read/test_steps.py tests/read/test_passes.py"
     [recordmill/read/verify.py]="tests/read/test_verify.py tests/read/test_untrusted.py"
     [recordmill/read/tokens.py]="tests/read/test_token_stream.py tests/read/test_tokens.py tests/read/test_steps.py"
+    [recordmill/read/mixture.py]="tests/read/test_mixture.py tests/read/test_mix_arguments.py"
     [recordmill/read/machine/checked.py]="tests/read/test_checked.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py tests/test_forkserver.py::test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs"
     [recordmill/dataset/layout.py]="tests/dataset/test_layout.py"
