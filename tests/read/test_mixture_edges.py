@@ -1,0 +1,134 @@
+"""``recordmill.mix()`` at its edges, on two small datasets (10 and 6 rows) and an empty one:
+each refusal as its whole line, the defaults a resumed job counts on (seed 0, epoch 0), rows
+numbered across the sources, the source column kept or dropped, and what a state and a pickle
+of a mixture hold."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import recordmill
+from tests.conftest import make_plugin
+
+PLUGIN = """
+    ROWS, FIRST = {rows}, {first}
+
+    def task_number():
+        return 1
+
+    def schema():
+        return {{"id": {{"type": "int64"}}}}
+
+    def dict_data(task_id):
+        for i in range(ROWS):
+            yield {{"id": FIRST + i}}
+"""
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixture-edges")
+    made = {}
+    for name, rows, first in [("a", 10, 0), ("b", 6, 100), ("empty", 0, 0)]:
+        plugin = make_plugin(root / f"p{name}", PLUGIN.format(rows=rows, first=first))
+        recordmill.write(plugin, root / name, progress=False)
+        made[name] = str(root / name)
+    return made
+
+
+def refused(make, error=ValueError) -> str:
+    with pytest.raises(error) as e:
+        make()
+    return str(e.value)
+
+
+def ids(rows) -> list[int]:
+    return [int(r["id"]) for r in rows]
+
+
+def test_the_defaults_a_resumed_job_counts_on(paths):
+    """No seed is seed 0, no epoch is epoch 0: a job that gave neither reads the same rows."""
+    m = recordmill.mix([paths["a"], paths["b"]])
+    assert m.order().tolist() == m.order(0).tolist()
+    assert m.order(0).tolist() == recordmill.mix([paths["a"], paths["b"]], seed=0).order(0).tolist()
+    assert m.order(0).tolist() != recordmill.mix([paths["a"], paths["b"]], seed=1).order(0).tolist()
+    assert m.shuffled(seed=9).tolist() == m.order(0).tolist()  # the mixture's own seed
+    assert ids(m.iter_rows()) == ids(m.rows(m.order(0)))
+    assert m.order_blocks() == 0 and m.version is None and m.cache is None
+
+
+def test_rows_are_numbered_across_the_sources(paths):
+    m = recordmill.mix([paths["a"], paths["b"]])
+    assert m.total_rows == 16 and m.offsets.tolist() == [0, 10, 16]
+    assert [m[i]["id"] for i in (0, 9, 10, 15)] == [0, 9, 100, 105]
+    assert m.take([15, 0, 10])["id"].to_pylist() == [105, 0, 100]
+    for row in ([16], [-1], [3, 16]):
+        assert refused(lambda row=row: m.rows(row), IndexError) == (
+            "row numbers of a mixture are 0 to 15"
+        )
+
+
+def test_each_refusal_of_mix_is_one_whole_line(paths):
+    a, empty = paths["a"], paths["empty"]
+    for until in ("first", None):
+        assert refused(lambda until=until: recordmill.mix([a], until=until)) == (
+            "until must be one of first_exhausted, all_exhausted, "
+            f"all_exhausted_without_replacement; got {until!r}"
+        )
+    for rows in (-1, True, "8"):
+        assert refused(lambda rows=rows: recordmill.mix([a], rows=rows)) == (
+            f"rows must be a whole number from 1 (rows per epoch), got {rows!r}"
+        )
+    line = (
+        "source 'empty' has no rows, so it cannot start over as rows= or "
+        "until='all_exhausted' would have it: give it weight 0, or leave it out"
+    )
+    sources = {"a": a, "empty": empty}
+    assert refused(lambda: recordmill.mix(sources, [1, 1], rows=5)) == line
+    assert refused(lambda: recordmill.mix(sources, [1, 1], until="all_exhausted")) == line
+    # a source that never starts over may be empty; one of weight 0 is never drawn
+    assert len(recordmill.mix(sources, [1, 1], until="all_exhausted_without_replacement")) == 10
+    assert len(recordmill.mix(sources, [1, 0], rows=5)) == 5
+
+
+def test_the_batches_refusals_are_whole_lines(paths):
+    m = recordmill.mix([paths["a"], paths["b"]])
+    for size in (0, 2.0):
+        assert refused(lambda size=size: next(m.iter_batches(size))) == (
+            f"batch_size must be a whole number from 1, got {size!r}"
+        )
+    assert [len(b["id"]) for b in m.iter_batches(1)][:3] == [1, 1, 1]
+    for rank, world in ((2, 2), (-1, 3)):
+        assert refused(lambda r=rank, w=world: next(m.iter_batches(4, rank=r, world_size=w))) == (
+            f"rank must be in 0..{world - 1}, got {rank}"
+        )
+    whole = [b["id"].tolist() for b in m.iter_batches(3)]
+    assert [b["id"].tolist() for b in m.iter_batches(3, rank=1, world_size=2)] == whole[1::2]
+    assert [b["id"].tolist() for b in m.iter_batches()] == [[int(i) for i in ids(m.iter_rows())]]
+
+
+def test_the_source_column_is_kept_only_where_asked_for(paths):
+    m = recordmill.mix({"a": paths["a"], "b": paths["b"]}, source_column="source")
+    assert m.schema.names == ["id", "source"]
+    assert m.select(["id", "source"]).schema.names == ["id", "source"]
+    assert m.select(["id"]).schema.names == ["id"]
+    assert m[10] == {"id": 100, "source": "b"}
+
+
+def test_what_a_mixture_says_of_itself_and_keeps(paths):
+    m = recordmill.mix({"a": paths["a"], "b": paths["b"]}, [0.75, 0.25], shuffle=False)
+    assert repr(m) == "<recordmill.Mixture of a, b: weights 0.75, 0.25>"
+    assert m.state(0)["blocks"] == [0, 0]  # in the stored order: no order blocks
+    m.order(0)
+    assert pickle.loads(pickle.dumps(m))._order is None  # computed again where it is read
+    resumed = recordmill.mix({"a": paths["a"], "b": paths["b"]}, [0.75, 0.25], shuffle=False)
+    resumed.resume({**m.state(0), "blocks": [3, 4]}, 0, 5)
+    assert resumed.blocks == [3, 4]  # the saved state's, not this mixture's own
+    shuffled = recordmill.mix([paths["a"], paths["b"]])
+    assert shuffled.state(0)["blocks"] == [ds.order_blocks() for ds in shuffled.datasets]
+    assert np.array_equal(
+        np.sort(shuffled.order(0)), np.sort(recordmill.mix([paths["a"], paths["b"]]).order(0))
+    )
