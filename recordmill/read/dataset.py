@@ -254,6 +254,7 @@ class Dataset:
         """
         if type(batch_size) is not int or batch_size < 1:
             raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
+        formats.check_format(format)
         view = self.select(columns) if columns is not None else self
         if shuffle:
             yield from iteration.shuffled_batches(view, batch_size, seed, format)

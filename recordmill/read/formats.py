@@ -46,6 +46,13 @@ class Skipping:
         return failed
 
 
+def check_format(fmt: Any) -> str:
+    """``iter_batches``'s ``format``, refused unless one it gives (another was read as numpy)."""
+    if fmt not in ("numpy", "arrow"):
+        raise ValueError(f"format must be 'numpy' or 'arrow', got {fmt!r}")
+    return fmt
+
+
 def pieces(batch: pa.RecordBatch, size: int, fmt: str, decode: Any) -> Iterator[Any]:
     """A batch cut into batches of ``size`` rows, as Arrow or as numpy columns."""
     for lo in range(0, batch.num_rows, size):

@@ -25,6 +25,7 @@ from recordmill.dataset.versions import fingerprint
 from recordmill.read import mix_arguments, mixing
 from recordmill.read.dataset import Dataset, undecoded
 from recordmill.read.dataset import open as open_dataset
+from recordmill.read.formats import check_format
 from recordmill.read.formats import columns as batch_columns
 from recordmill.read.machine.shared_orders import shared_order
 from recordmill.read.mix_arguments import Steps
@@ -225,6 +226,7 @@ class Mixture:
             raise ValueError(f"batch_size must be a whole number from 1, got {batch_size!r}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in 0..{world_size - 1}, got {rank}")
+        check_format(format)
         m = _reordered(self, shuffle, seed)
         m = m.select(columns) if columns is not None else m
         return _batches(m, batch_size, format, epoch, rank, world_size)

@@ -340,6 +340,10 @@ def test_misused_arguments_are_one_line_naming_what_was_expected(dataset):
     ds = recordmill.open(str(dataset))
     with pytest.raises(ValueError, match=r"^batch_size must be a whole number from 1, got 0$"):
         next(ds.iter_batches(batch_size=0))
+    for shuffle in (False, True):  # another format was read as numpy
+        with pytest.raises(ValueError) as info:
+            next(ds.iter_batches(4, shuffle=shuffle, format="pandas"))
+        assert str(info.value) == "format must be 'numpy' or 'arrow', got 'pandas'"
     with pytest.raises(TypeError, match=r"indexed by row number or slice; for a column: ds.sel"):
         ds["id"]
     with pytest.raises(KeyError) as info:  # a ColumnError: a KeyError and a RecordmillError

@@ -105,6 +105,12 @@ def test_the_batches_refusals_are_whole_lines(paths):
         assert refused(lambda r=rank, w=world: next(m.iter_batches(4, rank=r, world_size=w))) == (
             f"rank must be in 0..{world - 1}, got {rank}"
         )
+    assert refused(lambda: next(m.iter_batches(4, format="torch"))) == (
+        "format must be 'numpy' or 'arrow', got 'torch'"
+    )
+    assert type(next(m.iter_batches(4, format="arrow"))).__name__ == "RecordBatch"
+    many = recordmill.mix([paths["a"], paths["b"]], rows=1030)
+    assert [len(b["id"]) for b in many.iter_batches()] == [1024, 6]  # batches of 1,024 by default
     whole = [b["id"].tolist() for b in m.iter_batches(3)]
     assert [b["id"].tolist() for b in m.iter_batches(3, rank=1, world_size=2)] == whole[1::2]
     assert [b["id"].tolist() for b in m.iter_batches()] == [[int(i) for i in ids(m.iter_rows())]]
