@@ -92,6 +92,13 @@ def python_prints(code: str) -> str:
     return run.stdout
 
 
+def refused(make, error: type[Exception] = ValueError) -> str:
+    """The one line of the ``error`` that ``make()`` raises (the test fails if it raises none)."""
+    with pytest.raises(error) as raised:
+        make()
+    return str(raised.value)
+
+
 def make_plugin(folder: Path, source: str) -> Path:
     """A plugin folder (like a copy of templates/template) holding ``source`` as plugin.py."""
     folder.mkdir(parents=True, exist_ok=True)

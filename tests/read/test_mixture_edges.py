@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import recordmill
-from tests.conftest import make_plugin
+from tests.conftest import make_plugin, refused
 
 PLUGIN = """
     ROWS, FIRST = {rows}, {first}
@@ -37,12 +37,6 @@ def paths(tmp_path_factory):
         recordmill.write(plugin, root / name, progress=False)
         made[name] = str(root / name)
     return made
-
-
-def refused(make, error=ValueError) -> str:
-    with pytest.raises(error) as e:
-        make()
-    return str(e.value)
 
 
 def ids(rows) -> list[int]:

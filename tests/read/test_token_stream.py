@@ -9,7 +9,7 @@ import pytest
 
 import recordmill
 from recordmill.read import tokens
-from tests.conftest import make_plugin
+from tests.conftest import make_plugin, refused
 
 # Six documents of 3 to 8 tokens; "length" is right but for rows 2 and 4.
 PLUGIN = """
@@ -48,12 +48,6 @@ def expected(block_size, eos=None, targets=True, order=range(6)):
     width = block_size + targets
     count = (len(flat) - width) // block_size + 1
     return np.stack([flat[j * block_size : j * block_size + width] for j in range(count)])
-
-
-def refused(make) -> str:
-    with pytest.raises(ValueError) as e:
-        make()
-    return str(e.value)
 
 
 @pytest.mark.parametrize("block_size", [0, -3, 2.0, True, "4"])
