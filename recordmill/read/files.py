@@ -231,17 +231,19 @@ def _check_file(files: Files, partition: int, handle: Any) -> None:
     IPC, the count here; each batch's rows when it is first read, which costs nothing)."""
     entry = files.manifest["partitions"][partition]
     expected = files.expected_rows(partition)
-    if isinstance(handle, pa.ipc.RecordBatchFileReader) and expected is not None:
-        found, wanted = handle.num_record_batches, f"{len(expected)} record batches"
-        ok = found == len(expected)
-        if not handle.schema.remove_metadata().equals(files.schema):
-            found, wanted, ok = "another schema", "the manifest's", False
+    arrow = isinstance(handle, pa.ipc.RecordBatchFileReader)
+    if arrow and expected is not None:
+        count = handle.num_record_batches
+        found, wanted = f"{count} record batches", f"{len(expected)} record batches"
+        ok = count == len(expected)
     else:
         rows = group_rows(handle)
-        found, wanted = _groups_text(rows), _groups_text(expected or [entry["rows"]])
+        found = _groups_text(rows)
+        wanted = _groups_text(expected) if expected is not None else f"{entry['rows']} rows"
         ok = rows == expected if expected is not None else sum(rows) == entry["rows"]
-        if ok and not handle.schema_arrow.equals(files.schema):  # never cast to it silently
-            found, wanted, ok = "another schema", "the manifest's", False
+    schema = handle.schema if arrow else handle.schema_arrow
+    if ok and not schema.equals(files.schema):  # never cast to it silently
+        found, wanted, ok = "another schema", "the manifest's", False
     if not ok:
         raise OutputError(
             f"{files.store}/{entry['file']} does not match the manifest ({found} found, "
