@@ -159,15 +159,18 @@ def test_a_file_of_another_schema_is_refused_never_cast(datasets, fmt, listed):
 def test_a_file_of_another_size_is_refused_when_opened(datasets, fmt):
     name = f"part-00001-of-00002.{fmt}"
     size = (datasets[fmt] / name).stat().st_size
-    line = refused(
-        lambda: files_of(datasets[fmt], lambda m: m["partitions"][1].update(bytes=size + 1)),
-        OutputError,
-    )
-    assert line == (
-        f"{datasets[fmt]}/{name} holds {size} bytes, the manifest says {size + 1}: the dataset "
-        "was replaced while it was read (open it again), or it is damaged (recordmill verify "
-        "tells more)"
-    )
+    for said in (size + 1, size - 1):  # shorter than the manifest says, and longer
+        line = refused(
+            lambda said=said: files_of(
+                datasets[fmt], lambda m: m["partitions"][1].update(bytes=said)
+            ),
+            OutputError,
+        )
+        assert line == (
+            f"{datasets[fmt]}/{name} holds {size} bytes, the manifest says {said}: the dataset "
+            "was replaced while it was read (open it again), or it is damaged (recordmill verify "
+            "tells more)"
+        )
 
 
 def test_a_manifest_whose_group_count_disagrees_with_its_rows_is_refused(datasets):
