@@ -4,6 +4,8 @@ run as ``nobody`` (``setpriv``), so that ownership and permissions are what the 
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import shutil
 import stat
@@ -19,7 +21,7 @@ import pytest
 import recordmill
 from recordmill.dataset.checksum import crc32c
 from recordmill.read.machine import cache_folder
-from tests.conftest import make_plugin
+from tests.conftest import make_plugin, refused
 from tests.read.test_cache import PLUGIN, ROWS
 
 NOBODY = 65534
@@ -308,3 +310,158 @@ def test_a_cached_part_with_offsets_past_its_buffers_is_fetched_again(tmp_path):
     assert reading.returncode == 0, reading  # not -11
     assert reading.stdout.split("] ")[1].strip() == "1"  # fetched again
     assert reading.stdout.split("] ")[0] + "]" == str(truth.column("name").to_pylist())
+
+
+# The module's own contract, function by function: where the folder is, each refusal as its
+# whole line, links never followed, the lock's cadence, and a folder opened once a process.
+
+UNUSED = "it is not used as this user's disk cache"
+
+
+def test_the_default_cache_dir_is_the_setting_then_xdg_then_the_platforms(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("RECORDMILL_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert cache_folder.default_cache_dir() == home / ".cache" / "recordmill"
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert cache_folder.default_cache_dir() == home / "Library" / "Caches" / "recordmill"
+    monkeypatch.setenv("XDG_CACHE_HOME", "~/xdg")
+    assert cache_folder.default_cache_dir() == home / "xdg" / "recordmill"
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", "")  # set but empty: as if not set
+    assert cache_folder.default_cache_dir() == home / "xdg" / "recordmill"
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", "~/mine")
+    assert cache_folder.default_cache_dir() == home / "mine"  # the folder itself, as given
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", "here")
+    assert cache_folder.default_cache_dir() == tmp_path / "here"  # made absolute
+
+
+def test_what_is_at_a_folders_name_but_a_folder_is_refused_in_one_line(tmp_path):
+    top = cache_folder.user_folder(tmp_path / "c")
+    (top.path / "file").write_text("x")
+    os.chmod(top.path / "file", 0o600)  # this user's, private: a file all the same
+    (top.path / "link").symlink_to(top.path)  # a link to this very (checked) folder
+    for name in ("file", "link"):
+        line = refused(lambda name=name: top.sub(name), cache_folder.UnsafeCache)
+        assert line == f"{top.path / name} is not a folder (a symbolic link?): {UNUSED}"
+    for what in ("file", "link"):
+        at = tmp_path / what
+        if what == "file":
+            at.write_text("x")
+        else:
+            at.symlink_to(tmp_path / "nowhere")
+        line = refused(lambda at=at: cache_folder.user_folder(at), cache_folder.UnsafeCache)
+        assert line == f"{at} is not a folder this user can use (File exists): {UNUSED}"
+
+
+def test_a_cache_dir_is_made_with_its_parents_and_opened_once_a_process(tmp_path):
+    deep = tmp_path / "a" / "b" / "c"
+    mine = cache_folder.user_folder(deep)
+    assert mine.path == deep / f"user-{os.geteuid()}" and mine.path.is_dir()
+    assert stat.S_IMODE(os.stat(mine.path).st_mode) == 0o700
+    assert cache_folder.user_folder(deep) is mine  # opened once, not checked at every use
+    folder = cache_folder.Folder(deep, "v1")
+    shutil.rmtree(deep)  # removed while open (a user clearing the cache): made again
+    again = cache_folder.Folder(deep, "v1")
+    assert cache_folder.user_folder(deep) is not mine
+    assert again.has(".") and (deep / f"user-{os.geteuid()}" / "v1" / "parts").is_dir()
+    assert folder.root == again.root
+
+
+def test_a_link_at_a_files_name_is_neither_read_nor_followed(tmp_path):
+    folder = cache_folder.Folder(tmp_path / "c", "v1")
+    parts = folder.root / "parts"
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"the user's own file")
+    os.chmod(secret, 0o600)
+    (parts / "footer").symlink_to(secret)
+    assert folder.kept("footer", 100) is None
+    with pytest.raises(OSError) as raised:
+        folder.parts.open("footer", os.O_RDONLY)
+    assert raised.value.errno == errno.ELOOP
+    assert stat.S_ISLNK(folder.parts.stat("footer").st_mode)  # the entry, not what it names
+    (parts / "dangling").symlink_to(tmp_path / "nowhere")
+    assert folder.has("dangling") and not folder.has("absent")
+    folder.keep("small", b"abc")
+    assert folder.kept("small", 3) == b"abc" and folder.kept("small", 2) is None
+    assert stat.S_IMODE(os.stat(parts / "small").st_mode) == 0o600
+
+
+class Clock:
+    """time for cache_folder, where sleeping moves the clock on and each pause is recorded."""
+
+    def __init__(self):
+        self.now, self.pauses = 1000.0, []
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def test_a_held_lock_is_tried_again_at_a_doubling_pause_until_lock_wait(tmp_path, monkeypatch):
+    folder = cache_folder.Folder(tmp_path / "c", "v1")
+    held = folder.locks.open("p.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another open file: as another process holds it
+    clock = Clock()
+    monkeypatch.setattr(cache_folder, "time", clock)
+    monkeypatch.setattr(cache_folder, "LOCK_WAIT", 2.0)
+    with pytest.raises(cache_folder.LockWait) as raised, folder.locked("p"):
+        pass
+    assert raised.value.strerror == f"{folder.root}/locks/p.lock was held for more than 2 s"
+    assert raised.value.errno == errno.EWOULDBLOCK
+    # 1 ms, doubled each try to 32 ms, then 50 ms at a time, until two seconds have passed.
+    assert clock.pauses[:6] == pytest.approx([0.001 * 2**i for i in range(6)])
+    assert set(clock.pauses[6:]) == {0.05}
+    assert sum(clock.pauses[:-1]) < 2.0 <= sum(clock.pauses)
+    os.close(held)
+    clock.pauses.clear()
+    with folder.locked("p"):  # released: taken at once
+        assert clock.pauses == []
+
+
+def test_a_shared_cache_dir_and_a_users_folder_are_refused_naming_why(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    own = (
+        "(another user could replace this user's cache in it): give cache_dir= a folder of your own"
+    )
+    for mode, owner, problem in [
+        (0o777, 0, "may be written by other users, without the sticky bit"),
+        (0o1777, NOBODY, f"belongs to another user (uid {NOBODY}), who may rename what is in it"),
+    ]:
+        folder = Path(tempfile.mkdtemp(dir=tmp_path))
+        os.chmod(folder, mode)
+        os.chown(folder, owner, owner)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            line = refused(
+                lambda fd=fd, folder=folder: cache_folder.check_shared(fd, folder),
+                cache_folder.UnsafeCache,
+            )
+        finally:
+            os.close(fd)
+        assert line == f"{folder} {problem} {own}"
+    for mode, owner, problem in [
+        (0o750, 0, "may be read or written by other users (mode drwxr-x---)"),
+        (0o700, NOBODY, f"belongs to another user (uid {NOBODY})"),
+    ]:
+        folder = Path(tempfile.mkdtemp(dir=tmp_path))
+        os.chmod(folder, mode)
+        os.chown(folder, owner, owner)
+        fd = os.open(folder, os.O_RDONLY)
+        line = refused(
+            lambda fd=fd, folder=folder: cache_folder.check_private(fd, folder),
+            cache_folder.UnsafeCache,
+        )
+        assert line == f"{folder} {problem}: {UNUSED}"
+        with pytest.raises(OSError):  # closed by the refusal: not left open
+            os.fstat(fd)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    os.chmod(tmp_path, 0o1777)  # others may write, with the sticky bit: /tmp's way
+    cache_folder.check_shared(fd, tmp_path)
+    os.close(fd)
