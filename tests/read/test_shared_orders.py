@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from recordmill.read import order
 from recordmill.read.machine import cache_folder, shared_orders
 from recordmill.read.machine.shared_orders import Orders, shared_order
+from tests.conftest import ENDS_WITHIN
 
 ROWS = 5000
 
@@ -37,17 +39,31 @@ def draw_in_a_process(cache, rows, seed, out):
     out.put(order.permutation(rows, seed, orders=Orders(cache)).tolist())
 
 
+def results_of(workers, out) -> list:
+    """What each worker put in ``out``; failing as soon as one ends without putting it (a
+    process that failed is not waited for)."""
+    results, deadline = [], time.monotonic() + ENDS_WITHIN
+    while len(results) < len(workers):
+        try:
+            results.append(out.get(timeout=0.1))
+        except queue.Empty:
+            failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            assert not failed, f"a drawing process failed: exit codes {failed}"
+            assert time.monotonic() < deadline, "the drawing processes never ended"
+    return results
+
+
 def test_a_large_order_is_numpys_drawn_once_for_every_process(drawn, tmp_path):
     expected = np.random.default_rng(7).permutation(ROWS).tolist()
     context = multiprocessing.get_context("fork")
     out = context.Queue()
     workers = [
-        context.Process(target=draw_in_a_process, args=(tmp_path / "c", ROWS, 7, out))
+        context.Process(target=draw_in_a_process, args=(tmp_path / "c", ROWS, 7, out), daemon=True)
         for _ in range(4)
     ]
     for w in workers:
         w.start()
-    results = [out.get(timeout=60) for _ in workers]
+    results = results_of(workers, out)
     for w in workers:
         w.join()
     assert all(r == expected for r in results)
