@@ -42,6 +42,7 @@ declare -A TESTS=(
     [recordmill/read/tokens.py]="tests/read/test_token_stream.py tests/read/test_tokens.py tests/read/test_steps.py"
     [recordmill/read/mixture.py]="tests/read/test_mixture_edges.py tests/read/test_mixture.py tests/read/test_mix_arguments.py tests/read/test_read_refusals.py"
     [recordmill/read/machine/checked.py]="tests/read/test_checked.py"
+    [recordmill/read/dataset.py]="tests/read/test_dataset.py tests/read/test_read_refusals.py tests/read/test_iteration.py"
     [recordmill/read/files.py]="tests/read/test_files.py tests/read/test_read_refusals.py tests/read/test_layouts.py"
     [recordmill/read/machine/shared_orders.py]="tests/read/test_shared_orders.py"
     [recordmill/read/machine/cache_folder.py]="tests/read/test_cache_folder.py"
