@@ -46,6 +46,7 @@ declare -A TESTS=(
     [recordmill/read/files.py]="tests/read/test_files.py tests/read/test_read_refusals.py tests/read/test_layouts.py"
     [recordmill/read/machine/shared_orders.py]="tests/read/test_shared_orders.py"
     [recordmill/read/machine/cache_folder.py]="tests/read/test_cache_folder.py"
+    [recordmill/dataset/storage.py]="tests/dataset/test_storage.py tests/read/test_untrusted.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py tests/test_forkserver.py::test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs"
     [recordmill/dataset/layout.py]="tests/dataset/test_layout.py"
     [recordmill/dataset/rejects.py]="tests/dataset/test_rejects.py tests/engine/test_append.py::test_each_version_keeps_its_rejects"
