@@ -80,6 +80,12 @@ def test_small_orders_and_no_folder_are_drawn_in_each_process(drawn, tmp_path):
     unshared = order.permutation(ROWS, 1, orders=None)
     assert unshared.tolist() == np.random.default_rng(1).permutation(ROWS).tolist()
     assert len(drawn()) == 2
+    at_the_bound = order.permutation(1000, 1, orders=Orders(tmp_path / "c"))  # SHARE_ROWS: shared
+    assert len(drawn()) == 3 and len(order_files(Orders(tmp_path / "c"))) == 1
+    assert (
+        at_the_bound.tolist() == order.permutation(1000, 1, orders=Orders(tmp_path / "c")).tolist()
+    )
+    assert len(drawn()) == 3  # mapped, not drawn again
 
 
 def test_a_block_order_is_shared_by_what_shapes_it(drawn, tmp_path):
@@ -123,8 +129,13 @@ def test_an_unsafe_folder_is_not_used_and_said_once(drawn, tmp_path, caplog, mon
             got = order.permutation(ROWS, seed, orders=Orders(cache)).tolist()
             assert got == np.random.default_rng(seed).permutation(ROWS).tolist()
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and "may be read or written by other users" in said[0]
-    assert "drawn in each process" in said[0] and len(drawn()) == 2
+    mine = cache / f"user-{os.geteuid()}"
+    assert said == [
+        f"epoch orders are drawn in each process, {mine / 'orders'} not used: {mine} may be "
+        "read or written by other users (mode drwxrwxrwx): it is not used as this user's disk "
+        "cache"
+    ]
+    assert len(drawn()) == 2
     assert not (cache / f"user-{os.geteuid()}" / "orders").exists()
 
 
@@ -146,11 +157,27 @@ def test_the_least_recently_used_orders_go_past_the_limit(drawn, tmp_path, monke
     assert len(drawn()) == 5
 
 
+def test_as_many_orders_go_as_the_limit_needs(drawn, tmp_path, monkeypatch):
+    orders = Orders(tmp_path / "c")
+    for seed in range(3):
+        order.permutation(ROWS, seed, orders=orders)
+        time.sleep(0.01)  # times a filesystem tells apart
+    assert len(order_files(orders)) == 3
+    monkeypatch.setattr(shared_orders, "ORDERS_BYTES", 8 * ROWS)  # one order beside the new
+    order.permutation(ROWS, 3, orders=orders)  # seeds 0 and 1 go: two past the limit
+    assert len(order_files(orders)) == 2 and len(drawn()) == 4
+    order.permutation(ROWS, 2, orders=orders)  # kept: the most recent of the three
+    assert len(drawn()) == 4
+
+
 def test_a_draw_killed_or_failed_leaves_no_order(drawn, tmp_path):
     orders = Orders(tmp_path / "c")
     key = ("killed",)
 
+    started = tmp_path / "started"
+
     def slow():
+        started.touch()
         time.sleep(60)
         return np.arange(ROWS)
 
@@ -163,7 +190,10 @@ def test_a_draw_killed_or_failed_leaves_no_order(drawn, tmp_path):
             shared_order(orders, ROWS, key, slow)
         finally:
             os._exit(1)
-    time.sleep(1)
+    deadline = time.monotonic() + ENDS_WITHIN
+    while not started.exists():  # drawing, under the order's lock
+        assert time.monotonic() < deadline, "the draw never started"
+        time.sleep(0.01)
     os.kill(child, signal.SIGKILL)
     os.waitpid(child, 0)
     with pytest.raises(RuntimeError, match="no order"):
@@ -172,7 +202,9 @@ def test_a_draw_killed_or_failed_leaves_no_order(drawn, tmp_path):
     leftover = orders.folder / f".x.order.{child}.partial"  # as a process killed writing leaves
     leftover.write_bytes(b"1234")
     assert shared_order(orders, ROWS, key, lambda: np.arange(ROWS)).tolist() == list(range(ROWS))
-    assert not leftover.exists() and len(order_files(orders)) == 1
+    (name,) = order_files(orders)
+    # What the killed process left (its partial, as the leftover) is gone: the order and its lock.
+    assert sorted(p.name for p in orders.folder.iterdir()) == [name, f"{name}.lock"]
 
 
 def test_another_numpy_draws_its_own(drawn, tmp_path, monkeypatch):
