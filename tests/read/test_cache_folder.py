@@ -208,8 +208,10 @@ def test_a_cached_part_of_another_user_is_not_served(dataset, tmp_path):
     legit.unlink()
     (parts / name).write_bytes(data)
     os.chown(parts / name, NOBODY, NOBODY)
-    with pytest.raises(cache_folder.UnsafeCache, match="is not a file of this user's: not used"):
-        warm.cache.folder.parts.open(name, os.O_RDONLY)
+    line = refused(
+        lambda: warm.cache.folder.parts.open(name, os.O_RDONLY), cache_folder.UnsafeCache
+    )
+    assert line == f"{parts / name} is not a file of this user's: not used"
     again = recordmill.open(dataset, cache_dir=tmp_path / "c")
     assert ids(again) == list(range(ROWS)) and again.cache.fetched_parts == 1
 
@@ -368,6 +370,12 @@ def test_a_cache_dir_is_made_with_its_parents_and_opened_once_a_process(tmp_path
     assert cache_folder.user_folder(deep) is not mine
     assert again.has(".") and (deep / f"user-{os.geteuid()}" / "v1" / "parts").is_dir()
     assert folder.root == again.root
+    fd = again.parts.fd
+    again.parts.close()
+    again.parts.close()  # once closed, closing again does nothing (nor does its collection)
+    assert again.parts.fd == -1
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_a_link_at_a_files_name_is_neither_read_nor_followed(tmp_path):
