@@ -41,6 +41,191 @@ COUNTED = (
 )
 
 
+# The store's own contract on a local disk and a mock filesystem: names, whole writes, the
+# guard before every change, folders flushed as made, and files that are regular files only.
+
+
+def test_a_store_names_its_paths_and_children(tmp_path, monkeypatch):
+    import pyarrow.fs as pafs
+
+    store = Store.at(tmp_path / "a")
+    assert store.root == str(tmp_path / "a") and store.local and str(store) == store.root
+    assert store.path("b", "c") == f"{tmp_path}/a/b/c" and store.name == "a"
+    assert store.child("b").root == f"{tmp_path}/a/b"
+    assert store.child("b").sibling("c").root == f"{tmp_path}/a/c"
+    assert store.parent.root == str(tmp_path) and Store.at("/x").parent.root == "/"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert Store.at("rel").root == str(tmp_path / "rel")  # made absolute
+    assert Store.at("~/h").root == str(tmp_path / "home" / "h")
+    mock = Store(pafs._MockFileSystem(), "bucket/x")
+    assert str(mock) == "mock://bucket/x" and not mock.local
+    assert Store.at("file:///data/x/").root == "/data/x"  # a URI's root, without its last /
+
+
+def test_a_location_pyarrow_cannot_use_is_one_line():
+    import pyarrow as pa
+
+    from recordmill.errors import ConfigError
+    from tests.conftest import refused
+
+    line = refused(lambda: Store.at("nosuch://bucket/x"), ConfigError)
+    assert line.startswith("cannot use the location nosuch://bucket/x: ") and "\n" not in line
+    with pytest.raises(pa.ArrowInvalid):  # what the line names: pyarrow's own words
+        import pyarrow.fs as pafs
+
+        pafs.FileSystem.from_uri("nosuch://bucket/x")
+
+
+def test_an_s3_uri_asks_for_one_put_a_small_file_unless_it_says_otherwise(monkeypatch):
+    from recordmill.dataset import storage
+
+    monkeypatch.setattr(storage, "_delays_opens", lambda: True)
+    assert storage._small_puts("s3://b/x") == "s3://b/x?allow_delayed_open=true"
+    assert storage._small_puts("s3://b/x?region=r") == "s3://b/x?region=r&allow_delayed_open=true"
+    said = "s3://b/x?allow_delayed_open=false"
+    assert storage._small_puts(said) == said
+    assert storage._small_puts("gs://b/x") == "gs://b/x"
+    monkeypatch.setattr(storage, "_delays_opens", lambda: False)  # pyarrow 19 and 20
+    assert storage._small_puts("s3://b/x") == "s3://b/x"
+
+
+def test_a_hashing_sink_keeps_each_marked_runs_start_and_crc(tmp_path):
+    from recordmill.dataset.checksum import crc32c
+    from recordmill.dataset.storage import HashingSink
+
+    store = Store.at(tmp_path)
+    sink = HashingSink(store.output("f"))
+    assert sink.write(b"head") == 4  # before the first mark: no run
+    sink.mark()
+    assert sink.write(bytearray(b"one")) == 3 and sink.write(memoryview(b"-1")) == 2
+    sink.mark()
+    sink.write(b"two")
+    assert sink.tell() == sink.size == 12 and sink.writable()
+    sink.close()
+    sink.close()  # once: the footer's run is not kept twice
+    assert (tmp_path / "f").read_bytes() == b"headone-1two"
+    assert sink.offsets == [4, 9] and sink.crc32c == [crc32c(b"one-1"), crc32c(b"two")]
+    assert sink.checksum == store.sha256("f") and sink.closed
+    plain = HashingSink(store.output("g"))
+    plain.write(b"x")
+    plain.close()
+    assert plain.offsets == [] and plain.crc32c == []
+
+
+def test_a_store_writes_a_file_whole_and_lists_its_folder(tmp_path):
+    store = Store.at(tmp_path / "a")
+    store.makedirs("b")
+    store.write_text("b/t", "text")
+    assert store.read_text("b", "t") == "text" and store.size("b", "t") == 4
+    assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["t"]  # no .partial
+    store.write_bytes("z", b"")
+    assert store.listdir() == ["b", "z"] and store.listdir("b") == ["t"]
+    assert store.listdir("none") == [] and store.listdir("z") == []  # no folder, a file
+    assert store.exists("b") and not store.is_file("b") and store.is_file("z")
+    assert not store.exists("none") and not store.is_file("none")
+    store.delete("z")
+    store.delete("z")  # already gone: nothing to do
+    store.delete_tree("none")
+    store.delete_tree("b")
+    assert store.listdir() == []
+
+
+def test_the_guard_is_asked_before_every_change(tmp_path):
+    from recordmill.errors import OutputError
+
+    asked = []
+
+    def guard():
+        asked.append(1)
+        if len(asked) > 1:
+            raise OutputError("the lease is lost")
+
+    store = Store(Store.at(tmp_path).fs, str(tmp_path), guard=guard)
+    store.write_bytes("kept", b"x")  # asked once, allowed
+    changes = [
+        lambda: store.write_bytes("new", b"y"),
+        lambda: store.output("new"),
+        lambda: store.delete("kept"),
+        lambda: store.child("c").delete_tree(),
+    ]
+    for change in changes:
+        with pytest.raises(OutputError, match="the lease is lost"):
+            change()
+    assert len(asked) == 1 + len(changes)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]  # nothing else changed
+
+
+def test_folders_made_and_files_written_are_flushed_each_once(tmp_path, monkeypatch):
+    from recordmill.dataset import storage
+
+    folders, files = [], []
+    monkeypatch.setattr(storage, "fsync_dir", folders.append)
+    monkeypatch.setattr(storage, "_flush_file", files.append)
+    store = Store.at(tmp_path / "a", fsync=True)
+    store.makedirs("b", "c")  # a, b and c made: each flushed into its parent
+    assert folders == [str(tmp_path), f"{tmp_path}/a", f"{tmp_path}/a/b"]
+    folders.clear()
+    store.makedirs("b")  # there already: nothing made, nothing flushed
+    with store.output("b", "f") as f:
+        f.write(b"data")
+    assert files == [f"{tmp_path}/a/b/f"] and folders == []
+    store.flush_dir("b")
+    assert folders == [f"{tmp_path}/a/b"]
+    files.clear()
+    folders.clear()
+    store.flush_tree()  # every file, then the folders, deepest first
+    assert files == [f"{tmp_path}/a/b/f"]
+    assert folders == [f"{tmp_path}/a/b/c", f"{tmp_path}/a/b", f"{tmp_path}/a"]
+    files.clear()
+    folders.clear()
+    unflushed = Store.at(tmp_path / "u")
+    unflushed.makedirs("b")
+    unflushed.write_bytes("f", b"x")
+    unflushed.flush_tree()
+    with unflushed.output("g") as f:
+        f.write(b"x")
+    assert files == folders == []
+
+
+def test_only_a_regular_file_of_the_folder_itself_is_opened(tmp_path):
+    from recordmill.dataset.storage import open_in
+    from recordmill.errors import OutputError
+    from tests.conftest import refused
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "real").write_bytes(b"data")
+    (tmp_path / "outside").write_bytes(b"secret")
+    (ds / "link").symlink_to(tmp_path / "outside")
+    (ds / "sub").mkdir()
+    os.mkfifo(ds / "fifo")  # opened, it must not wait for a writer
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "f").write_bytes(b"secret")
+    (ds / "in").symlink_to(tmp_path / "elsewhere")  # a link in the path, not at the file
+    store = Store.at(ds)
+    fd = open_in(store, "real")
+    assert os.read(fd, 10) == b"data"
+    os.close(fd)
+    rule = "a dataset's files are regular files in its folder"
+    opened = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    for name, what in [
+        ("link", "a symbolic link"),
+        ("fifo", "not a regular file (a FIFO, a device or a folder)"),
+        ("sub", "not a regular file (a FIFO, a device or a folder)"),
+        ("in/f", "outside the folder (a link in its path)"),
+    ]:
+        line = refused(lambda name=name: open_in(store, *name.split("/")), OutputError)
+        assert line == f"{ds}/{name} is {what}: {rule}"
+    if opened is not None:  # each file refused was closed
+        assert len(os.listdir("/proc/self/fd")) == opened
+    with pytest.raises(FileNotFoundError):
+        open_in(store, "missing")
+    assert store.read_bytes("real") == b"data"
+    with pytest.raises(OutputError, match="is a symbolic link"):
+        store.read_bytes("link")
+
+
 @pytest.mark.parametrize(
     ("source", "fmt"),
     [(PLUGIN, "parquet"), (COUNTED, "parquet"), (COUNTED, "arrow")],
@@ -278,188 +463,3 @@ def test_a_store_flushes_only_when_asked_and_only_on_a_local_disk(tmp_path):
     elsewhere.write_bytes("f", b"data")
     elsewhere.flush_dirs()  # nothing to flush: a completed write there is durable
     assert elsewhere.read_bytes("f") == b"data"
-
-
-# The store's own contract on a local disk and a mock filesystem: names, whole writes, the
-# guard before every change, folders flushed as made, and files that are regular files only.
-
-
-def test_a_store_names_its_paths_and_children(tmp_path, monkeypatch):
-    import pyarrow.fs as pafs
-
-    store = Store.at(tmp_path / "a")
-    assert store.root == str(tmp_path / "a") and store.local and str(store) == store.root
-    assert store.path("b", "c") == f"{tmp_path}/a/b/c" and store.name == "a"
-    assert store.child("b").root == f"{tmp_path}/a/b"
-    assert store.child("b").sibling("c").root == f"{tmp_path}/a/c"
-    assert store.parent.root == str(tmp_path) and Store.at("/x").parent.root == "/"
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert Store.at("rel").root == str(tmp_path / "rel")  # made absolute
-    assert Store.at("~/h").root == str(tmp_path / "home" / "h")
-    mock = Store(pafs._MockFileSystem(), "bucket/x")
-    assert str(mock) == "mock://bucket/x" and not mock.local
-    assert Store.at("file:///data/x/").root == "/data/x"  # a URI's root, without its last /
-
-
-def test_a_location_pyarrow_cannot_use_is_one_line():
-    import pyarrow as pa
-
-    from recordmill.errors import ConfigError
-    from tests.conftest import refused
-
-    line = refused(lambda: Store.at("nosuch://bucket/x"), ConfigError)
-    assert line.startswith("cannot use the location nosuch://bucket/x: ") and "\n" not in line
-    with pytest.raises(pa.ArrowInvalid):  # what the line names: pyarrow's own words
-        import pyarrow.fs as pafs
-
-        pafs.FileSystem.from_uri("nosuch://bucket/x")
-
-
-def test_an_s3_uri_asks_for_one_put_a_small_file_unless_it_says_otherwise(monkeypatch):
-    from recordmill.dataset import storage
-
-    monkeypatch.setattr(storage, "_delays_opens", lambda: True)
-    assert storage._small_puts("s3://b/x") == "s3://b/x?allow_delayed_open=true"
-    assert storage._small_puts("s3://b/x?region=r") == "s3://b/x?region=r&allow_delayed_open=true"
-    said = "s3://b/x?allow_delayed_open=false"
-    assert storage._small_puts(said) == said
-    assert storage._small_puts("gs://b/x") == "gs://b/x"
-    monkeypatch.setattr(storage, "_delays_opens", lambda: False)  # pyarrow 19 and 20
-    assert storage._small_puts("s3://b/x") == "s3://b/x"
-
-
-def test_a_hashing_sink_keeps_each_marked_runs_start_and_crc(tmp_path):
-    from recordmill.dataset.checksum import crc32c
-    from recordmill.dataset.storage import HashingSink
-
-    store = Store.at(tmp_path)
-    sink = HashingSink(store.output("f"))
-    assert sink.write(b"head") == 4  # before the first mark: no run
-    sink.mark()
-    assert sink.write(bytearray(b"one")) == 3 and sink.write(memoryview(b"-1")) == 2
-    sink.mark()
-    sink.write(b"two")
-    assert sink.tell() == sink.size == 12 and sink.writable()
-    sink.close()
-    sink.close()  # once: the footer's run is not kept twice
-    assert (tmp_path / "f").read_bytes() == b"headone-1two"
-    assert sink.offsets == [4, 9] and sink.crc32c == [crc32c(b"one-1"), crc32c(b"two")]
-    assert sink.checksum == store.sha256("f") and sink.closed
-    plain = HashingSink(store.output("g"))
-    plain.write(b"x")
-    plain.close()
-    assert plain.offsets == [] and plain.crc32c == []
-
-
-def test_a_store_writes_a_file_whole_and_lists_its_folder(tmp_path):
-    store = Store.at(tmp_path / "a")
-    store.makedirs("b")
-    store.write_text("b/t", "text")
-    assert store.read_text("b", "t") == "text" and store.size("b", "t") == 4
-    assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["t"]  # no .partial
-    store.write_bytes("z", b"")
-    assert store.listdir() == ["b", "z"] and store.listdir("b") == ["t"]
-    assert store.listdir("none") == [] and store.listdir("z") == []  # no folder, a file
-    assert store.exists("b") and not store.is_file("b") and store.is_file("z")
-    assert not store.exists("none") and not store.is_file("none")
-    store.delete("z")
-    store.delete("z")  # already gone: nothing to do
-    store.delete_tree("none")
-    store.delete_tree("b")
-    assert store.listdir() == []
-
-
-def test_the_guard_is_asked_before_every_change(tmp_path):
-    from recordmill.errors import OutputError
-
-    asked = []
-
-    def guard():
-        asked.append(1)
-        if len(asked) > 1:
-            raise OutputError("the lease is lost")
-
-    store = Store(Store.at(tmp_path).fs, str(tmp_path), guard=guard)
-    store.write_bytes("kept", b"x")  # asked once, allowed
-    changes = [
-        lambda: store.write_bytes("new", b"y"),
-        lambda: store.output("new"),
-        lambda: store.delete("kept"),
-        lambda: store.child("c").delete_tree(),
-    ]
-    for change in changes:
-        with pytest.raises(OutputError, match="the lease is lost"):
-            change()
-    assert len(asked) == 1 + len(changes)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]  # nothing else changed
-
-
-def test_folders_made_and_files_written_are_flushed_each_once(tmp_path, monkeypatch):
-    from recordmill.dataset import storage
-
-    folders, files = [], []
-    monkeypatch.setattr(storage, "fsync_dir", folders.append)
-    monkeypatch.setattr(storage, "_flush_file", files.append)
-    store = Store.at(tmp_path / "a", fsync=True)
-    store.makedirs("b", "c")  # a, b and c made: each flushed into its parent
-    assert folders == [str(tmp_path), f"{tmp_path}/a", f"{tmp_path}/a/b"]
-    folders.clear()
-    store.makedirs("b")  # there already: nothing made, nothing flushed
-    with store.output("b", "f") as f:
-        f.write(b"data")
-    assert files == [f"{tmp_path}/a/b/f"] and folders == []
-    store.flush_dir("b")
-    assert folders == [f"{tmp_path}/a/b"]
-    files.clear()
-    folders.clear()
-    store.flush_tree()  # every file, then the folders, deepest first
-    assert files == [f"{tmp_path}/a/b/f"]
-    assert folders == [f"{tmp_path}/a/b/c", f"{tmp_path}/a/b", f"{tmp_path}/a"]
-    files.clear()
-    folders.clear()
-    unflushed = Store.at(tmp_path / "u")
-    unflushed.makedirs("b")
-    unflushed.write_bytes("f", b"x")
-    unflushed.flush_tree()
-    with unflushed.output("g") as f:
-        f.write(b"x")
-    assert files == folders == []
-
-
-def test_only_a_regular_file_of_the_folder_itself_is_opened(tmp_path):
-    from recordmill.dataset.storage import open_in
-    from recordmill.errors import OutputError
-    from tests.conftest import refused
-
-    ds = tmp_path / "ds"
-    ds.mkdir()
-    (ds / "real").write_bytes(b"data")
-    (tmp_path / "outside").write_bytes(b"secret")
-    (ds / "link").symlink_to(tmp_path / "outside")
-    (ds / "sub").mkdir()
-    os.mkfifo(ds / "fifo")  # opened, it must not wait for a writer
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "elsewhere" / "f").write_bytes(b"secret")
-    (ds / "in").symlink_to(tmp_path / "elsewhere")  # a link in the path, not at the file
-    store = Store.at(ds)
-    fd = open_in(store, "real")
-    assert os.read(fd, 10) == b"data"
-    os.close(fd)
-    rule = "a dataset's files are regular files in its folder"
-    opened = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
-    for name, what in [
-        ("link", "a symbolic link"),
-        ("fifo", "not a regular file (a FIFO, a device or a folder)"),
-        ("sub", "not a regular file (a FIFO, a device or a folder)"),
-        ("in/f", "outside the folder (a link in its path)"),
-    ]:
-        line = refused(lambda name=name: open_in(store, *name.split("/")), OutputError)
-        assert line == f"{ds}/{name} is {what}: {rule}"
-    if opened is not None:  # each file refused was closed
-        assert len(os.listdir("/proc/self/fd")) == opened
-    with pytest.raises(FileNotFoundError):
-        open_in(store, "missing")
-    assert store.read_bytes("real") == b"data"
-    with pytest.raises(OutputError, match="is a symbolic link"):
-        store.read_bytes("link")
