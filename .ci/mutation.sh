@@ -82,8 +82,29 @@ one() {
         # crashes the tests (an abort, an import error: 134, 2) would count as one that survived.
         tested="timeout -k 10 ${MUTANT_SECONDS:-300} prlimit --as=$((4 << 30)) env PATH=$(dirname "$PY"):$PATH PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
         runner="sh -c '$tested || exit 1'"
-        "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
-            --no-progress >"$ROOT/mutation/$name.log" 2>&1 || true # its exit code counts survivors
+        # mutmut 2 reads the module again while a mutant is written into it, and now and then
+        # fails to find a line and stops checking (a traceback in its log) but never exits: the
+        # run is ended and run again, which goes on from the mutants not yet tested (its cache).
+        : >"$ROOT/mutation/$name.log"
+        for _ in 1 2 3 4 5 6 7 8; do
+            "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
+                --no-progress >"$ROOT/mutation/$name.run" 2>&1 & # its exit code counts survivors
+            local pid=$!
+            while kill -0 "$pid" 2>/dev/null; do
+                sleep 5
+                if grep -q "^Traceback" "$ROOT/mutation/$name.run"; then
+                    sleep 20 # (time to end, should it be ending)
+                    pkill -P "$pid" 2>/dev/null || true
+                    kill "$pid" 2>/dev/null || true
+                fi
+            done
+            wait "$pid" || true
+            cat "$ROOT/mutation/$name.run" >>"$ROOT/mutation/$name.log"
+            grep -q "^Traceback" "$ROOT/mutation/$name.run" || break
+            git checkout -q -- "$module" # a mutant it left in the module, undone
+            rm -f "$module.bak"
+        done
+        rm -f "$ROOT/mutation/$name.run"
         # The counts from mutmut's cache: killed (failed, or ran 10x the baseline: "timeout", or
         # slower: "suspicious") against survived.
         "$PY" - "$module" "$tests" >"$ROOT/mutation/$name.txt" <<'PYTHON'
