@@ -326,3 +326,12 @@ def test_every_field_of_a_mixtures_order_key_names_its_own_order(drawn, tmp_path
     changed = {**settings, **change}
     assert drawn_order(True, epoch, **changed) == drawn_order(False, epoch, **changed)
     assert drawn_order(True, epoch, **changed) != first
+
+
+def test_an_empty_order_is_kept_and_mapped_as_one(drawn, tmp_path):
+    orders = Orders(tmp_path / "c")
+    empty = lambda: np.zeros(0, np.int64)  # noqa: E731
+    for _ in range(2):  # drawn, then found
+        got = orders.get("empty", empty)
+        assert got.dtype == np.int64 and got.tolist() == [] and not got.flags.writeable
+    assert order_files(orders) == ["empty.order"] and len(drawn()) == 1

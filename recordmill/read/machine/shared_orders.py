@@ -180,8 +180,8 @@ def _mapped(folder: Dir, name: str, rows: int | None = None) -> np.ndarray | Non
         info = os.fstat(fd)
         if info.st_size % ROW or rows not in (None, info.st_size // ROW):
             return None
-        if info.st_size == 0:
-            return np.zeros(0, np.int64)
+        if info.st_size == 0:  # (no map of nothing) read-only as a mapped one is
+            return np.frombuffer(b"", np.int64)
         return np.frombuffer(mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ), np.int64)
     finally:
         os.close(fd)
