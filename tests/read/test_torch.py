@@ -482,6 +482,16 @@ def test_a_state_keeps_its_block_order_when_resumed_with_another_cache_limit(
     assert epoch_ids(loader(6)) != whole
     resumed.load_state_dict(state)
     assert head + epoch_ids(resumed) == whole
+    # In stored order the cache shapes nothing: a state names no blocks, whatever the limit.
+    cache = {"cache_dir": tmp_path / "cache4", "cache_limit": 4 * part}
+    if style == "map":
+        plain = rtorch.DataLoader(rtorch.MapDataset(dataset, columns=["id"], **cache), batch_size=8)
+    else:
+        plain = rtorch.DataLoader(
+            rtorch.IterableDataset(dataset, columns=["id"], **cache), batch_size=8
+        )
+    next(iter(plain))
+    assert plain.state_dict()["blocks"] == 0
 
 
 @pytest.mark.parametrize("style", ["map", "iterable"])

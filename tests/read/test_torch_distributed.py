@@ -38,8 +38,11 @@ if __name__ == "__main__":
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     seen = {}
     for style, workers, context in loaders:
-        if style == "cached":  # each rank with a cache of its own size: 4, 5, 6... parts
-            cache = {"cache_dir": out + ".cache", "cache_limit": (4 + dist.get_rank()) * part}
+        if style == "cached":  # each rank with a cache of its own size: 4, 5... parts, the
+            # last one's every part (a full permutation of its own): all take the smallest's
+            rank, last = dist.get_rank(), dist.get_world_size() - 1
+            parts = 4 + rank if rank < last else 1000
+            cache = {"cache_dir": out + ".cache", "cache_limit": parts * part}
             data = rtorch.IterableDataset(path, columns=["id"], shuffle=True, seed=4, **cache)
             loader = rtorch.DataLoader(data, batch_size=7, num_workers=workers)
         elif style == "map":
@@ -111,7 +114,8 @@ def test_each_rank_reads_its_share_under_a_real_process_group(dataset, tmp_path,
     loaders = LOADERS if world == 2 else LOADERS_3
     args = [dataset, None, json.dumps(loaders), part]
     results = launch(script, world, lambda out: [*args[:1], out, *args[2:]], tmp_path)
-    # the cached loaders: every rank in the block order of the smallest cache (4 parts)
+    # the cached loaders: every rank in the block order of the smallest cache (4 parts), the
+    # one whose cache holds every part too
     ds = recordmill.open(dataset)
     blocks = ds.take(ds.shuffled(4, 0, blocks=4)).column("id").to_pylist()
     for style, workers, context in loaders:

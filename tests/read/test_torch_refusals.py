@@ -99,6 +99,20 @@ def test_a_damaged_or_forged_state_is_refused_in_one_line(paths, key, value, lin
     assert fresh.state_dict() == skipping().state_dict()  # nothing of it taken
 
 
+def test_a_refused_state_of_another_epoch_leaves_the_loader_where_it_was(paths):
+    """The fields are checked in the state's epoch (its rows, a mixture's weights): refused, the
+    loader is back in its own, nothing of the state kept."""
+    state = started(paths["a"], shuffle=True, seed=5)
+    resumed = loader(paths["a"], shuffle=True, seed=5)
+    before = resumed.state_dict()
+    for forged in ({"epoch": 3, "position": 11}, {"epoch": 3, "blocks": -1}):
+        with pytest.raises(ValueError, match=r"^cannot resume: the saved state has "):
+            resumed.load_state_dict({**state, **forged})
+        assert resumed.state_dict() == before
+    resumed.load_state_dict({**state, "epoch": 3})
+    assert resumed.state_dict() == {**state, "epoch": 3}
+
+
 def test_a_state_that_is_not_a_dict_is_refused(paths):
     with pytest.raises(ValueError, match=r"^cannot resume: a state is the dict loader.state_dic"):
         loader(paths["a"]).load_state_dict([("epoch", 0)])
