@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import shutil
 import stat
@@ -473,3 +474,103 @@ def test_a_shared_cache_dir_and_a_users_folder_are_refused_naming_why(tmp_path):
     os.chmod(tmp_path, 0o1777)  # others may write, with the sticky bit: /tmp's way
     cache_folder.check_shared(fd, tmp_path)
     os.close(fd)
+
+
+def parts_folder(root: Path, sizes: dict[str, int], used: dict[str, int]) -> cache_folder.Folder:
+    """A version's folder holding files of ``sizes`` bytes in ``parts/``, each part last used at
+    ``used[name]`` (seconds; its marker's time where the name is ``NAME.used``)."""
+    folder = cache_folder.Folder(root, "v1")
+    for name, size in sizes.items():
+        (folder.root / "parts" / name).write_bytes(b"x" * size)
+    for name, when in used.items():
+        place = folder.root / ("locks" if name.endswith(".used") else "parts") / name
+        place.touch()
+        os.utime(place, ns=(when * 10**9, when * 10**9))
+    return folder
+
+
+def left(folder: cache_folder.Folder) -> tuple[list[str], list[str]]:
+    return sorted(os.listdir(folder.root / "parts")), sorted(os.listdir(folder.root / "locks"))
+
+
+def test_eviction_removes_the_least_recently_used_parts_until_the_rest_fit(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()  # a process that filled a part and died: its partial file is removed
+    # two being filled (this process's, its parent's): counted, kept
+    live = [f".d.arrow.{os.getpid()}.partial", f".f.arrow.{os.getppid()}.partial"]
+    sizes = {"a.arrow": 100, "b.arrow": 100, "c.arrow": 100, "k.arrow": 100}
+    sizes.update({live[0]: 50, live[1]: 50, f".e.arrow.{dead.pid}.partial": 1000})
+    used = {"a.arrow": 1, "b.arrow": 2, "c.arrow": 3, "a.arrow.used": 10}  # a: used last
+    # 500 bytes with the part kept and those being filled: b goes (400 left), then c (300),
+    # then a with its marker (200), each only while the rest is over the limit.
+    for limit, kept in [
+        (400, ["a.arrow", "c.arrow"]),
+        (350, ["a.arrow"]),
+        (300, ["a.arrow"]),
+        (299, []),
+    ]:
+        folder = parts_folder(tmp_path / str(limit), sizes, used)
+        folder.evict(folder.root / "parts" / "k.arrow", limit)
+        parts, locks = left(folder)
+        assert parts == sorted([*live, "k.arrow", *kept]), limit
+        markers = [n for n in locks if n.endswith(".used")]
+        assert markers == (["a.arrow.used"] if "a.arrow" in kept else []), limit
+    # the part kept, gone meanwhile (another thread's eviction): it counts for nothing
+    folder = parts_folder(tmp_path / "gone", {"a.arrow": 100, "b.arrow": 100}, {"a.arrow": 1})
+    folder.evict("k.arrow", 100)
+    assert left(folder)[0] == ["b.arrow"]
+
+
+def test_a_part_used_is_the_last_out(tmp_path):
+    folder = parts_folder(tmp_path, {"a.arrow": 10, "b.arrow": 10}, {"a.arrow": 1, "b.arrow": 2})
+    folder.touch("a.arrow")  # a marker of now, with the clock's own nanoseconds
+    marker = os.stat(folder.root / "locks" / "a.arrow.used")
+    assert marker.st_mtime_ns > 2 * 10**9 and stat.S_IMODE(marker.st_mode) == 0o600
+    folder.evict("k.arrow", 10)
+    assert left(folder)[0] == ["a.arrow"]
+
+
+def test_a_part_is_found_from_one_listing_read_again_when_it_is_not_in_it(tmp_path, monkeypatch):
+    folder = parts_folder(tmp_path, {"p1.0000abcd.arrow": 1, ".p2.9.partial": 1}, {})
+    listings = []
+    names = folder.parts.names
+    monkeypatch.setattr(folder.parts, "names", lambda: listings.append(1) or names())
+    assert folder.find("p1") == "p1.0000abcd.arrow" and folder.find("p1") == "p1.0000abcd.arrow"
+    assert len(listings) == 1  # once for every part found
+    assert folder.find("p2") is None and len(listings) == 2  # (a partial file is no part)
+    (folder.root / "parts" / "p2.00001234.arrow").write_bytes(b"x")
+    assert folder.find("p2") == "p2.00001234.arrow" and len(listings) == 3
+    (folder.root / "parts" / "p1.0000abcd.arrow").unlink()
+    assert folder.find("p1") == "p1.0000abcd.arrow"  # as last read: the caller's open tells
+    assert folder.find("p1", fresh=True) is None and len(listings) == 4
+
+
+def test_counts_are_logged_a_line_a_call_and_messages_once(tmp_path, monkeypatch, caplog):
+    log = tmp_path / "log"
+    monkeypatch.delenv("RECORDMILL_TEST_COUNT", raising=False)
+    cache_folder.log_count("RECORDMILL_TEST_COUNT", 5)  # not set: nothing written
+    monkeypatch.setenv("RECORDMILL_TEST_COUNT", str(log))
+    cache_folder.log_count("RECORDMILL_TEST_COUNT", 5)
+    cache_folder.log_count("RECORDMILL_TEST_COUNT", 7)
+    assert log.read_text() == f"{os.getpid()} 5\n{os.getpid()} 7\n"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    monkeypatch.setattr(cache_folder, "_SAID", set())
+    with caplog.at_level(logging.INFO, logger="recordmill"):
+        for _ in range(2):
+            cache_folder.log_once("said once")
+            cache_folder.log_once("said once too", logging.WARNING)
+    said = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert said == [
+        ("recordmill", logging.INFO, "said once"),
+        ("recordmill", logging.WARNING, "said once too"),
+    ]
+
+
+def test_the_process_filling_a_part_is_read_from_its_name_and_asked_if_alive():
+    assert cache_folder.filler(".p.x.arrow.123.partial") == 123
+    assert cache_folder.filler(".p.nopid.partial") == 0 and cache_folder.filler("x") == 0
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    assert cache_folder.alive(os.getpid()) and cache_folder.alive(1)  # (1: init, anyone's)
+    assert not cache_folder.alive(dead.pid)
+    assert not cache_folder.alive(0) and not cache_folder.alive(-1)  # (0: the process group)
