@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import errno
+import os
+import resource
 import shutil
 import sys
 import textwrap
@@ -185,7 +188,7 @@ def test_a_manifest_whose_group_count_disagrees_with_its_rows_is_refused(dataset
 def test_a_manifest_whose_total_is_not_its_partitions_is_refused(datasets, tmp_path):
     shutil.copytree(datasets["parquet"], tmp_path / "copy")
     edit_manifest(tmp_path / "copy", lambda m: m.update(total_rows=47))
-    line = refused(lambda: open_files(Store.at(str(tmp_path / "copy"))), OutputError)
+    line = refused(lambda: open_files(Store.at(str(tmp_path / "copy")), True), OutputError)
     assert line == (
         f"the manifest of {tmp_path / 'copy'} is damaged: total_rows is 47, its partitions hold "
         "46 (recordmill verify tells more)"
@@ -228,9 +231,8 @@ def test_arrow_checksums_are_checked_once_a_process_unless_asked_again(datasets)
     for column, name in enumerate(["id", "name"]):
         files = files_of(path, recorded(column)).ready()
         files.verify(7, files.read(7, ["id"] if column else ["name"]))  # the other column: intact
-        line = refused(
-            lambda files=files, name=name: files.verify(7, files.read(7, [name])), OutputError
-        )
+        both = files.read(7, ["id", "name"])  # the one checked already, then the damaged one
+        line = refused(lambda files=files, both=both: files.verify(7, both), OutputError)
         assert line == (
             f"{path}/part-00001-of-00002.arrow, record batch 2, column {name!r}: its checksum "
             "does not match the manifest: the file is damaged, or was replaced while it was read "
@@ -273,7 +275,7 @@ def test_the_open_file_limit_is_raised_as_far_as_the_hard_limit_and_half_is_pinn
 
             def pinned(hard):  # 40 partitions: 2 * 40 + 256 files asked for
                 resource.setrlimit(limit, (64, hard))
-                files = open_files(Store.at({str(many)!r}))
+                files = open_files(Store.at({str(many)!r}), True)
                 print(len(files._pinned), resource.getrlimit(limit))
 
             pinned(1000)
@@ -292,3 +294,101 @@ def test_the_open_file_limit_is_raised_as_far_as_the_hard_limit_and_half_is_pinn
         "300 200 (200, 200)",  # as far as the hard limit
         "32 (64, 64)",  # half of what the process may open
     ]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_the_map_and_the_readers_are_made_once_a_process(datasets, fmt):
+    files = files_of(datasets[fmt]).ready()
+    groups, handle = files.groups, files.handle(1)
+    assert files.ready().groups is groups and files.handle(1) is handle
+    # Arrow IPC memory-mapped where it lies (a row costs its bytes); Parquet read with pread
+    mapped = isinstance(files.raw(1), pa.MemoryMappedFile)
+    assert mapped == (fmt == "arrow")
+
+
+def test_a_partition_is_mapped_once_whole(datasets, monkeypatch):
+    from recordmill.read import files as module
+
+    path = datasets["arrow"]
+    files = files_of(path).ready()
+    whole = (path / "part-00001-of-00002.arrow").read_bytes()
+    view = files.mapped(1)
+    assert bytes(view) == whole and files.mapped(1) is view
+    # pyarrow 19 and 20 have no working OSFile.fileno(): the file is mapped by its name
+    files = files_of(path).ready()
+
+    class NoFileno:
+        def fileno(self):
+            raise AttributeError("fileno")
+
+    monkeypatch.setattr(files, "raw", lambda partition: NoFileno())
+    assert bytes(files.mapped(1)) == whole
+
+    def failing(error):
+        def mapped(*args):
+            raise OSError(error, os.strerror(error))
+
+        return mapped
+
+    monkeypatch.setattr(module, "_mapped", failing(errno.EMFILE))
+    line = refused(lambda: files_of(path).ready().mapped(0), OutputError)
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert line == (
+        f"cannot open {path}/part-00000-of-00002.arrow: too many open files (the dataset has 2 "
+        f"partitions; the process may open {soft:,} files: ulimit -n)"
+    )
+    monkeypatch.setattr(module, "_mapped", failing(errno.EIO))
+    with pytest.raises(OSError) as raised:  # another error: as it is
+        files_of(path).ready().mapped(0)
+    assert raised.value.errno == errno.EIO
+
+
+def test_an_arrow_batch_whose_offsets_point_outside_its_buffers_is_refused(datasets, tmp_path):
+    copied = shutil.copytree(datasets["arrow"], tmp_path / "copy")
+    part = copied / "part-00001-of-00002.arrow"
+    reader = pa.ipc.open_file(pa.memory_map(str(part)))
+    batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    names = batches[2].column("name")
+    end = int(np.frombuffer(names.buffers()[1], np.int32)[len(names)])
+    offsets = pa.py_buffer(np.array([0] + [100_000] * (len(names) - 1) + [end], np.int32))
+    forged = pa.Array.from_buffers(pa.string(), len(names), [None, offsets, names.buffers()[2]])
+    batches[2] = pa.RecordBatch.from_arrays([batches[2].column("id"), forged], schema=reader.schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, reader.schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    (copied / "forged").write_bytes(sink.getvalue().to_pybytes())
+    os.replace(copied / "forged", part)
+    size = part.stat().st_size
+    files = files_of(copied, lambda m: m["partitions"][1].update(bytes=size)).ready()
+    assert files.read(7, ["id"]).column(0).to_pylist() == [33, 34, 35, 36, 37]  # not asked for
+    line = refused(lambda: files.read(7, ["id", "name"]), OutputError)
+    assert line.startswith(f"{part}, record batch 2 is damaged: ") and "\n" not in line
+    assert line.endswith(" (recordmill verify tells more)")
+
+
+def test_a_damaged_file_is_refused_by_open_files_as_it_is(datasets, tmp_path):
+    copied = shutil.copytree(datasets["parquet"], tmp_path / "copy")
+    part = copied / "part-00001-of-00002.parquet"
+    size = part.stat().st_size
+    part.write_bytes(part.read_bytes()[:-10])  # the same version all along: the file's fault
+    line = refused(lambda: open_files(Store.at(str(copied)), True), OutputError)
+    assert line.startswith(f"{part} holds {size - 10} bytes, the manifest says {size}: ")
+
+
+EMPTY = """
+    def task_number():
+        return 1
+
+    def schema():
+        return {"id": {"type": "int64"}}
+
+    def dict_data(task_id):
+        return iter(())
+"""
+
+
+def test_a_dataset_of_no_rows_has_no_groups(tmp_path):
+    path = written(tmp_path, EMPTY, workers=0)
+    files = open_files(Store.at(str(path)), True).ready()
+    assert files.groups == [] and files.index.total == 0 and files._starts == [0]

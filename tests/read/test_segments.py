@@ -64,7 +64,7 @@ def test_each_row_group_is_one_run_of_bytes_whose_crc_the_manifest_records(datas
 
 
 def test_the_bytes_of_a_group_decode_to_the_rows_read_by_pyarrow(dataset):
-    files = open_files(Store.at(str(dataset))).ready()
+    files = open_files(Store.at(str(dataset)), checksums=True).ready()
     segments = Segments(files)
     assert segments.available
     for g, group in enumerate(files.groups):
@@ -87,7 +87,7 @@ def test_a_group_is_decoded_on_the_calling_thread_alone(dataset, monkeypatch):
         return readinto(self, buffer)
 
     monkeypatch.setattr(module._Sparse, "readinto", recording)
-    files = open_files(Store.at(str(dataset))).ready()
+    files = open_files(Store.at(str(dataset)), checksums=True).ready()
     segments = Segments(files)
     data = segments.fetch(0, 0, 2)
     assert len(segments.decode(0, 0, 2, data, files.names)) == 2
@@ -136,7 +136,7 @@ def test_datasets_without_group_checksums_are_read_as_before(dataset, tmp_path, 
                 entry.pop(key)
 
     edit_manifest(copy, drop)
-    assert not Segments(open_files(Store.at(str(copy)))).available
+    assert not Segments(open_files(Store.at(str(copy)), checksums=True)).available
     assert recordmill.open(copy).to_arrow().equals(recordmill.open(dataset).to_arrow())
     assert recordmill.open(copy)[50]["id"] == 50
     shuffled = recordmill.open(copy).iter_batches(16, shuffle=True, seed=1, format="arrow")
