@@ -337,6 +337,9 @@ def test_misused_arguments_are_one_line_naming_what_was_expected(dataset):
         assert str(info.value) == (
             "version must be a whole number from 1 (recordmill history lists them), got " + shown
         )
+    assert recordmill.open(str(dataset), version=1).version == 1  # the first: a version
+    with pytest.raises(ValueError, match=r"cache_limit"):  # checked at the open, cache or not
+        recordmill.open(str(dataset), cache_dir=False, cache_limit="lots")
     ds = recordmill.open(str(dataset))
     with pytest.raises(ValueError, match=r"^batch_size must be a whole number from 1, got 0$"):
         next(ds.iter_batches(batch_size=0))
@@ -458,3 +461,37 @@ def test_rows_of_long_numeric_arrays_are_gathered_from_where_they_lie(tmp_path):
         expected = view.to_arrow().take(pa.array(rows))
         assert got.column("wave").to_pylist() == expected.column("wave").to_pylist()
         assert got.column("ids").to_pylist() == expected.column("ids").to_pylist()
+
+
+@pytest.mark.parametrize("cache", ["default", "given", "none"])
+def test_a_dataset_travels_pickled_as_the_same_view(dataset, tmp_path, cache, monkeypatch):
+    """As a DataLoader worker gets it: the same rows and columns of the same version, decoded
+    alike, through the same cache (or none), opened again in the other process."""
+    import pickle
+
+    import pyarrow.fs as pafs
+
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "default"))
+    given = {"default": {}, "given": {"cache_dir": tmp_path / "c"}, "none": {"cache_dir": False}}
+    ds = recordmill.open(
+        str(dataset) + "/",  # a folder's path as a user may write it, on a filesystem given
+        filesystem=pafs.LocalFileSystem(),
+        decode={"png": recordmill.decode.image},
+        **given[cache],
+    )
+    view = ds.select(["id", "png"]).shard(1, 3)
+    again = pickle.loads(pickle.dumps(view))
+    assert len(again) == len(view) == 123 and again.schema == view.schema
+    assert again.version == view.version == 1
+    assert again.to_arrow().equals(view.to_arrow())
+    assert again[0]["id"] == view[0]["id"] == 124 and again[0]["png"].shape == (2, 3, 3)
+    assert repr(again) == f"<recordmill.Dataset {dataset}: 123 rows, columns ['id', 'png']>"
+    if ds.manifest["format"] == "parquet":  # (Arrow IPC is read where it lies: no cache)
+        folder = {"default": tmp_path / "default", "given": tmp_path / "c", "none": None}[cache]
+        caches = [d.cache.folder.cache_dir if d.cache else None for d in (view, again)]
+        assert caches == [folder, folder]
+
+
+def test_the_first_row_read_may_be_of_any_group(dataset):
+    ds = recordmill.open(str(dataset))
+    assert ds[20]["id"] == 20 and ds[5]["id"] == 5 and ds[-1]["id"] == TOTAL - 1
