@@ -13,7 +13,7 @@ import recordmill.decode
 from PIL import Image
 
 import recordmill
-from tests.conftest import edit_manifest, make_plugin
+from tests.conftest import edit_manifest, make_plugin, written
 
 PLUGIN = """
     import io
@@ -46,6 +46,14 @@ PLUGIN = """
             }
 """
 TOTAL = 37 * (0 + 1 + 2 + 3 + 4)
+MANY = """
+    def task_number():
+        return 1
+
+    def dict_data(task_id):
+        for i in range(2500):
+            yield {"id": i}
+"""
 
 
 @pytest.fixture(scope="module", params=["parquet", "arrow"])
@@ -493,5 +501,47 @@ def test_a_dataset_travels_pickled_as_the_same_view(dataset, tmp_path, cache, mo
 
 
 def test_the_first_row_read_may_be_of_any_group(dataset):
-    ds = recordmill.open(str(dataset))
+    ds = recordmill.open(str(dataset), cache_dir=False)
     assert ds[20]["id"] == 20 and ds[5]["id"] == 5 and ds[-1]["id"] == TOTAL - 1
+    # the arrays of the group read last, kept: its next rows ask for nothing again
+    fresh = recordmill.open(str(dataset), cache_dir=False)
+    asked, group = [], fresh._groups.group
+    fresh._groups.group = lambda *args: asked.append(args[0]) or group(*args)
+    for i in range(20):
+        assert fresh[i]["id"] == i
+    assert asked == [0, 1]
+
+
+def test_views_and_defaults_as_documented(dataset):
+    ds = recordmill.open(str(dataset), cache_dir=False)
+    assert ds[0:10:2]["id"].to_pylist() == [0, 2, 4, 6, 8]  # a step of 2
+    assert ds[10:0]["id"].to_pylist() == []
+    assert [len(b["id"]) for b in ds.iter_batches(1)][:3] == [1, 1, 1]  # batches of one row
+    assert (ds.shuffled(3) == ds.shuffled(3, 0)).all() and ds.order_blocks() == 0
+    assert not (ds.shuffled(3) == ds.shuffled(3, 1)).all()
+    with pytest.raises(TypeError) as info:
+        ds["id"]
+    assert str(info.value) == (
+        "ds['id']: a Dataset is indexed by row number or slice; for a column: "
+        "ds.select(['id']) or ds.to_arrow()['id']"
+    )
+
+
+def test_batches_of_1024_rows_by_default(tmp_path):
+    path = written(tmp_path, MANY, workers=0)
+    ds = recordmill.open(str(path))
+    assert [len(b["id"]) for b in ds.iter_batches()] == [1024, 1024, 452]
+    assert [len(b["id"]) for b in ds.iter_batches(shuffle=True, seed=1)] == [1024, 1024, 452]
+    assert [row["id"] for row in ds.iter_rows()] == list(range(2500))
+
+
+def test_rows_read_for_a_batch_keep_their_groups_for_the_next(tmp_path):
+    path = written(tmp_path, MANY, workers=0, row_group_size=100)
+    ds = recordmill.open(str(path), cache_dir=False)
+    ds.gather([0, 150])
+    ds.gather([2, 152])
+    assert ds.stats.groups_read == 2  # groups 0 and 1, decoded once, kept for the next
+    ds = recordmill.open(str(path), cache_dir=False)
+    ds.rows([0, 150])
+    ds.rows([2, 152])
+    assert ds.stats.groups_read == 2

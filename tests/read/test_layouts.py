@@ -10,6 +10,7 @@ took an older dataset for a newer one, or skipped its checks, gives other rows o
 from __future__ import annotations
 
 import importlib.util
+import pickle
 import shutil
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def test_every_read_path_gives_the_rows_written(old, tmp_path):
     everything = [written(n) for n in range(60)]
     ds = recordmill.open(old)
     assert len(ds) == 60 and [plain(ds[i]) for i in range(60)] == everything
+    assert ds.version == 1  # (no version recorded then: one write, the first)
+    assert pickle.loads(pickle.dumps(ds)).version == 1
     assert [plain(r) for r in ds.iter_rows()] == everything
     assert [plain(r) for r in ds.to_arrow().to_pylist()] == everything
     order = np.random.default_rng(3).permutation(60)
