@@ -841,3 +841,34 @@ def test_a_forked_worker_copies_no_page_of_what_the_loader_held(dataset, tmp_pat
     assert copied < 8 << 20, copied  # not 40 MB (59 without the freeze): pages it wrote itself
     assert frozen > len(ballast)  # the worker's collector holds them as frozen
     assert gc.get_freeze_count() == frozen_here  # and they are collected here again
+
+
+def test_a_distributed_samplers_drop_last_and_order_are_kept(dataset):
+    """A torch DistributedSampler given (as Lightning puts one in) stands for ours with its
+    rank, world size, order and evenness: drop_last leaves the last rows out, else the first
+    rows are read again so each rank has as many."""
+    data = rtorch.MapDataset(dataset, columns=["id"])
+    ids = all_ids(dataset)  # 153 rows: 51 a rank of 3, 38 a rank of 4 dropped, 39 padded
+    for world, drop, share in [(4, True, 38), (4, False, 39), (3, True, 51)]:
+        given = torch.utils.data.DistributedSampler(
+            data, num_replicas=world, rank=world - 1, shuffle=True, seed=7, drop_last=drop
+        )
+        loader = rtorch.DataLoader(data, batch_size=5, sampler=given)
+        got = [i for batch in loader for i in batch["id"].tolist()]
+        even = "drop" if drop else "pad"
+        ours = rtorch.Sampler(data, True, 7, rank=world - 1, world_size=world, even=even)
+        assert len(got) == share and got == [ids[i] for i in ours]
+
+
+def test_an_iterable_loader_without_batches_hands_out_rows_and_resumes_at_the_next(dataset):
+    def loader():
+        return rtorch.DataLoader(rtorch.IterableDataset(dataset, columns=["id"]), batch_size=None)
+
+    first = loader()
+    rows = iter(first)
+    assert [int(next(rows)["id"]) for _ in range(3)] == all_ids(dataset)[:3]
+    state = first.state_dict()
+    assert state["position"] == 3
+    again = loader()
+    again.load_state_dict(state)
+    assert int(next(iter(again))["id"]) == all_ids(dataset)[3]
