@@ -57,6 +57,10 @@ def test_a_cut_and_a_join_are_the_collate_of_those_rows(kind):
         collated.cut(batch, shape, 5, 7),
     ]
     assert same(collated.join(parts, shape), batch)
+    assert same(collated.join(parts[:2], shape), collated.cut(batch, shape, 0, 5))  # two
+    assert same(collated.join(parts[1:2], shape), parts[1])  # one: as it is
+    one, one_shape = collated.collate(rows[:1])  # a batch of one row
+    assert one_shape == shape and same(one, default_collate(rows[:1]))
 
 
 def test_samples_default_collate_does_not_know_cross_uncollated():
@@ -253,3 +257,13 @@ def test_a_tensor_subclass_crosses_as_itself():
 
     samples = [{"t": torch.ones(2).as_subclass(Tagged)} for _ in range(3)]
     assert type(collated.worker_collate(samples)["t"]) is Tagged
+
+
+def test_columns_made_already_are_collated_as_they_are_beside_the_others():
+    import pyarrow as pa
+
+    schema = pa.schema([("data", pa.binary()), ("id", pa.int64()), ("name", pa.string())])
+    columns = [[b"ab", b"c"], pa.array([7, 8]), pa.array(["x", "y"])]
+    batch = collated.from_columns(schema, columns)
+    assert batch["data"] == [b"ab", b"c"] and batch["name"] == ["x", "y"]
+    assert np.asarray(batch["id"]).tolist() == [7, 8]
