@@ -304,10 +304,7 @@ def _write(cache: DiskCache, part: Part, batches: list[pa.RecordBatch]) -> str:
     try:
         # pyarrow's own file (an error in a Python file's close aborts pyarrow 19), of the
         # file just created, never of whatever its name is now
-        with (
-            pa.OSFile(fd_path(fd), "wb") as sink,
-            pa.ipc.new_file(sink, cache.files.schema) as w,
-        ):
+        with pa.OSFile(fd_path(fd), "wb") as sink, pa.ipc.new_file(sink, cache.files.schema) as w:
             for batch in batches:
                 w.write_batch(batch)
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
