@@ -268,7 +268,7 @@ def test_the_open_file_limit_is_raised_as_far_as_the_hard_limit_and_half_is_pinn
     shown = python_prints(
         textwrap.dedent(
             f"""
-            import resource
+            import os, resource
             from recordmill.dataset.storage import Store
             from recordmill.read.files import _allow_open_files, open_files
             limit = resource.RLIMIT_NOFILE
@@ -277,8 +277,22 @@ def test_the_open_file_limit_is_raised_as_far_as_the_hard_limit_and_half_is_pinn
                 resource.setrlimit(limit, (64, hard))
                 files = open_files(Store.at({str(many)!r}), True)
                 print(len(files._pinned), resource.getrlimit(limit))
+                return files
 
-            pinned(1000)
+            files = pinned(1000)
+            hog = []  # every file this process may open, open: a map takes one more
+            while True:
+                try:
+                    hog.append(open(os.devnull))
+                except OSError:
+                    break
+            try:
+                files.mapped(0)
+            except Exception as e:
+                print(type(e).__name__, e)
+            for f in hog:
+                f.close()
+            del files  # (its files closed)
             resource.setrlimit(limit, (64, 200))
             for count in (50, 64, 100, 300):
                 print(count, _allow_open_files(count), resource.getrlimit(limit))
@@ -288,6 +302,8 @@ def test_the_open_file_limit_is_raised_as_far_as_the_hard_limit_and_half_is_pinn
     )
     assert shown.splitlines() == [
         "40 (336, 1000)",  # every partition pinned
+        f"OutputError cannot open {many}/part-00000-of-00040.parquet: too many open files (the "
+        "dataset has 40 partitions; the process may open 336 files: ulimit -n)",
         "50 64 (64, 200)",  # enough already: left as it is
         "64 64 (64, 200)",
         "100 100 (100, 200)",  # raised to what is asked
