@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -350,6 +352,66 @@ def test_the_rebatcher_cuts_the_good_rows_and_gives_each_reject_when_passed():
     last = Rebatcher(3, pieces, drop_last=True)
     list(last.feed(chunk(0, {3})))
     assert [(b, [r.row for r in rej]) for b, _, rej in last.rest()] == [(None, [3])]
+
+
+def test_the_rebatcher_gives_what_was_passed_once(tmp_path):
+    def chunk(rows, bad):
+        good = [k for k in range(rows) if k not in bad]
+        rejects = [ReadReject(k, "data", "bad") for k in sorted(bad)]
+        return Chunk(samples=good, offsets=good, rejects=rejects, failed=sorted(bad), rows=rows)
+
+    cut = Rebatcher(8, _Pieces(list), drop_last=False)
+    assert list(cut.feed(chunk(4, {1}))) == [] and [r.row for r in cut.passed()] == [1]
+    assert list(cut.feed(chunk(4, {0, 2}))) == [] and [r.row for r in cut.passed()] == [0, 2]
+    assert cut.passed() == []
+
+
+def test_the_ledger_bounds_warns_and_logs_each_reject_in_whole_lines(tmp_path):
+    from recordmill.read.torch.chunks import Ledger
+
+    rejects = [ReadReject(n, "data", "OSError: bad") for n in (5, 9, 12, 40)]
+    assert Ledger(0, None).limit == 0  # a count from 0: no reject at all
+    for limit in (-1, True, -0.5):
+        with pytest.raises(ValueError) as caught:
+            Ledger(limit, None)
+        assert (
+            str(caught.value)
+            == f"max_read_rejects must be a count or a fraction from 0, got {limit!r}"
+        )
+    log = tmp_path / "rejects.jsonl"
+    ledger = Ledger(3, log)
+    ledger.start_epoch()
+    with pytest.warns(RejectsWarning) as warned:
+        ledger.add(rejects[:2], 100)
+    assert [str(w.message) for w in warned] == [
+        "2 of this epoch's 100 rows failed to decode or transform and were left out (more than "
+        "1%); the first: row 5 (data): OSError: bad; row 9 (data): OSError: bad"
+    ]
+    with pytest.raises(TooManyRejects) as caught:
+        ledger.add(rejects[2:], 100)
+    assert str(caught.value) == (
+        "4 rows failed to decode or transform this epoch, more than max_read_rejects=3 allows: "
+        "that many means a broken decoder or transform, not bad rows; the first: row 5 (data): "
+        "OSError: bad; row 9 (data): OSError: bad; row 12 (data): OSError: bad"
+    )
+    lines = log.read_text().splitlines()
+    assert [json.loads(line)["row"] for line in lines] == [5, 9, 12, 40]
+    assert stat.S_IMODE(log.stat().st_mode) == 0o644 & ~current_umask()
+    assert str(ledger.nothing_handed_out(4)) == (
+        "every row of this epoch's 4 failed to decode or transform (4 rejects): no batch to hand "
+        "out; the first: row 5 (data): OSError: bad; row 9 (data): OSError: bad; row 12 (data): "
+        "OSError: bad"
+    )
+    ledger.start_epoch()
+    assert str(ledger.nothing_handed_out(0)).endswith(
+        "(0 rejects): no batch to hand out; the first: none"
+    )
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_nothing_is_decoded_twice_when_nothing_fails(images, monkeypatch):
