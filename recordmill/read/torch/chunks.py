@@ -245,4 +245,6 @@ class Ledger:
         )
 
     def _first(self) -> str:
-        return "; ".join(str(r) for r in self.rejects[-self.epoch_count :][:3]) or "none"
+        """This epoch's first three rejects met here ("none": none; ``[-0:]`` would be all)."""
+        this = self.rejects[max(0, len(self.rejects) - self.epoch_count) :]
+        return "; ".join(str(r) for r in this[:3]) or "none"
