@@ -43,7 +43,7 @@ class Group:
 class Files:
     """The open partition files of one dataset version, and the global row-group map."""
 
-    def __init__(self, store: Store, manifest: dict[str, Any], checksums: bool = True):
+    def __init__(self, store: Store, manifest: dict[str, Any], checksums: bool):
         self.store = store
         self.manifest = manifest
         self.format = manifest["format"]
@@ -206,7 +206,9 @@ def _arrow_batch(files: Files, g: int, columns: list[str]) -> pa.RecordBatch:
         )
     batch = batch.select(columns)
     if (g, tuple(columns)) not in files._valid:
-        check_structure(batch, f"{files.store}/{files.entry(g)['file']}, record batch {g}")
+        check_structure(
+            batch, f"{files.store}/{files.entry(g)['file']}, record batch {group.index}"
+        )
         files._valid.add((g, tuple(columns)))
     return batch
 
@@ -352,9 +354,7 @@ def group_rows(handle: Any) -> list[int]:
     return [handle.get_batch(i).num_rows for i in range(handle.num_record_batches)]
 
 
-def open_files(
-    store: Store, checksums: bool = True, tries: int = 5, version: int | None = None
-) -> Files:
+def open_files(store: Store, checksums: bool, tries: int = 5, version: int | None = None) -> Files:
     """The dataset's manifest and (on a local disk) all its files, of one version (``version``,
     or the current one): were they replaced in between (a run with --overwrite or --append
     committed), it is tried again."""
