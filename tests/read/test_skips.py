@@ -402,6 +402,11 @@ def test_the_ledger_bounds_warns_and_logs_each_reject_in_whole_lines(tmp_path):
         "out; the first: row 5 (data): OSError: bad; row 9 (data): OSError: bad; row 12 (data): "
         "OSError: bad"
     )
+    exact = Ledger(3, None)  # at the bound: allowed; one warning an epoch
+    with pytest.warns(RejectsWarning) as warned:
+        exact.add(rejects[:1], 10)
+        exact.add(rejects[1:3], 10)
+    assert exact.epoch_count == 3 and len(warned) == 1
     ledger.start_epoch()
     assert str(ledger.nothing_handed_out(0)).endswith(
         "(0 rejects): no batch to hand out; the first: none"
