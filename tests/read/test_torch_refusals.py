@@ -70,6 +70,7 @@ FORGED = [
     ("blocks", -1, "blocks=-1; expected a whole number from 0 to 10"),
     ("blocks", 10**12, "blocks=1000000000000; expected a whole number from 0 to 10"),
     ("stream", 10**12, "stream=1000000000000; expected a whole number from 0 to 6"),
+    ("batches", 11, "batches=11; expected a whole number from 0 to 10"),
     ("stream", -100, "stream=-100; expected a whole number from 0 to 6"),
     ("shuffle", 1, "shuffle=1, this one True; resume with the dataset and settings the state"),
     ("read_rejects", -(10**9), "read_rejects=-1000000000; expected a whole number from 0 to 4"),
@@ -111,6 +112,30 @@ def test_a_refused_state_of_another_epoch_leaves_the_loader_where_it_was(paths):
         assert resumed.state_dict() == before
     resumed.load_state_dict({**state, "epoch": 3})
     assert resumed.state_dict() == {**state, "epoch": 3}
+
+
+def test_a_state_of_batches_handed_out_apart_names_its_rank(paths):
+    """A state that counts this rank's own batches (ranks that skipped rows are not in step)
+    resumes only the rank that saved it."""
+
+    def skipping():
+        data = rtorch.MapDataset(paths["a"], on_error="skip")
+        return rtorch.DataLoader(data, batch_size=2, shuffle=True, seed=5)
+
+    first = skipping()
+    next(iter(first))
+    state = first.state_dict()
+    for forged, whose in [
+        ({"batches": 1}, "names no rank"),
+        ({"stream": 1, "rank": 1, "world_size": 2}, "is rank 1 of 2's"),
+    ]:
+        with pytest.raises(ValueError) as caught:
+            skipping().load_state_dict({**state, **forged})
+        assert str(caught.value) == (
+            f"cannot resume: the saved state {whose} and this is rank 0 of 1; with rows skipped, "
+            "ranks are not in step: resume each rank from the state it saved, with the same "
+            "world size"
+        )
 
 
 def test_a_state_that_is_not_a_dict_is_refused(paths):
