@@ -13,6 +13,7 @@ import recordmill.decode
 from PIL import Image
 
 import recordmill
+from recordmill.read.dataset import gathered
 from tests.conftest import edit_manifest, make_plugin, written
 
 PLUGIN = """
@@ -544,4 +545,8 @@ def test_rows_read_for_a_batch_keep_their_groups_for_the_next(tmp_path):
     ds = recordmill.open(str(path), cache_dir=False)
     ds.rows([0, 150])
     ds.rows([2, 152])
+    assert ds.stats.groups_read == 2
+    ds = recordmill.open(str(path), cache_dir=False)
+    gathered(ds, [0, 150])  # (what a torch MapDataset gathers)
+    gathered(ds, [2, 152])
     assert ds.stats.groups_read == 2
