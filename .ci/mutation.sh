@@ -82,9 +82,9 @@ one() {
         # crashes the tests (an abort, an import error: 134, 2) would count as one that survived.
         tested="timeout -k 10 ${MUTANT_SECONDS:-300} prlimit --as=$((4 << 30)) env PATH=$(dirname "$PY"):$PATH PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
         runner="sh -c '$tested || exit 1'"
-        # mutmut 2 reads the module again while a mutant is written into it, and now and then
-        # fails to find a line and stops checking (a traceback in its log) but never exits: the
-        # run is ended and run again, which goes on from the mutants not yet tested (its cache).
+        # mutmut 2 now and then fails to find a mutant's line in its own cache and stops checking
+        # (a traceback in its log) but never exits: the run is ended and run again, which goes
+        # on from the mutants not yet tested (its cache).
         : >"$ROOT/mutation/$name.log"
         for _ in 1 2 3 4 5 6 7 8; do
             "$MUTMUT" run --paths-to-mutate "$module" --runner "$runner" --tests-dir tests \
