@@ -433,6 +433,16 @@ def test_a_held_lock_is_tried_again_at_a_doubling_pause_until_lock_wait(tmp_path
         assert clock.pauses == []
 
 
+def checked_as(check, root: Path, mode: int, owner: int) -> tuple[str, Path, int]:
+    """The line ``check`` refuses a new folder of ``mode`` and ``owner`` in, the folder, and
+    the descriptor it was given."""
+    folder = Path(tempfile.mkdtemp(dir=root))
+    os.chmod(folder, mode)
+    os.chown(folder, owner, owner)
+    fd = os.open(folder, os.O_RDONLY)
+    return refused(lambda: check(fd, folder), cache_folder.UnsafeCache), folder, fd
+
+
 def test_a_shared_cache_dir_and_a_users_folder_are_refused_naming_why(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("giving a folder to another user needs root")
@@ -443,30 +453,14 @@ def test_a_shared_cache_dir_and_a_users_folder_are_refused_naming_why(tmp_path):
         (0o777, 0, "may be written by other users, without the sticky bit"),
         (0o1777, NOBODY, f"belongs to another user (uid {NOBODY}), who may rename what is in it"),
     ]:
-        folder = Path(tempfile.mkdtemp(dir=tmp_path))
-        os.chmod(folder, mode)
-        os.chown(folder, owner, owner)
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            line = refused(
-                lambda fd=fd, folder=folder: cache_folder.check_shared(fd, folder),
-                cache_folder.UnsafeCache,
-            )
-        finally:
-            os.close(fd)
+        line, folder, fd = checked_as(cache_folder.check_shared, tmp_path, mode, owner)
+        os.close(fd)
         assert line == f"{folder} {problem} {own}"
     for mode, owner, problem in [
         (0o750, 0, "may be read or written by other users (mode drwxr-x---)"),
         (0o700, NOBODY, f"belongs to another user (uid {NOBODY})"),
     ]:
-        folder = Path(tempfile.mkdtemp(dir=tmp_path))
-        os.chmod(folder, mode)
-        os.chown(folder, owner, owner)
-        fd = os.open(folder, os.O_RDONLY)
-        line = refused(
-            lambda fd=fd, folder=folder: cache_folder.check_private(fd, folder),
-            cache_folder.UnsafeCache,
-        )
+        line, folder, fd = checked_as(cache_folder.check_private, tmp_path, mode, owner)
         assert line == f"{folder} {problem}: {UNUSED}"
         with pytest.raises(OSError):  # closed by the refusal: not left open
             os.fstat(fd)

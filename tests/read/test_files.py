@@ -23,6 +23,7 @@ from recordmill.dataset.storage import Store
 from recordmill.errors import OutputError
 from recordmill.read.files import Files, check_structure, group_rows, open_files
 from tests.conftest import each_format, edit_manifest, python_prints, refused, written
+from tests.read.test_read_refusals import FORTY
 
 # Two tasks of 23 rows, a partition each, in row groups of 5: 5, 5, 5, 5 and 3 rows.
 SOURCE = """
@@ -35,14 +36,6 @@ SOURCE = """
             yield {"id": n, "name": f"row {n}"}
 """
 SIZES = [5, 5, 5, 5, 3]
-FORTY = """
-    def task_number():
-        return 1
-
-    def dict_data(task_id):
-        for i in range(40):
-            yield {"id": i}
-"""
 DAMAGED = "the dataset is damaged (recordmill verify tells more)"
 
 
