@@ -169,6 +169,7 @@ def test_folders_made_and_files_written_are_flushed_each_once(tmp_path, monkeypa
     store.makedirs("b")  # there already: nothing made, nothing flushed
     with store.output("b", "f") as f:
         f.write(b"data")
+    f.close()  # closed again: flushed once
     assert files == [f"{tmp_path}/a/b/f"] and folders == []
     store.flush_dir("b")
     assert folders == [f"{tmp_path}/a/b"]
@@ -186,6 +187,37 @@ def test_folders_made_and_files_written_are_flushed_each_once(tmp_path, monkeypa
     with unflushed.output("g") as f:
         f.write(b"x")
     assert files == folders == []
+
+
+def test_a_folder_is_flushed_through_a_descriptor_of_its_own(tmp_path, monkeypatch):
+    from recordmill.dataset import storage
+
+    flushed = []
+    monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(os.readlink(f"/proc/self/fd/{fd}")))
+    storage.fsync_dir(str(tmp_path))
+    assert flushed == [str(tmp_path)]
+    (tmp_path / "f").write_bytes(b"x")
+    with pytest.raises(NotADirectoryError):  # a folder's, only
+        storage.fsync_dir(str(tmp_path / "f"))
+
+
+def test_s3_uris_ask_for_one_put_where_this_pyarrow_can_and_it_is_asked_once():
+    import pyarrow as pa
+
+    from recordmill.dataset import storage
+
+    storage._delays_opens.cache_clear()
+    assert storage._delays_opens() == (int(pa.__version__.split(".")[0]) >= 21)
+    storage._delays_opens()
+    assert storage._delays_opens.cache_info().misses == 1  # asked of pyarrow once a process
+
+
+def test_an_abandoned_stream_is_kept_unclosed_for_good(tmp_path):
+    from recordmill.dataset import storage
+
+    stream = Store.at(tmp_path).output("x")
+    Store.abandon(stream)
+    assert stream in storage._ABANDONED and not stream.closed  # never collected, never closed
 
 
 def test_only_a_regular_file_of_the_folder_itself_is_opened(tmp_path):
