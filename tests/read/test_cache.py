@@ -569,3 +569,44 @@ def test_a_cache_of_a_fraction_fetches_each_part_once_an_epoch_and_keeps_the_las
         # windows of 7 (0.3) or 12 (0.5) parts: the last 6 + 7, or 12 + 12, carried over
         carried = 0 if number == 0 else {0.3: 13, 0.5: 24}[fraction]
         assert fetched == parts - carried, (number, fetched)
+
+
+def test_parts_are_runs_of_a_partitions_groups_of_about_the_part_size(tmp_path, monkeypatch):
+    from recordmill.dataset.storage import Store
+    from recordmill.read.files import open_files
+    from recordmill.read.machine import cache as module
+    from tests.conftest import written
+
+    # two partitions of 23 rows in groups of 5, 5, 5, 5 and 3: groups of other sizes
+    source = """
+    def task_number():
+        return 2
+
+    import random
+
+    def dict_data(task_id):
+        for i in range(23):  # incompressible bytes, more in each row
+            yield {"id": task_id * 23 + i, "blob": random.Random(i).randbytes(i * 40)}
+    """
+    files = open_files(Store.at(written(tmp_path, source, partitions=2, row_group_size=5)), True)
+    entries = files.manifest["partitions"]
+    total = sum(e["bytes"] for e in entries)
+    monkeypatch.setattr(module, "PARTS_PER_DATASET", 5)  # a part: about a fifth of the bytes
+    target = total // 5
+    parts = module.plan_parts(files)
+    groups = [g for part in parts for g in part.groups]
+    assert groups == list(range(len(files.ready().groups)))  # every group once, in order
+    rows = [r for part in parts for r in part.rows]
+    assert rows == list(range(46))
+    for part in parts:
+        offsets = entries[part.partition]["group_offsets"]
+        assert part.stored == offsets[part.stop] - offsets[part.first]
+        assert len(part.rows) == sum(files.groups[g].rows for g in part.groups)
+        assert [files.groups[g].partition for g in part.groups] == [part.partition] * len(
+            part.groups
+        )
+        last = part.stop == len(offsets) - 1  # a partition's last part: what is left
+        assert part.stored >= target or last
+        assert offsets[part.stop - 1] - offsets[part.first] < target  # one group fewer: short
+        assert part.name == f"{part.partition:05d}-{part.first:06d}-{part.stop:06d}"
+    assert any(len(part.groups) > 1 for part in parts) and len({len(p.rows) for p in parts}) > 1
