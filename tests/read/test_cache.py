@@ -610,3 +610,44 @@ def test_parts_are_runs_of_a_partitions_groups_of_about_the_part_size(tmp_path, 
         assert offsets[part.stop - 1] - offsets[part.first] < target  # one group fewer: short
         assert part.name == f"{part.partition:05d}-{part.first:06d}-{part.stop:06d}"
     assert any(len(part.groups) > 1 for part in parts) and len({len(p.rows) for p in parts}) > 1
+
+
+def test_a_default_cache_too_small_says_so_once_and_a_chosen_one_shapes_the_order(
+    tmp_path, monkeypatch
+):
+    import shutil
+
+    from recordmill.dataset.sizes import human_size
+    from recordmill.read import options
+
+    local_parquet(tmp_path, partitions=3, row_group_size=20)
+    probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe").cache
+    largest, parts = probe.largest, len(probe.parts)
+    for limit, blocks in [(parts * largest, 0), (parts * largest - 1, parts - 1), (largest, 1)]:
+        chosen = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c", cache_limit=limit)
+        assert chosen.order_blocks() == blocks, limit  # all parts fit: a full permutation
+    free = shutil.disk_usage(tmp_path).free
+    monkeypatch.setattr(options, "DEFAULT_CACHE_FRACTION", 2.5 * largest / free)
+    monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "env"))
+    ds = recordmill.open(tmp_path / "pq")  # the default limit: two parts
+    with pytest.warns(recordmill.RecordmillWarning) as said:
+        assert ds.order_blocks() == 0 and ds.order_blocks() == 0
+    assert ds.cache.capacity == 2 < parts
+    assert [str(w.message) for w in said] == [
+        f"{tmp_path / 'pq'} does not fit the cache's default limit ({human_size(ds.cache.limit)})"
+        ", so a shuffled epoch fetches parts again and again: give cache_limit= (the same on "
+        "every rank) for a shuffle that fetches each part about once"
+    ]
+
+
+def test_a_process_keeps_the_parts_it_used_last_mapped(tmp_path, monkeypatch):
+    from recordmill.read.machine import cache as module
+
+    local_parquet(tmp_path, partitions=3, row_group_size=20)
+    monkeypatch.setattr(module, "MAX_MAPPED", 2)  # (the cache on disk holds every part)
+    ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
+    loads, load = [], module._load
+    monkeypatch.setattr(module, "_load", lambda cache, k: loads.append(k) or load(cache, k))
+    for k in (0, 1, 0, 2, 0, 2, 1):
+        ds.cache.batches(k)
+    assert loads == [0, 1, 2, 1]  # two mapped at once: the least recently used let go
