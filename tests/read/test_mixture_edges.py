@@ -132,3 +132,35 @@ def test_what_a_mixture_says_of_itself_and_keeps(paths):
     assert np.array_equal(
         np.sort(shuffled.order(0)), np.sort(recordmill.mix([paths["a"], paths["b"]]).order(0))
     )
+
+
+def test_a_saved_schedule_that_does_not_start_at_row_0_or_names_other_sources_is_refused(paths):
+    m = recordmill.mix({"a": paths["a"], "b": paths["b"]}, [0.75, 0.25])
+    state = m.state(0)
+    for steps in ([[5, [0.75, 0.25]]], [[0, [0.5, 0.3, 0.2]]]):
+        line = refused(lambda steps=steps: m.resume({**state, "steps": steps}, 0, 3))
+        assert line == f"cannot resume: the saved state's weights are {steps!r}"
+
+
+def test_an_epoch_resumed_goes_on_with_the_saved_weights_then_its_own():
+    from recordmill.read.mixture import _continued
+
+    saved = ((0, (1.0, 0.0)), (10, (0.0, 1.0)))
+    half = ((0, (0.5, 0.5)),)
+    assert _continued(saved, half, 10) == ((0, (1.0, 0.0)), (10, (0.5, 0.5)))  # at a step
+    assert _continued(saved, half, 12) == ((0, (1.0, 0.0)), (10, (0.0, 1.0)), (12, (0.5, 0.5)))
+    assert _continued(saved, half, 0) == ((0, (0.5, 0.5)),)  # from the start: its own
+    assert _continued(saved, ((0, (0.0, 1.0)),), 10) == saved  # the same weights: one step
+    assert _continued(saved[:1], saved[:1], 0) == saved[:1]
+    later = ((0, (0.5, 0.5)), (20, (1.0, 0.0)))  # its own later steps follow
+    assert _continued(saved, later, 12)[-1] == (20, (1.0, 0.0))
+
+
+def test_each_row_is_decoded_as_its_own_source_decodes_it(paths):
+    a = recordmill.open(paths["a"], decode={"id": lambda v: -v - 1})
+    m = recordmill.mix({"a": a, "b": paths["b"]}, [0.5, 0.5], shuffle=False)
+    got = [int(v) for b in m.iter_batches(4, format="numpy") for v in b["id"]]
+    plain = recordmill.mix({"a": paths["a"], "b": paths["b"]}, [0.5, 0.5], shuffle=False)
+    stored = [int(v) for b in plain.iter_batches(4, format="numpy") for v in b["id"]]
+    assert got == [v if v >= 100 else -v - 1 for v in stored]
+    assert any(v < 0 for v in got) and any(v >= 100 for v in got)
