@@ -189,6 +189,32 @@ def test_folders_made_and_files_written_are_flushed_each_once(tmp_path, monkeypa
     assert files == folders == []
 
 
+def test_a_folder_made_meanwhile_by_another_worker_is_no_error(tmp_path, monkeypatch):
+    import pyarrow.fs as pafs
+
+    made = os.makedirs
+
+    def racing(path, *args, **kwargs):  # another worker makes it first
+        os.mkdir(path)
+        return made(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "makedirs", racing)
+    Store.at(tmp_path / "a", fsync=True).makedirs("b")
+    assert (tmp_path / "a" / "b").is_dir()
+    assert not Store(pafs.LocalFileSystem(), str(tmp_path)).flushes  # flushed only when asked
+
+
+def test_a_file_opened_is_named_by_its_descriptor_not_its_path(tmp_path):
+    from recordmill.dataset.storage import _opened_path
+
+    (tmp_path / "a").write_bytes(b"x")
+    fd = os.open(tmp_path / "a", os.O_RDONLY)
+    try:  # whatever stands at the name now
+        assert _opened_path(fd, str(tmp_path / "b")) == str(tmp_path / "a")
+    finally:
+        os.close(fd)
+
+
 def test_a_folder_is_flushed_through_a_descriptor_of_its_own(tmp_path, monkeypatch):
     from recordmill.dataset import storage
 
