@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -247,6 +248,12 @@ def test_a_cache_that_cannot_be_filled_is_a_warning_and_the_read_goes_on(tmp_pat
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(ROWS)
     assert done.stderr.count("RecordmillWarning: cannot fill the cache") == 1, done.stderr
+    said = (  # once, whole: where, why (EFBIG), and from where the rows come instead
+        rf"RecordmillWarning: cannot fill the cache in {re.escape(str(tmp_path / 'cache'))}/"
+        rf"user-{os.geteuid()}/[^/:]+: [^\n]*File too large; reading on from "
+        rf"{re.escape(str(tmp_path / 'pq'))}\n"
+    )
+    assert len(re.findall(said, done.stderr)) == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert not list((tmp_path / "cache").rglob("*.arrow"))
 
@@ -651,3 +658,16 @@ def test_a_process_keeps_the_parts_it_used_last_mapped(tmp_path, monkeypatch):
     for k in (0, 1, 0, 2, 0, 2, 1):
         ds.cache.batches(k)
     assert loads == [0, 1, 2, 1]  # two mapped at once: the least recently used let go
+
+
+def test_a_part_is_filled_under_a_name_that_says_whose_it_is(tmp_path, monkeypatch):
+    from recordmill.read.machine import cache_folder
+
+    local_parquet(tmp_path, partitions=2)
+    ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
+    created, create = [], ds.cache.folder.create
+    monkeypatch.setattr(ds.cache.folder, "create", lambda n: created.append(n) or create(n))
+    ds.cache.batches(0)
+    (name,) = created  # a dead filler's partial file is swept by the name (see eviction)
+    assert name.endswith(".partial") and cache_folder.filler(name) == os.getpid()
+    assert name.startswith(f".{ds.cache.parts[0].name}.")
