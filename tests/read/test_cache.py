@@ -223,7 +223,12 @@ def test_mistakes_are_one_clear_line(tmp_path):
 
 
 FULL_DISK = """
-import resource, signal, sys
+import sys
+
+# No bytecode written under the file size limit: Python does not check a short write, and a
+# cut .pyc would be left for every process after (a module compiled for the first time here).
+sys.dont_write_bytecode = True
+import resource, signal
 import recordmill
 
 if __name__ == "__main__":
