@@ -154,6 +154,8 @@ def test_an_epoch_resumed_goes_on_with_the_saved_weights_then_its_own():
     assert _continued(saved[:1], saved[:1], 0) == saved[:1]
     later = ((0, (0.5, 0.5)), (20, (1.0, 0.0)))  # its own later steps follow
     assert _continued(saved, later, 12)[-1] == (20, (1.0, 0.0))
+    at = ((0, (0.5, 0.5)), (10, (1.0, 0.0)))  # its own step where it resumes: once
+    assert _continued(saved, at, 10) == ((0, (1.0, 0.0)), (10, (1.0, 0.0)))
 
 
 def test_each_row_is_decoded_as_its_own_source_decodes_it(paths):
@@ -164,3 +166,29 @@ def test_each_row_is_decoded_as_its_own_source_decodes_it(paths):
     stored = [int(v) for b in plain.iter_batches(4, format="numpy") for v in b["id"]]
     assert got == [v if v >= 100 else -v - 1 for v in stored]
     assert any(v < 0 for v in got) and any(v >= 100 for v in got)
+
+
+def test_batches_asked_for_with_a_seed_alone_are_that_seeds_shuffle(paths):
+    m = recordmill.mix([paths["a"], paths["b"]])
+    seeded = recordmill.mix([paths["a"], paths["b"]], seed=5)
+    got = [i for b in m.iter_batches(16, seed=5, format="arrow") for i in b["id"].to_pylist()]
+    assert got == ids(seeded.rows(seeded.order(0))) != ids(m.rows(m.order(0)))
+    same = [
+        i for b in m.iter_batches(16, shuffle=True, format="arrow") for i in b["id"].to_pylist()
+    ]
+    assert same == ids(m.rows(m.order(0)))
+
+
+def test_a_source_drawn_again_is_shuffled_anew_each_pass_and_once_an_epoch_otherwise(paths):
+    from recordmill.read.mixture import _seed
+
+    again = recordmill.mix([paths["a"], paths["b"]], [0.25, 0.75], until="all_exhausted", seed=3)
+    drawn = [int(r["id"]) for r in again.rows(again.order(1)) if r["id"] >= 100]
+    passes = [drawn[k : k + 6] for k in range(0, len(drawn) - len(drawn) % 6, 6)]
+    assert len(passes) >= 2 and all(sorted(p) == list(range(100, 106)) for p in passes)
+    b = recordmill.open(paths["b"])
+    for p, rows in enumerate(passes):  # pass p of epoch 1: its own shuffle
+        assert rows == [100 + i for i in b.shuffled(_seed(3, 1, 1), p)]
+    once = recordmill.mix([paths["a"], paths["b"]], [0.5, 0.5], seed=3)  # first_exhausted
+    drawn = [int(r["id"]) - 100 for r in once.rows(once.order(2)) if r["id"] >= 100]
+    assert drawn == b.shuffled(_seed(3, 1), 2).tolist()[: len(drawn)]  # the epoch's own order
