@@ -204,6 +204,35 @@ def test_a_folder_made_meanwhile_by_another_worker_is_no_error(tmp_path, monkeyp
     assert not Store(pafs.LocalFileSystem(), str(tmp_path)).flushes  # flushed only when asked
 
 
+def test_a_whole_write_is_flushed_where_the_store_flushes_unless_asked_not_to(
+    tmp_path, monkeypatch
+):
+    from recordmill.dataset import storage
+
+    synced = []
+    monkeypatch.setattr(storage, "_fdatasync", synced.append)
+    flushing, plain = Store.at(tmp_path, fsync=True), Store.at(tmp_path)
+    flushing.write_bytes("a", b"x")
+    flushing.write_text("b", "x")
+    assert len(synced) == 2  # by default: before its rename
+    flushing.write_bytes("c", b"x", flush=False)  # a file whose loss costs only work again
+    plain.write_bytes("d", b"x", flush=True)  # a store that does not flush: never
+    assert len(synced) == 2 and (tmp_path / "d").read_bytes() == b"x"
+
+
+def test_object_storage_has_no_folders_to_make():
+    made = []
+
+    class S3Like:  # pyarrow's S3 filesystem as far as makedirs asks it
+        type_name = "s3"
+
+        def create_dir(self, path, recursive=True):
+            made.append(path)
+
+    Store(S3Like(), "bucket/x").makedirs("y")
+    assert made == []  # a key's prefix exists once an object is written under it
+
+
 def test_a_file_opened_is_named_by_its_descriptor_not_its_path(tmp_path):
     from recordmill.dataset.storage import _opened_path
 
