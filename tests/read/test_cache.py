@@ -676,3 +676,62 @@ def test_a_part_is_filled_under_a_name_that_says_whose_it_is(tmp_path, monkeypat
     (name,) = created  # a dead filler's partial file is swept by the name (see eviction)
     assert name.endswith(".partial") and cache_folder.filler(name) == os.getpid()
     assert name.startswith(f".{ds.cache.parts[0].name}.")
+
+
+def test_where_the_cache_is_given_set_or_the_users_and_for_what_datasets(
+    tmp_path, monkeypatch, caplog
+):
+    import logging
+
+    from recordmill.dataset.storage import Store
+    from recordmill.read.files import open_files
+    from recordmill.read.machine import cache_folder
+    from recordmill.read.machine.cache import cache_location
+
+    local_parquet(tmp_path, partitions=1)
+    recordmill.write(
+        make_plugin(tmp_path / "p", PLUGIN), tmp_path / "arrow", format="arrow", progress=False
+    )
+    parquet = open_files(Store.at(tmp_path / "pq"), True)
+    arrow = open_files(Store.at(tmp_path / "arrow"), True)
+    monkeypatch.delenv("RECORDMILL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(cache_folder, "_SAID", set())
+    users = str(tmp_path / "xdg" / "recordmill")
+
+    def where(given, files, limit=None):
+        place = cache_location(given, limit, files)
+        return place and (place.folder, place.limit, place.default)
+
+    with caplog.at_level(logging.INFO, logger="recordmill"):
+        assert where(False, parquet) is None and where(False, arrow) is None
+        assert where(tmp_path / "c", parquet, 5) == (str(tmp_path / "c"), 5, False)
+        assert where(tmp_path / "c", arrow) == (str(tmp_path / "c"), None, False)  # as asked
+        assert where(None, parquet) == where(True, parquet) == (users, None, True)
+        assert where(None, arrow) is None  # local Arrow IPC is read where it lies
+        monkeypatch.setenv("RECORDMILL_CACHE_DIR", "")  # set but empty: as if not set
+        assert where(None, parquet) == (users, None, True)
+        monkeypatch.setenv("RECORDMILL_CACHE_DIR", str(tmp_path / "env"))
+        assert where(None, parquet) == where(True, arrow) == (str(tmp_path / "env"), None, False)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"shuffled and random reads of {tmp_path / 'pq'} go through the disk cache in {users} "
+        "(cache_dir=False: none; cache_dir=FOLDER: another)"
+    ]
+
+
+def test_a_parts_size_as_cached_is_bounded_by_its_estimate(tmp_path):
+    """The capacity counts parts by the estimate: a part larger than it would let the cache
+    hold more than its limit."""
+    from recordmill.read.machine.cache import _cached_bytes
+
+    local_parquet(tmp_path, partitions=3, row_group_size=20)
+    ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
+    ds.to_arrow()
+    ds.take(list(range(0, ROWS, 7)))  # every part, through the cache
+    files = {
+        f.name.split(".")[0]: f.stat().st_size for f in (ds.cache.root / "parts").glob("*.arrow")
+    }
+    assert len(files) == len(ds.cache.parts)
+    for part in ds.cache.parts:
+        estimate = _cached_bytes(ds.cache, part)
+        assert files[part.name] <= estimate < files[part.name] + 4096 + 600 * len(part.groups)
