@@ -80,3 +80,9 @@ def test_recordmills_loader_widens_its_result_pipe_only(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_a_pipe_is_widened_to_the_systems_bound_or_a_megabyte_where_it_says_none(monkeypatch):
+    assert pipes._pipe_max() == int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    monkeypatch.setattr(pipes, "Path", lambda name: Path("/nonexistent") / name.lstrip("/"))
+    assert pipes._pipe_max() == pipes.WIDEST == 1 << 20  # pipe-max-size's own default
