@@ -261,6 +261,20 @@ def test_ranks_stay_in_step_when_one_ranks_share_is_all_bad(images):
     assert {r.row for r in epoch.rejects} == set(range(1, 100, 2))  # its share, each once
 
 
+@pytest.mark.parametrize("drop", [False, True])
+def test_a_share_of_whole_batches_ends_on_a_full_batch(images, drop):
+    """50 rows a rank in batches of 10: five full batches each, the last too, rows skipped or
+    not (a last batch of the share's remainder, 0 rows, was the edge of that count)."""
+
+    def ranked(rank):
+        data = MapDataset(images, decode=DECODE, transform=ids, on_error="skip")
+        sampler = Sampler(data, shuffle=False, rank=rank, world_size=2)
+        return DataLoader(data, batch_size=10, sampler=sampler, drop_last=drop)
+
+    for rank in (0, 1):
+        assert [len(b) for b in ranked(rank)] == [10] * 5
+
+
 def test_an_epoch_without_a_good_row_is_an_error_naming_its_rejects(images):
     def broken(row):
         raise OSError("no such codec")
