@@ -259,6 +259,15 @@ def test_ranks_stay_in_step_when_one_ranks_share_is_all_bad(images):
     epoch = ranked(1)
     list(epoch)
     assert {r.row for r in epoch.rejects} == set(range(1, 100, 2))  # its share, each once
+    for stop in (2, 4):  # stopped while it reads the order again: resumed where it was
+        first = ranked(1)
+        rows = iter(first)
+        head = [next(rows).tolist() for _ in range(stop)]
+        state = first.state_dict()
+        assert state["padded"] >= 16 * stop  # the order's rows read again: half are odd
+        again = ranked(1)
+        again.load_state_dict(state)
+        assert head + [b.tolist() for b in again] == batches[1]
 
 
 @pytest.mark.parametrize("drop", [False, True])
