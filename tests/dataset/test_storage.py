@@ -9,12 +9,17 @@ import subprocess
 import sys
 import time
 
+import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 import recordmill
-from recordmill.dataset.storage import Store
+from recordmill.dataset import storage
+from recordmill.dataset.checksum import crc32c
+from recordmill.dataset.storage import HashingSink, Store, _opened_path, open_in
+from recordmill.errors import ConfigError, OutputError
 from recordmill.read.verify import verify
-from tests.conftest import REPO, make_plugin, run_writer
+from tests.conftest import REPO, make_plugin, refused, run_writer
 
 PLUGIN = """
     import numpy as np
@@ -46,8 +51,6 @@ COUNTED = (
 
 
 def test_a_store_names_its_paths_and_children(tmp_path, monkeypatch):
-    import pyarrow.fs as pafs
-
     store = Store.at(tmp_path / "a")
     assert store.root == str(tmp_path / "a") and store.local and str(store) == store.root
     assert store.path("b", "c") == f"{tmp_path}/a/b/c" and store.name == "a"
@@ -64,22 +67,13 @@ def test_a_store_names_its_paths_and_children(tmp_path, monkeypatch):
 
 
 def test_a_location_pyarrow_cannot_use_is_one_line():
-    import pyarrow as pa
-
-    from recordmill.errors import ConfigError
-    from tests.conftest import refused
-
     line = refused(lambda: Store.at("nosuch://bucket/x"), ConfigError)
     assert line.startswith("cannot use the location nosuch://bucket/x: ") and "\n" not in line
     with pytest.raises(pa.ArrowInvalid):  # what the line names: pyarrow's own words
-        import pyarrow.fs as pafs
-
         pafs.FileSystem.from_uri("nosuch://bucket/x")
 
 
 def test_an_s3_uri_asks_for_one_put_a_small_file_unless_it_says_otherwise(monkeypatch):
-    from recordmill.dataset import storage
-
     monkeypatch.setattr(storage, "_delays_opens", lambda: True)
     assert storage._small_puts("s3://b/x") == "s3://b/x?allow_delayed_open=true"
     assert storage._small_puts("s3://b/x?region=r") == "s3://b/x?region=r&allow_delayed_open=true"
@@ -91,9 +85,6 @@ def test_an_s3_uri_asks_for_one_put_a_small_file_unless_it_says_otherwise(monkey
 
 
 def test_a_hashing_sink_keeps_each_marked_runs_start_and_crc(tmp_path):
-    from recordmill.dataset.checksum import crc32c
-    from recordmill.dataset.storage import HashingSink
-
     store = Store.at(tmp_path)
     sink = HashingSink(store.output("f"))
     assert sink.write(b"head") == 4  # before the first mark: no run
@@ -132,8 +123,6 @@ def test_a_store_writes_a_file_whole_and_lists_its_folder(tmp_path):
 
 
 def test_the_guard_is_asked_before_every_change(tmp_path):
-    from recordmill.errors import OutputError
-
     asked = []
 
     def guard():
@@ -157,8 +146,6 @@ def test_the_guard_is_asked_before_every_change(tmp_path):
 
 
 def test_folders_made_and_files_written_are_flushed_each_once(tmp_path, monkeypatch):
-    from recordmill.dataset import storage
-
     folders, files = [], []
     monkeypatch.setattr(storage, "fsync_dir", folders.append)
     monkeypatch.setattr(storage, "_flush_file", files.append)
@@ -190,8 +177,6 @@ def test_folders_made_and_files_written_are_flushed_each_once(tmp_path, monkeypa
 
 
 def test_a_folder_made_meanwhile_by_another_worker_is_no_error(tmp_path, monkeypatch):
-    import pyarrow.fs as pafs
-
     made = os.makedirs
 
     def racing(path, *args, **kwargs):  # another worker makes it first
@@ -207,8 +192,6 @@ def test_a_folder_made_meanwhile_by_another_worker_is_no_error(tmp_path, monkeyp
 def test_a_whole_write_is_flushed_where_the_store_flushes_unless_asked_not_to(
     tmp_path, monkeypatch
 ):
-    from recordmill.dataset import storage
-
     synced = []
     monkeypatch.setattr(storage, "_fdatasync", synced.append)
     flushing, plain = Store.at(tmp_path, fsync=True), Store.at(tmp_path)
@@ -234,8 +217,6 @@ def test_object_storage_has_no_folders_to_make():
 
 
 def test_a_file_opened_is_named_by_its_descriptor_not_its_path(tmp_path):
-    from recordmill.dataset.storage import _opened_path
-
     (tmp_path / "a").write_bytes(b"x")
     fd = os.open(tmp_path / "a", os.O_RDONLY)
     try:  # whatever stands at the name now
@@ -245,8 +226,6 @@ def test_a_file_opened_is_named_by_its_descriptor_not_its_path(tmp_path):
 
 
 def test_a_folder_is_flushed_through_a_descriptor_of_its_own(tmp_path, monkeypatch):
-    from recordmill.dataset import storage
-
     flushed = []
     monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(os.readlink(f"/proc/self/fd/{fd}")))
     storage.fsync_dir(str(tmp_path))
@@ -257,10 +236,6 @@ def test_a_folder_is_flushed_through_a_descriptor_of_its_own(tmp_path, monkeypat
 
 
 def test_s3_uris_ask_for_one_put_where_this_pyarrow_can_and_it_is_asked_once():
-    import pyarrow as pa
-
-    from recordmill.dataset import storage
-
     storage._delays_opens.cache_clear()
     assert storage._delays_opens() == (int(pa.__version__.split(".")[0]) >= 21)
     storage._delays_opens()
@@ -268,18 +243,12 @@ def test_s3_uris_ask_for_one_put_where_this_pyarrow_can_and_it_is_asked_once():
 
 
 def test_an_abandoned_stream_is_kept_unclosed_for_good(tmp_path):
-    from recordmill.dataset import storage
-
     stream = Store.at(tmp_path).output("x")
     Store.abandon(stream)
     assert stream in storage._ABANDONED and not stream.closed  # never collected, never closed
 
 
 def test_only_a_regular_file_of_the_folder_itself_is_opened(tmp_path):
-    from recordmill.dataset.storage import open_in
-    from recordmill.errors import OutputError
-    from tests.conftest import refused
-
     ds = tmp_path / "ds"
     ds.mkdir()
     (ds / "real").write_bytes(b"data")
@@ -415,10 +384,7 @@ def test_verify_info_and_rejects_on_s3(s3, tmp_path):
 
 
 def test_a_hashing_sink_gives_the_checksum_of_what_it_wrote(tmp_path):
-    import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from recordmill.dataset.storage import HashingSink, Store
 
     store = Store.at(str(tmp_path))
     sink = HashingSink(store.output("t.parquet"))
@@ -533,8 +499,6 @@ def test_an_s3_reader_never_mixes_versions_of_the_same_byte_size(s3, tmp_path, f
 
 
 def test_a_store_flushes_only_when_asked_and_only_on_a_local_disk(tmp_path):
-    import pyarrow.fs as pafs
-
     local = Store.at(tmp_path / "a", fsync=True)
     assert local.flushes and local.child("b").sibling("c").parent.flushes
     assert not Store.at(tmp_path / "a").flushes

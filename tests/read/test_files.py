@@ -23,6 +23,7 @@ from recordmill.dataset.storage import Store
 from recordmill.errors import OutputError
 from recordmill.read.files import Files, check_structure, group_rows, open_files
 from tests.conftest import each_format, edit_manifest, python_prints, refused, written
+from tests.engine.test_pipeline import EMPTY
 from tests.read.test_read_refusals import FORTY
 
 # Two tasks of 23 rows, a partition each, in row groups of 5: 5, 5, 5, 5 and 3 rows.
@@ -385,19 +386,7 @@ def test_a_damaged_file_is_refused_by_open_files_as_it_is(datasets, tmp_path):
     assert line.startswith(f"{part} holds {size - 10} bytes, the manifest says {size}: ")
 
 
-EMPTY = """
-    def task_number():
-        return 1
-
-    def schema():
-        return {"id": {"type": "int64"}}
-
-    def dict_data(task_id):
-        return iter(())
-"""
-
-
 def test_a_dataset_of_no_rows_has_no_groups(tmp_path):
-    path = written(tmp_path, EMPTY, workers=0)
+    path = written(tmp_path, EMPTY, workers=0)  # (no task at all)
     files = open_files(Store.at(str(path)), True).ready()
     assert files.groups == [] and files.index.total == 0 and files._starts == [0]
