@@ -4,8 +4,10 @@ from parts kept on local disk; bytes and requests counted on the wire."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +16,15 @@ import numpy as np
 import pytest
 
 import recordmill
-from recordmill.read import order
+from recordmill.dataset.sizes import human_size
+from recordmill.dataset.storage import Store
+from recordmill.read import options, order
+from recordmill.read.files import open_files
+from recordmill.read.machine import cache as module
 from recordmill.read.machine import cache_folder
+from recordmill.read.machine.cache import _cached_bytes, cache_location
 from recordmill.read.machine.cache_folder import Folder
-from tests.conftest import REPO, make_plugin
+from tests.conftest import REPO, make_plugin, written
 from tests.s3proxy import CountingProxy
 
 PLUGIN = """
@@ -453,12 +460,10 @@ def test_each_epoch_after_the_first_fetches_only_the_parts_the_cache_could_not_k
 
 
 def test_each_cached_part_is_checked_once_per_process(tmp_path, monkeypatch):
-    from recordmill.read.machine import cache as cache_module
-
     local_parquet(tmp_path, partitions=3, row_group_size=200)
     summed = []
-    real = cache_module.crc32c
-    monkeypatch.setattr(cache_module, "crc32c", lambda data: summed.append(len(data)) or real(data))
+    real = module.crc32c
+    monkeypatch.setattr(module, "crc32c", lambda data: summed.append(len(data)) or real(data))
     first = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
     parts = len(first.cache.parts)
     first.take(np.arange(ROWS))
@@ -584,11 +589,6 @@ def test_a_cache_of_a_fraction_fetches_each_part_once_an_epoch_and_keeps_the_las
 
 
 def test_parts_are_runs_of_a_partitions_groups_of_about_the_part_size(tmp_path, monkeypatch):
-    from recordmill.dataset.storage import Store
-    from recordmill.read.files import open_files
-    from recordmill.read.machine import cache as module
-    from tests.conftest import written
-
     # two partitions of 23 rows in groups of 5, 5, 5, 5 and 3: groups of other sizes
     source = """
     def task_number():
@@ -627,11 +627,6 @@ def test_parts_are_runs_of_a_partitions_groups_of_about_the_part_size(tmp_path, 
 def test_a_default_cache_too_small_says_so_once_and_a_chosen_one_shapes_the_order(
     tmp_path, monkeypatch
 ):
-    import shutil
-
-    from recordmill.dataset.sizes import human_size
-    from recordmill.read import options
-
     local_parquet(tmp_path, partitions=3, row_group_size=20)
     probe = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "probe").cache
     largest, parts = probe.largest, len(probe.parts)
@@ -653,8 +648,6 @@ def test_a_default_cache_too_small_says_so_once_and_a_chosen_one_shapes_the_orde
 
 
 def test_a_process_keeps_the_parts_it_used_last_mapped(tmp_path, monkeypatch):
-    from recordmill.read.machine import cache as module
-
     local_parquet(tmp_path, partitions=3, row_group_size=20)
     monkeypatch.setattr(module, "MAX_MAPPED", 2)  # (the cache on disk holds every part)
     ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
@@ -666,8 +659,6 @@ def test_a_process_keeps_the_parts_it_used_last_mapped(tmp_path, monkeypatch):
 
 
 def test_a_part_is_filled_under_a_name_that_says_whose_it_is(tmp_path, monkeypatch):
-    from recordmill.read.machine import cache_folder
-
     local_parquet(tmp_path, partitions=2)
     ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
     created, create = [], ds.cache.folder.create
@@ -681,12 +672,6 @@ def test_a_part_is_filled_under_a_name_that_says_whose_it_is(tmp_path, monkeypat
 def test_where_the_cache_is_given_set_or_the_users_and_for_what_datasets(
     tmp_path, monkeypatch, caplog
 ):
-    import logging
-
-    from recordmill.dataset.storage import Store
-    from recordmill.read.files import open_files
-    from recordmill.read.machine import cache_folder
-    from recordmill.read.machine.cache import cache_location
 
     local_parquet(tmp_path, partitions=1)
     recordmill.write(
@@ -722,8 +707,6 @@ def test_where_the_cache_is_given_set_or_the_users_and_for_what_datasets(
 def test_a_parts_size_as_cached_is_bounded_by_its_estimate(tmp_path):
     """The capacity counts parts by the estimate: a part larger than it would let the cache
     hold more than its limit."""
-    from recordmill.read.machine.cache import _cached_bytes
-
     local_parquet(tmp_path, partitions=3, row_group_size=20)
     ds = recordmill.open(tmp_path / "pq", cache_dir=tmp_path / "c")
     ds.to_arrow()
