@@ -52,6 +52,11 @@ declare -A TESTS=(
     [recordmill/read/torch/chunks.py]="tests/read/test_skips.py"
     [recordmill/read/torch/skipping.py]="tests/read/test_skips.py"
     [recordmill/read/torch/pipes.py]="tests/read/test_pipes.py"
+    [recordmill/read/torch/datasets.py]="tests/read/test_torch_refusals.py tests/read/test_torch.py tests/read/test_collated.py tests/read/test_torch_distributed.py"
+    [recordmill/read/torch/dealt.py]="tests/read/test_torch_refusals.py tests/read/test_torch.py tests/read/test_tokens.py tests/read/test_torch_distributed.py"
+    [recordmill/read/torch/sources.py]="tests/read/test_torch_refusals.py tests/read/test_torch.py tests/read/test_tokens.py tests/read/test_mixture.py"
+    [recordmill/read/torch/tokens.py]="tests/read/test_torch_refusals.py tests/read/test_tokens.py"
+    [recordmill/read/torch/trainer.py]="tests/read/test_trainers.py"
     [recordmill/dataset/checksum.py]="tests/dataset/test_checksum.py tests/test_forkserver.py::test_what_the_fork_server_preloads_leaves_out_what_no_worker_needs"
     [recordmill/dataset/layout.py]="tests/dataset/test_layout.py"
     [recordmill/dataset/rejects.py]="tests/dataset/test_rejects.py tests/engine/test_append.py::test_each_version_keeps_its_rejects"
@@ -83,7 +88,9 @@ one() {
         # and any failure made exit code 1: mutmut 2 counts only 1 as a failure, so a mutant that
         # crashes the tests (an abort, an import error: 134, 2) would count as one that survived.
         tested="timeout -k 10 ${MUTANT_SECONDS:-300} prlimit --as=$((4 << 30)) env PATH=$(dirname "$PY"):$PATH PYTHONPATH=$tree PYTHONDONTWRITEBYTECODE=1 $PY -m pytest -x -q -p no:cacheprovider $tests"
-        runner="sh -c '$tested || exit 1'"
+        # timeout puts the tests in a process group of their own (its pid): what they leave
+        # running (a rank a mutant sent looping) is ended with it, not left spinning.
+        runner="sh -c '$tested & p=\$!; wait \$p; rc=\$?; pkill -KILL -g \$p; [ \$rc = 0 ] || exit 1'"
         # mutmut 2 now and then fails to find a mutant's line in its own cache and stops checking
         # (a traceback in its log) but never exits: the run is ended and run again, which goes
         # on from the mutants not yet tested (its cache).
