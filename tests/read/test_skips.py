@@ -284,6 +284,20 @@ def test_a_share_of_whole_batches_ends_on_a_full_batch(images, drop):
         assert [len(b) for b in ranked(rank)] == [10] * 5
 
 
+def test_a_share_without_rejects_reads_no_row_of_the_order_again(images):
+    """A rank whose rows all pass hands out its share as it is, the last batch short, and its
+    state after that batch counts no row of the order read again (``padded``)."""
+    data = MapDataset(images, transform=ids, on_error="skip")
+    sampler = Sampler(data, shuffle=False, rank=1, world_size=2)
+    loader = DataLoader(data, batch_size=8, sampler=sampler)
+    rows = iter(loader)
+    batches = [next(rows).tolist() for _ in range(len(loader))]
+    state = loader.state_dict()
+    assert [len(b) for b in batches] == [8] * 6 + [2]
+    assert [i for b in batches for i in b] == list(range(1, 100, 2))  # rank 1's share
+    assert (state["batches"], state["padded"]) == (7, 0)
+
+
 def test_an_epoch_without_a_good_row_is_an_error_naming_its_rejects(images):
     def broken(row):
         raise OSError("no such codec")
