@@ -91,6 +91,17 @@ def test_iterable_across_workers_and_two_ranks(dataset, shuffle):
         assert seen[:5] == sorted(all_ids(dataset))[:5]  # rank 0, worker 0 starts at the first row
 
 
+def test_an_iterable_without_a_batch_size_deals_its_rows_in_turn(dataset):
+    """Without ``batch_size`` (1: torch's DataLoader reads an iterable a row at a time), row k
+    of the order goes to rank ``k % world_size``; the last rank's share is padded with the
+    order's first row (153 rows, 2 ranks)."""
+    stored = all_ids(dataset)
+    ranks = [rtorch.IterableDataset(dataset, columns=["id"], rank=r, world_size=2) for r in (0, 1)]
+    got = [[int(row["id"]) for row in data] for data in ranks]
+    assert got == [stored[0::2], stored[1::2] + stored[:1]]
+    assert [len(data) for data in ranks] == [77, 77]
+
+
 def test_shuffle_changes_with_the_epoch_and_repeats_with_the_seed(dataset):
     data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=1)
     first = [row["id"] for row in data]
