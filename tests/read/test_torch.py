@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -100,6 +101,19 @@ def test_an_iterable_without_a_batch_size_deals_its_rows_in_turn(dataset):
     got = [[int(row["id"]) for row in data] for data in ranks]
     assert got == [stored[0::2], stored[1::2] + stored[:1]]
     assert [len(data) for data in ranks] == [77, 77]
+
+
+@pytest.mark.parametrize("kind", [rtorch.MapDataset, rtorch.IterableDataset])
+def test_the_read_options_reach_the_dataset_read_and_its_pickled_copies(dataset, tmp_path, kind):
+    """``cache_bytes``, ``cache_dir`` and ``cache_limit`` are those of the dataset each process
+    reads, the DataLoader workers' copies included."""
+    cache = {"cache_bytes": 12345, "cache_dir": tmp_path / "c", "cache_limit": 2_000_000}
+    plain = recordmill.open(str(dataset), **cache)
+    data = kind(dataset, **cache)
+    for copy in (data, pickle.loads(pickle.dumps(data))):
+        ds = copy.source.dataset()
+        assert ds._groups.opened[1].cache_bytes == 12345
+        assert (ds.cache.limit, ds.cache.root) == (2_000_000, plain.cache.root)
 
 
 def test_shuffle_changes_with_the_epoch_and_repeats_with_the_seed(dataset):
