@@ -399,3 +399,54 @@ def test_a_checkpoint_without_the_loaders_state_is_refused_by_the_mixin(results)
             "the first, so it would cut a longer epoch short: give recordmill.mix(..., rows=N) "
             "for epochs of N rows each"
         )
+
+
+@pytest.fixture
+def accelerator_state_reset():
+    """A Trainer made in this process leaves accelerate's state (which recordmill's datasets
+    ask, ``accelerate_deals()``) set for the tests after it: cleared, as accelerate's tests do."""
+    yield
+    from accelerate.state import AcceleratorState, GradientState, is_initialized
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    assert not is_initialized()
+
+
+@pytest.mark.usefixtures("accelerator_state_reset")
+def test_the_mixins_loader_takes_the_training_arguments(paths, tmp_path):
+    """``get_train_dataloader()`` is recordmill's DataLoader with the ``TrainingArguments``' batch
+    size, ``drop_last``, workers and ``data_seed`` (over ``seed``), shuffled unless the sampling
+    strategy is sequential, and collated by a ``data_collator`` given; a plain dataset is left to
+    the ``Trainer``."""
+    from transformers import Trainer, TrainingArguments
+
+    class Mixed(rt.TrainerMixin, Trainer):
+        pass
+
+    data = rt.MapDataset(paths["ids"], columns=["id"])
+
+    def loader(data=data, collator=None, **more):
+        args = TrainingArguments(
+            output_dir=str(tmp_path), per_device_train_batch_size=16, use_cpu=True, report_to=[],
+            seed=42, data_seed=7, dataloader_drop_last=True, **more,
+        )  # fmt: skip
+        model = torch.nn.Linear(1, 1)
+        trainer = Mixed(model=model, args=args, train_dataset=data, data_collator=collator)
+        return trainer.get_train_dataloader()
+
+    def ids(batches):
+        return [b["id"].tolist() for b in batches]
+
+    got = loader()
+    assert isinstance(got, rt.DataLoader)
+    assert ids(got) == ids(rt.DataLoader(data, batch_size=16, shuffle=True, seed=7, drop_last=True))
+    assert len(got) == ROWS // 16  # the last short batch dropped
+    stored = recordmill.open(paths["ids"]).to_arrow()["id"].to_pylist()
+    in_turn = loader(train_sampling_strategy="sequential")
+    assert [i for b in ids(in_turn) for i in b] == stored[: ROWS // 16 * 16]
+    assert loader(dataloader_num_workers=2).num_workers == 2
+    counted = loader(collator=lambda rows: len(rows))
+    assert next(iter(counted)) == 16
+    plain = loader(data=torch.utils.data.TensorDataset(torch.arange(40)))
+    assert not isinstance(plain, rt.DataLoader)
