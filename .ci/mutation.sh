@@ -24,7 +24,7 @@ if [[ -z ${MUTMUT:-} ]]; then
 fi
 
 # Each module and the tests that cover it (a mutant is killed by the first failing test).
-QUICK_TORCH="not(lightning)and(not(killed_job))and(not(persistent))and(not(forked_worker))and(not(formula))"
+QUICK_TORCH='"not lightning and not killed_job and not persistent and not forked_worker and not formula"'
 declare -A TESTS=(
     [recordmill/read/order.py]="tests/read/test_order.py tests/read/test_shared_orders.py"
     [recordmill/read/states.py]="tests/read/test_states.py tests/read/test_torch_refusals.py"
