@@ -113,6 +113,16 @@ def test_the_loader_deals_every_block_once_to_workers_and_ranks(docs, workers):
         assert ranks[rank] == [b for batch in dealt(expected, rank, 2, 4) for b in batch]
 
 
+def test_blocks_without_a_batch_size_are_dealt_to_the_ranks_in_turn(docs):
+    """Iterated as they are (torch's DataLoader: a block at a time), block k of the epoch goes
+    to rank ``k % world_size``, the last rank padded with the first block."""
+    path = docs["parquet"]
+    expected = expected_epoch(path, 0)
+    ranks = [as_rows(rt.TokenBlocks(path, 32, rank=r, world_size=2)) for r in range(2)]
+    pad = expected[:1] * (len(expected) % 2)
+    assert ranks == [expected[0::2], expected[1::2] + pad]
+
+
 @pytest.mark.parametrize(("before", "after"), [(2, 0), (0, 3), (2, 1)])
 def test_resume_mid_epoch_with_other_workers(docs, before, after):
     path = docs["arrow"]
