@@ -116,6 +116,12 @@ def test_the_read_options_reach_the_dataset_read_and_its_pickled_copies(dataset,
         assert (ds.cache.limit, ds.cache.root) == (2_000_000, plain.cache.root)
 
 
+def test_a_sampler_draws_the_epochs_permutation_of_seed_0_by_default(dataset):
+    data = rtorch.MapDataset(dataset)
+    assert list(rtorch.Sampler(data)) == data.shuffled(0, 0).tolist() != list(range(len(data)))
+    assert list(rtorch.Sampler(data, shuffle=False)) == list(range(len(data)))
+
+
 def test_shuffle_changes_with_the_epoch_and_repeats_with_the_seed(dataset):
     data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=1)
     first = [row["id"] for row in data]

@@ -253,9 +253,15 @@ def test_a_mixture_read_by_another_sampler_is_refused(paths):
     data = rtorch.MapDataset(m)
     with pytest.raises(TypeError) as caught:
         next(iter(torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)))
-    assert str(caught.value).startswith(
+    assert str(caught.value) == (
         "a MapDataset of a mixture is read in the mixture's order (its weights) only through a "
         "recordmill.torch.Sampler, and another sampler (torch's shuffle, a DistributedSampler, "
+        "the Hugging Face Trainer's) would read each source's rows once instead: give it to "
+        "recordmill.torch.DataLoader, or read IterableDataset(mix)"
     )
     drawn = torch.utils.data.DataLoader(data, batch_size=4, sampler=rtorch.Sampler(data))
     assert sum(len(b["id"]) for b in drawn) == len(m.order(0))  # its draws, each once
+    # Its length numbers its rows across the sources (a draw names one of them), whatever an
+    # epoch draws.
+    fewer = rtorch.MapDataset(recordmill.mix([paths["a"], paths["b"]], [0.9, 0.1], rows=7))
+    assert len(data) == len(fewer) == m.total_rows != 7
