@@ -92,15 +92,20 @@ def test_iterable_across_workers_and_two_ranks(dataset, shuffle):
         assert seen[:5] == sorted(all_ids(dataset))[:5]  # rank 0, worker 0 starts at the first row
 
 
-def test_an_iterable_without_a_batch_size_deals_its_rows_in_turn(dataset):
+@pytest.mark.parametrize("world", [2, 4])
+def test_an_iterable_without_a_batch_size_deals_its_rows_in_turn(dataset, world):
     """Without ``batch_size`` (1: torch's DataLoader reads an iterable a row at a time), row k
-    of the order goes to rank ``k % world_size``; the last rank's share is padded with the
-    order's first row (153 rows, 2 ranks)."""
+    of the order goes to rank ``k % world_size``; the ranks past the last row are padded with
+    the order's first rows, one each (153 rows: 1 row of padding for 2 ranks, 3 for 4)."""
     stored = all_ids(dataset)
-    ranks = [rtorch.IterableDataset(dataset, columns=["id"], rank=r, world_size=2) for r in (0, 1)]
+    padded = stored + stored[: -len(stored) % world]
+    ranks = [
+        rtorch.IterableDataset(dataset, columns=["id"], rank=r, world_size=world)
+        for r in range(world)
+    ]
     got = [[int(row["id"]) for row in data] for data in ranks]
-    assert got == [stored[0::2], stored[1::2] + stored[:1]]
-    assert [len(data) for data in ranks] == [77, 77]
+    assert got == [padded[r::world] for r in range(world)]
+    assert [len(data) for data in ranks] == [len(padded) // world] * world
 
 
 @pytest.mark.parametrize("kind", [rtorch.MapDataset, rtorch.IterableDataset])
