@@ -121,10 +121,14 @@ def test_the_read_options_reach_the_dataset_read_and_its_pickled_copies(dataset,
         assert (ds.cache.limit, ds.cache.root) == (2_000_000, plain.cache.root)
 
 
-def test_a_sampler_draws_the_epochs_permutation_of_seed_0_by_default(dataset):
+def test_the_epochs_permutation_is_of_seed_0_by_default(dataset):
     data = rtorch.MapDataset(dataset)
-    assert list(rtorch.Sampler(data)) == data.shuffled(0, 0).tolist() != list(range(len(data)))
+    order = data.shuffled(0, 0).tolist()
+    assert list(rtorch.Sampler(data)) == order != list(range(len(data)))
     assert list(rtorch.Sampler(data, shuffle=False)) == list(range(len(data)))
+    stored = all_ids(dataset)
+    rows = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True)
+    assert [int(row["id"]) for row in rows] == [stored[i] for i in order]
 
 
 def test_shuffle_changes_with_the_epoch_and_repeats_with_the_seed(dataset):
