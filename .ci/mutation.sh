@@ -7,6 +7,8 @@
 #   bash .ci/mutation.sh                          # every module listed below, one after another
 #   bash .ci/mutation.sh recordmill/read/order.py # one (or several) of them
 #   JOBS=2 bash .ci/mutation.sh                   # two modules at a time (one per core)
+#   MUTATION_TESTS="tests/read/test_torch.py tests/read/test_skips.py" bash .ci/mutation.sh \
+#       recordmill/read/torch/datasets.py         # its survivors again, against these tests
 #
 # Needs the project's venv (.venv, with the test extra) and mutmut 2 in a venv of its own
 # (MUTMUT=/path/to/mutmut; made in .venv-mutmut on first use). docs/development.md records the
@@ -77,12 +79,15 @@ modules=("$@")
 ((${#modules[@]})) || mapfile -t modules < <(printf '%s\n' "${!TESTS[@]}" | sort)
 
 one() {
-    local module=$1 tests=${TESTS[$1]:?no tests listed for $1 in .ci/mutation.sh}
+    local module=$1 tests=${MUTATION_TESTS:-${TESTS[$1]:?no tests listed for $1 in .ci/mutation.sh}}
     local tree name
     tree=$(mktemp -d)
     name=$(echo "$module" | tr / _)
     git worktree add -f --detach "$tree" HEAD >/dev/null 2>&1
     mkdir -p "$ROOT/mutation"
+    # mutmut's cache of the module's last run: a killed mutant stays killed, the others are
+    # tested again where the tests changed since (a second pass with MUTATION_TESTS: only them).
+    [[ -f $ROOT/mutation/$name.cache ]] && cp "$ROOT/mutation/$name.cache" "$tree/.mutmut-cache"
     local rc=0
     (
         cd "$tree"
@@ -140,6 +145,7 @@ PYTHON
             echo >>"$ROOT/mutation/$name.txt"
         done
         head -1 "$ROOT/mutation/$name.txt"
+        cp .mutmut-cache "$ROOT/mutation/$name.cache"
     ) || rc=$?
     git -C "$ROOT" worktree remove --force "$tree" 2>/dev/null || true
     return $rc
