@@ -170,6 +170,26 @@ def test_recordmills_loader_hands_out_the_batches_torchs_would(typed):
         assert ours[0]["img"].dtype == torch.uint8 and ours[0]["f16"].dtype == torch.float16
 
 
+def test_recordmills_loader_collates_columns_without_rows_unless_it_decodes(typed, monkeypatch):
+    """A batch collated by default is made a column at a time, no row dict made (``rows`` never
+    read); with ``decode`` each row is decoded first, as torch's loader gets it."""
+    import recordmill.torch as rtorch
+    from torch.utils.data import DataLoader
+
+    from recordmill.read.dataset import Dataset
+
+    rows_read = []
+    rows = Dataset.rows
+    monkeypatch.setattr(Dataset, "rows", lambda ds, ids: rows_read.append(ids) or rows(ds, ids))
+    plain = next(iter(rtorch.DataLoader(rtorch.MapDataset(typed, columns=["i64"]), batch_size=4)))
+    assert rows_read == []
+    decoded = rtorch.MapDataset(typed, columns=["i64"], decode={"i64": lambda v: v * 10})
+    ours = next(iter(rtorch.DataLoader(decoded, batch_size=4)))
+    theirs = next(iter(DataLoader(decoded, batch_size=4)))
+    assert torch.equal(ours["i64"], plain["i64"] * 10) and torch.equal(ours["i64"], theirs["i64"])
+    assert len(rows_read) == 2  # a batch each, ours and torch's
+
+
 def test_loaders_of_one_dataset_each_read_it_their_own_way(typed):
     import recordmill.torch as rtorch
     from torch.utils.data import DataLoader

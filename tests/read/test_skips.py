@@ -360,9 +360,24 @@ def test_mistakes_are_one_clear_line(images):
 
 
 def test_a_plain_torch_dataloader_gets_the_good_rows_in_short_batches(images):
-    data = IterableDataset(images, decode=DECODE, transform=ids, on_error="skip")
-    batches = list(torch.utils.data.DataLoader(data, batch_size=10))
-    assert sum(len(b) for b in batches) == 100 - len(BAD)
+    good = sorted(set(range(100)) - set(BAD))
+    for data in (
+        IterableDataset(images, decode=DECODE, transform=ids, on_error="skip"),
+        MapDataset(images, decode=DECODE, transform=ids, on_error="skip"),
+    ):
+        batches = list(torch.utils.data.DataLoader(data, batch_size=10))
+        assert sorted(i for b in batches for i in b.tolist()) == good
+        assert min(len(b) for b in batches) < 10  # where a row was left out
+
+
+def test_a_row_read_alone_raises_where_it_fails(images):
+    """``ds[i]`` of a MapDataset made with ``on_error="skip"``: one row alone has nothing to take
+    its place, so a row that fails raises its own error; a good row is given."""
+    data = MapDataset(images, decode=DECODE, transform=ids, on_error="skip")
+    good = next(i for i in range(100) if i not in BAD)
+    assert data[good] == good
+    with pytest.raises(ValueError, match="Pillow"):
+        data[min(BAD)]
 
 
 def test_the_rebatcher_cuts_the_good_rows_and_gives_each_reject_when_passed():

@@ -175,6 +175,22 @@ def test_batches_collate_without_warnings_and_keep_their_dtype(dataset):
         assert batch["img"].dtype == torch.uint8 and batch["x"].dtype == torch.float32
 
 
+def test_a_decode_that_gives_read_only_arrays_collates_without_warnings(dataset):
+    """A decoded column may hold arrays whatever its stored type (here a read-only view made of
+    an int): each is made writable for torch, as the stored arrays are."""
+    import warnings
+
+    decode = {"id": lambda v: np.broadcast_to(np.int64(v), (2,))}
+    for data in (
+        rtorch.MapDataset(dataset, decode=decode),
+        rtorch.IterableDataset(dataset, decode=decode),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "The given NumPy array is not writable" would raise
+            batch = next(iter(torch.utils.data.DataLoader(data, batch_size=4)))
+        assert batch["id"].tolist() == [[i, i] for i in all_ids(dataset)[:4]]
+
+
 def test_only_the_columns_that_can_hold_arrays_are_looked_over_for_them(dataset, monkeypatch):
     from recordmill.read.torch import collated
 
@@ -451,6 +467,23 @@ COUNTING = """
         for i in range(options.rows // 4):
             yield {"id": options.base + task_id * 1000 + i}
 """
+
+
+def test_a_torch_dataset_reads_the_version_given_in_every_process(tmp_path):
+    """``version=1`` of a dataset appended to since: its rows, in the dataset and in the copies
+    its DataLoader workers receive."""
+    plugin = make_plugin(tmp_path / "p", COUNTING)
+    out = tmp_path / "ds"
+    recordmill.write(plugin, out, options={"rows": 300}, progress=False, workers=0)
+    first = sorted(all_ids(out))
+    more = {"base": 100, "rows": 100}
+    recordmill.write(plugin, out, options=more, append=True, progress=False, workers=0)
+    assert len(all_ids(out)) == 400
+    for data in (rtorch.MapDataset(out, version=1), rtorch.IterableDataset(out, version=1)):
+        for copy in (data, pickle.loads(pickle.dumps(data))):
+            assert len(copy) == 300
+        batches = rtorch.DataLoader(data, batch_size=32, num_workers=2)
+        assert sorted(i for b in batches for i in b["id"].tolist()) == first
 
 
 @pytest.mark.parametrize("style", ["map", "iterable"])

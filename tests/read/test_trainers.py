@@ -195,6 +195,7 @@ if __name__ == "__main__":
                         base + ".accumulated/checkpoint-2")
                 except ValueError as e:
                     results[key]["accumulated"] = str(e)
+                results[key]["ignore_data_skip"] = args.ignore_data_skip  # as it was given
                 try:  # a mixture whose epochs differ in length: the Trainer would cut one short
                     sources = [paths["ids"], paths["more"]]
                     mixture = recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"])
@@ -393,12 +394,15 @@ def test_a_checkpoint_without_the_loaders_state_is_refused_by_the_mixin(results)
             "read the epoch again; train with a gradient_accumulation_steps that divides 19, or "
             "resume at an epoch's end"
         )
-        assert got["varying"] == (
-            "a mixture's epochs differ in length (until='first_exhausted' draws until its "
-            "sources run out), and the Hugging Face Trainer counts an epoch's steps once, from "
-            "the first, so it would cut a longer epoch short: give recordmill.mix(..., rows=N) "
-            "for epochs of N rows each"
-        )
+        assert got["varying"] == VARYING
+        assert got["ignore_data_skip"] is False  # set for a resume's train() only, then put back
+
+
+VARYING = (
+    "a mixture's epochs differ in length (until='first_exhausted' draws until its sources run "
+    "out), and the Hugging Face Trainer counts an epoch's steps once, from the first, so it would "
+    "cut a longer epoch short: give recordmill.mix(..., rows=N) for epochs of N rows each"
+)
 
 
 @pytest.fixture
@@ -450,3 +454,72 @@ def test_the_mixins_loader_takes_the_training_arguments(paths, tmp_path):
     assert next(iter(counted)) == 16
     plain = loader(data=torch.utils.data.TensorDataset(torch.arange(40)))
     assert not isinstance(plain, rt.DataLoader)
+    # A mixture whose epochs differ in length, however it is given, is refused; one of N rows
+    # an epoch is read.
+    sources = [paths["ids"], paths["more"]]
+    varying = recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"])
+    for given in (varying, rt.IterableDataset(varying)):
+        with pytest.raises(ValueError) as refused:
+            loader(data=given)
+        assert str(refused.value) == VARYING
+    fixed = recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"], rows=64)
+    assert sum(len(b["id"]) for b in loader(data=fixed)) == 64
+
+
+def test_a_rank_without_a_state_of_its_own_resumes_from_the_first_ranks(tmp_path):
+    """A job resumed on more ranks than saved the checkpoint: a rank with no state file takes
+    rank 0's (every rank's state is the job's); none at all is refused."""
+    from recordmill.read.torch.trainer import _saved_state
+
+    (tmp_path / "recordmill-loader-0.json").write_text(json.dumps({"epoch": 1, "position": 64}))
+    (tmp_path / "recordmill-loader-1.json").write_text(json.dumps({"epoch": 1, "position": 96}))
+    assert _saved_state(str(tmp_path), 1) == {"epoch": 1, "position": 96}
+    assert _saved_state(str(tmp_path), 3) == {"epoch": 1, "position": 64}
+    with pytest.raises(ValueError, match=r"it has no recordmill-loader-0\.json"):
+        _saved_state(str(tmp_path / "elsewhere"), 0)
+
+
+def test_a_mid_epoch_resume_is_refused_where_accumulation_ends_the_epoch_short(paths):
+    """19 batches an epoch: gradient accumulation of 2 leaves a last group of 1, which the
+    Trainer would not step after a resume mid-epoch; at an epoch's start, or with steps of 1,
+    nothing is refused."""
+    from recordmill.read.torch.trainer import _check_accumulation
+
+    loader = rt.DataLoader(rt.MapDataset(paths["ids"], columns=["id"]), batch_size=32)
+    assert len(loader) == 19
+    _check_accumulation(loader, 2)  # the epoch's start
+    next(iter(loader))
+    _check_accumulation(loader, 1)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=2: an epoch's 19 batches"):
+        _check_accumulation(loader, 2)
+
+
+@pytest.mark.usefixtures("accelerator_state_reset")
+def test_the_mixin_resumes_the_last_checkpoint_and_leaves_other_datasets_to_the_trainer(tmp_path):
+    """``train(resume_from_checkpoint=True)`` finds the last checkpoint as the Trainer does; a
+    dataset that is not recordmill's is resumed the Trainer's own way (no loader state asked)."""
+    from transformers import Trainer, TrainingArguments
+
+    class Mixed(rt.TrainerMixin, Trainer):
+        pass
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x):
+            return {"loss": (self.w * x).sum() * 0}
+
+    rows = [{"x": torch.tensor([float(i)])} for i in range(8)]
+
+    def trainer():
+        args = TrainingArguments(
+            output_dir=str(tmp_path), per_device_train_batch_size=2, max_steps=4, save_steps=2,
+            use_cpu=True, report_to=[], logging_strategy="no", disable_tqdm=True,
+        )  # fmt: skip
+        return Mixed(model=Model(), args=args, train_dataset=rows)
+
+    trainer().train()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint-2", "checkpoint-4"]
+    assert trainer().train(resume_from_checkpoint=True).global_step == 4
