@@ -644,16 +644,24 @@ def test_an_epochs_order_is_drawn_once_a_machine_not_by_each_rank_or_worker(
     assert len(drawn.read_text().splitlines()) == 2
 
 
-def test_a_loaders_dataset_can_still_be_copied_and_pickled(dataset):
+@pytest.mark.parametrize("source", ["dataset", "mixture"])
+def test_a_loaders_dataset_can_still_be_copied_and_pickled(dataset, source):
+    """The memory a loader shares with its workers (a mixture's order too) stays behind."""
     import copy
-    import pickle
 
-    data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
+    def made():
+        if source == "dataset":
+            return rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=4)
+        mixture = recordmill.mix([dataset, dataset], [0.5, 0.5], seed=4, columns=["id"])
+        return rtorch.IterableDataset(mixture)
+
+    data = made()
     rtorch.DataLoader(data, batch_size=7, num_workers=2)  # shares memory with its workers
+    expected = epoch_ids(rtorch.DataLoader(made(), batch_size=7))
     for twin in (copy.deepcopy(data), pickle.loads(pickle.dumps(data))):
-        assert epoch_ids(rtorch.DataLoader(twin, batch_size=7)) == formula_batches(
-            dataset, "iterable", 0, 1, 7, 4
-        )
+        assert epoch_ids(rtorch.DataLoader(twin, batch_size=7)) == expected
+    if source == "dataset":
+        assert expected == formula_batches(dataset, "iterable", 0, 1, 7, 4)
 
 
 def test_a_sampler_can_give_every_rank_as_many_rows():
