@@ -4,6 +4,8 @@ ranks, resumed mid-epoch with other worker and rank counts, read through the dis
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -231,8 +233,36 @@ def test_refusals(docs, tmp_path):
     ):
         other.load_state_dict(state)
     rows = rt.DataLoader(rt.IterableDataset(path), batch_size=4).state_dict()
-    with pytest.raises(ValueError, match=r"the saved state is not a TokenBlocks state"):
+    with pytest.raises(ValueError) as refused:
         other.load_state_dict(rows)
+    assert str(refused.value) == (
+        "cannot resume: the saved state is not a TokenBlocks state (its 'tokens' is None; "
+        "expected the dict of block size, column and eos it was saved with)"
+    )
+
+
+def test_token_blocks_pickled_hand_out_the_same_blocks(docs):
+    """A DataLoader worker started by spawn or forkserver receives the dataset pickled: what it
+    made of the stream is made again there."""
+    blocks = rt.TokenBlocks(docs["arrow"], 32, seed=2)
+    first = as_rows(blocks)
+    assert (
+        as_rows(pickle.loads(pickle.dumps(blocks))) == first == expected_epoch(docs["arrow"], 0, 2)
+    )
+
+
+def test_an_epochs_stream_is_made_once(docs, monkeypatch):
+    from recordmill.read.tokens import TokenStream
+
+    made = []
+    epoch = TokenStream.epoch
+    monkeypatch.setattr(
+        TokenStream, "epoch", lambda self, order: made.append(1) or epoch(self, order)
+    )
+    loader = rt.DataLoader(rt.TokenBlocks(docs["arrow"], 32), batch_size=4)
+    batches = len(loader)
+    assert len(list(loader)) == batches > 1
+    assert len(made) == 1  # epoch 0's, for its length and its every batch
 
 
 def test_token_columns_come_back_as_numpy_arrays(docs):
@@ -317,6 +347,10 @@ def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(tmp_path
     assert rest[0][0] == whole[480][0]  # its first token was read already (as a target)
     high = sum(token >= 30000 for block in rest for token in block[1:])
     assert high / sum(len(block) - 1 for block in rest) > 0.7  # 0.9 of the documents drawn
+    # Saved before the epoch's first block: the whole epoch follows the new weights.
+    start = loader([0.1, 0.9])
+    start.load_state_dict(loader([0.9, 0.1]).state_dict())
+    assert as_rows(start) == as_rows(loader([0.1, 0.9]))
 
 
 TWO_COLUMNS = """
@@ -344,6 +378,7 @@ TWO_COLUMNS = """
         ({"eos": 0}, "eos"),
         ({"targets": False}, "targets"),
         ({"shuffle_window": 4}, "shuffle_window"),
+        ({"shuffle_window": 2}, "shuffle_window"),
     ],
 )
 def test_every_setting_a_token_state_names_refuses_a_resume_alone(tmp_path, change, key):
