@@ -265,6 +265,21 @@ def test_an_epochs_stream_is_made_once(docs, monkeypatch):
     assert len(made) == 1  # epoch 0's, for its length and its every batch
 
 
+def test_through_a_cache_of_a_few_parts_the_documents_follow_its_block_order(docs, tmp_path):
+    """Shuffled through a disk cache that holds a few of the dataset's parts, the documents are
+    laid end to end in the dataset's block order for that cache (so that a batch reads parts the
+    cache holds), which the state names."""
+    path = docs["parquet"]
+    part = recordmill.open(path, cache_dir=tmp_path / "probe").cache.largest
+    cache = {"cache_dir": tmp_path / "cache", "cache_limit": 2 * part}
+    loader = rt.DataLoader(rt.TokenBlocks(path, 32, seed=3, **cache), batch_size=4)
+    blocks = loader.state_dict()["blocks"]
+    assert blocks == 2
+    order = recordmill.open(path, **cache).shuffled(3, 0, blocks)
+    assert as_rows(loader) == as_rows(reference(path, 32, order))
+    assert as_rows(reference(path, 32, order)) != expected_epoch(path, 0, 3)  # another order
+
+
 def test_token_columns_come_back_as_numpy_arrays(docs):
     ds = recordmill.open(docs["parquet"])
     assert isinstance(ds[0]["tokens"], np.ndarray) and ds[0]["tokens"].dtype == np.uint16
