@@ -278,6 +278,15 @@ def test_through_a_cache_of_a_few_parts_the_documents_follow_its_block_order(doc
     order = recordmill.open(path, **cache).shuffled(3, 0, blocks)
     assert as_rows(loader) == as_rows(reference(path, 32, order))
     assert as_rows(reference(path, 32, order)) != expected_epoch(path, 0, 3)  # another order
+    # Resumed through a cache of another size (whose own order is another), it goes on in the
+    # order it was saved in.
+    seen, state = stop_after(
+        rt.DataLoader(rt.TokenBlocks(path, 32, seed=3, **cache), batch_size=4), 3
+    )
+    bigger = {"cache_dir": tmp_path / "bigger", "cache_limit": 3 * part}
+    resumed = rt.DataLoader(rt.TokenBlocks(path, 32, seed=3, **bigger), batch_size=4)
+    resumed.load_state_dict(state)
+    assert seen + as_rows(resumed) == as_rows(reference(path, 32, order))
 
 
 def test_token_columns_come_back_as_numpy_arrays(docs):
