@@ -283,7 +283,7 @@ def test_through_a_cache_of_a_few_parts_the_documents_follow_its_block_order(doc
     seen, state = stop_after(
         rt.DataLoader(rt.TokenBlocks(path, 32, seed=3, **cache), batch_size=4), 3
     )
-    bigger = {"cache_dir": tmp_path / "bigger", "cache_limit": 3 * part}
+    bigger = {"cache_dir": tmp_path / "bigger", "cache_limit": 4 * part}
     resumed = rt.DataLoader(rt.TokenBlocks(path, 32, seed=3, **bigger), batch_size=4)
     resumed.load_state_dict(state)
     assert seen + as_rows(resumed) == as_rows(reference(path, 32, order))

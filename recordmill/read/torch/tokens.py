@@ -145,9 +145,11 @@ class TokenBlocks(IterableDataset):
         """This epoch's stream: its documents in a seeded order, or in the stored one (a
         mixture's order, which a resume with other weights changes)."""
         mixture = self.source.mixture
-        key = (self.epoch, None if mixture is None else mixture.epoch_steps(self.epoch))
+        # The block order too: a resumed state fixes the one it was saved in, which may not be
+        # the one this reader's own cache would take.
+        blocks = self._blocks() if self.shuffle else None
+        key = (self.epoch, blocks, None if mixture is None else mixture.epoch_steps(self.epoch))
         if self._epoch_stream is None or self._epoch_stream[0] != key:
-            blocks = self._blocks() if self.shuffle else None
             order = document_order(
                 self.source.dataset(), self.shuffle, self.seed, self.epoch, blocks
             )
