@@ -213,6 +213,9 @@ def test_ranks_that_skip_resume_each_from_its_own_state(images, kind):
         assert state["rank"] == rank and state["stream"] >= 24
         again = ranked(rank, 1)
         again.load_state_dict(state)
+        assert len(again) == len(full)  # the whole epoch's, as Lightning counts them
+        if kind == "iterable":  # the rank's rows still to read
+            assert len(again.dataset) == len(ranked(rank, 0).dataset) - state["stream"]
         rest = iter(again)
         following = next(rest).tolist()
         # the epoch's rejects counted on from the state's, not from none

@@ -108,6 +108,20 @@ def test_an_iterable_without_a_batch_size_deals_its_rows_in_turn(dataset, world)
     assert [len(data) for data in ranks] == [len(padded) // world] * world
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_rows_dealt_in_turn_unevenly_are_as_many_as_each_ranks_length(dataset, world):
+    """``even=None``: no padding, and each rank's ``len()`` is the rows it reads."""
+    stored = all_ids(dataset)
+    ranks = [
+        rtorch.IterableDataset(dataset, columns=["id"], rank=r, world_size=world, even=None)
+        for r in range(world)
+    ]
+    lengths = [len(data) for data in ranks]
+    got = [[int(row["id"]) for row in data] for data in ranks]
+    assert got == [stored[r::world] for r in range(world)]
+    assert lengths == [len(rows) for rows in got]
+
+
 @pytest.mark.parametrize("kind", [rtorch.MapDataset, rtorch.IterableDataset])
 def test_the_read_options_reach_the_dataset_read_and_its_pickled_copies(dataset, tmp_path, kind):
     """``cache_bytes``, ``cache_dir`` and ``cache_limit`` are those of the dataset each process
@@ -544,7 +558,7 @@ def test_a_state_keeps_its_block_order_when_resumed_with_another_cache_limit(
             data = rtorch.MapDataset(dataset, columns=["id"], **cache)
             return rtorch.DataLoader(data, batch_size=8, shuffle=True, seed=3)
         data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=3, **cache)
-        return rtorch.DataLoader(data, batch_size=8)
+        return rtorch.DataLoader(data, batch_size=8, num_workers=2)  # told the order's blocks
 
     whole = epoch_ids(loader(4))
     first = loader(4)
