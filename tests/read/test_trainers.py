@@ -464,6 +464,14 @@ def test_the_mixins_loader_takes_the_training_arguments(paths, tmp_path):
         assert str(refused.value) == VARYING
     fixed = recordmill.mix(sources, [0.7, 0.3], seed=5, columns=["id"], rows=64)
     assert sum(len(b["id"]) for b in loader(data=fixed)) == 64
+    # The plain Trainer counts the dataset's length under accelerate: refused there.
+    args = TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=16, use_cpu=True, report_to=[]
+    )
+    with pytest.raises(ValueError) as refused:
+        model = torch.nn.Linear(1, 1)
+        Trainer(model=model, args=args, train_dataset=rt.IterableDataset(varying)).train()
+    assert str(refused.value) == VARYING
 
 
 def test_a_rank_without_a_state_of_its_own_resumes_from_the_first_ranks(tmp_path):
