@@ -265,3 +265,5 @@ def test_a_mixture_read_by_another_sampler_is_refused(paths):
     # epoch draws.
     fewer = rtorch.MapDataset(recordmill.mix([paths["a"], paths["b"]], [0.9, 0.1], rows=7))
     assert len(data) == len(fewer) == m.total_rows != 7
+    # Outside a Trainer an epoch of any length is read: an IterableDataset's counts epoch 0's.
+    assert len(rtorch.IterableDataset(m)) == len(m.order(0))
