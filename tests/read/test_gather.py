@@ -40,7 +40,15 @@ def batches() -> list[pa.RecordBatch]:
         )
         rows += n
     cut = pa.concat_batches([made[2], made[3]]).slice(3, 5)  # rows 8-12 again, at an offset
-    return [*made, cut]
+    # rows 0-1 again, their lists' values cut from a longer array (the values at an offset)
+    head = made[0].slice(0, 2)
+    values = pa.array(np.concatenate([np.full(100, -1), np.full(300, 0), np.full(300, 1)]))
+    wave = pa.ListArray.from_arrays(
+        pa.array([0, 300, 600], pa.int32()), values.cast(pa.float32()).slice(100)
+    )
+    assert wave.values.offset == 100
+    shifted = pa.record_batch([*head.columns[:4], wave], schema=SCHEMA)
+    return [*made, cut, shifted]
 
 
 @pytest.mark.parametrize("limit", [0, 1 << 30], ids=["found-at-each-take", "joined-or-looked-up"])
