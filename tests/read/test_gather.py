@@ -118,3 +118,23 @@ def test_a_process_holds_a_few_numbers_per_batch_not_per_row(monkeypatch):
     many = batches() * 40
     held = owned_bytes(gather.Columns(many, SCHEMA, lookup=True).columns)
     assert 0 < held <= 8 * (len(many) + 1) * len(SCHEMA)  # a number a batch, per column
+
+
+def test_big_values_with_nulls_and_lists_of_strings_are_taken_as_pyarrow_takes_them():
+    """Values of 1 KB and more with a null among them, and lists of strings however long, are not
+    taken from where they lie: pyarrow takes them (nulls kept)."""
+    schema = pa.schema({"maybe": pa.binary(), "tags": pa.list_(pa.string())})
+    parts = [
+        pa.record_batch(
+            {"maybe": [b"x" * 2000, None, b"y" * 3000], "tags": [["a"], [], ["c" * 2000]]},
+            schema=schema,
+        ),
+        pa.record_batch(
+            {"maybe": [b"z" * 4000, b"w" * 1500], "tags": [["d" * 3000], None]}, schema=schema
+        ),
+    ]
+    columns = gather.Columns(parts, schema, lookup=True)
+    assert not any(isinstance(c, gather.Values) for c in columns.columns)
+    whole = pa.Table.from_batches(parts).combine_chunks()
+    index = np.array([4, 0, 1, 3, 2, 1])
+    assert pa.Table.from_batches([columns.take(index)]).equals(whole.take(pa.array(index)))
