@@ -9,8 +9,6 @@ then they are put in the requested order.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 
@@ -37,28 +35,28 @@ class Gatherer:
         # The disk cache's parts (their batch lists), laid end to end the same way.
         self._parts: tuple[list[list[pa.RecordBatch]], Columns] | None = None
 
-    def take(self, rows: np.ndarray, keep: bool, check: bool = False) -> pa.RecordBatch:
+    def take(self, rows: np.ndarray, keep: bool) -> pa.RecordBatch:
         """Global ``rows`` in the given order, as one batch. Parquet groups are kept in the
-        cache when ``keep``; ``check``: Arrow IPC groups are checked against their checksums
-        first (Parquet checks its pages always)."""
+        cache when ``keep``. Every group is checked against its checksums (once a machine for
+        mapped Arrow IPC; Parquet checks its pages as it decodes)."""
         if rows.size == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
-        columns, index = self._located(rows, keep, check)
+        columns, index = self._located(rows, keep)
         return columns.take(index)
 
-    def values(self, rows: np.ndarray, keep: bool, check: bool = False) -> list[Taken]:
+    def values(self, rows: np.ndarray, keep: bool) -> list[Taken]:
         """The columns ``take`` gives, a binary one as a list of ``bytes`` made straight from
         where each value lies (no Arrow array of them first: a copy of every value fewer)."""
         if rows.size == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema).columns
-        columns, index = self._located(rows, keep, check)
+        columns, index = self._located(rows, keep)
         return columns.values(index)
 
-    def _located(self, rows: np.ndarray, keep: bool, check: bool) -> tuple[Columns, np.ndarray]:
+    def _located(self, rows: np.ndarray, keep: bool) -> tuple[Columns, np.ndarray]:
         """Where the rows lie: columns laid end to end, and each row's place in them."""
         groups = self.groups.ready()
         if groups.mapped:  # local Arrow IPC: every group is mapped already
-            return self._laid_end_to_end(check), rows
+            return self._laid_end_to_end(), rows
         plan = groups.files.index.gather(rows)
 
         def cut(n: int) -> pa.RecordBatch:
@@ -92,19 +90,13 @@ class Gatherer:
             self._parts = (parts, Columns(batches, self.schema, lookup=True))
         return self._parts[1]
 
-    def _laid_end_to_end(self, check: bool) -> Columns:
-        groups, schema = self.groups, self.schema
-        count = len(groups.files.groups)
+    def _laid_end_to_end(self) -> Columns:
+        """Every mapped group laid end to end, once per view; each is checked as it is laid
+        out (``Groups.group``: once a machine, read/machine/checked.py)."""
         if self._whole is None:
-            batches = [groups.group(g, schema) for g in range(count)]
-            self._whole = Columns(batches, schema, lookup=True)  # taken from at every gather
-        if check and not self._whole.checked:
-            # From a group of this process's own: the DataLoader's workers that start together
-            # check different groups first, each recording them for the others (read/machine/checked.py).
-            first = os.getpid() % max(1, count)
-            order = [g for g in [*range(first, count), *range(first)] if not groups.is_checked(g)]
-            list(groups.pool.map(lambda g: groups.group(g, schema), order))
-            self._whole.checked = True
+            groups, schema = self.groups, self.schema
+            batches = [groups.group(g, schema) for g in range(len(groups.files.groups))]
+            self._whole = Columns(batches, schema, lookup=True)
         return self._whole
 
 
@@ -118,7 +110,6 @@ class Columns:
 
     def __init__(self, batches: list[pa.RecordBatch], schema: pa.Schema, lookup: bool = False):
         self.schema = schema
-        self.checked = False  # its batches' checksums matched
         self.columns: list[pa.Array | Chunked | Values] = []
         for c, t in enumerate(schema.types):
             chunks = [b.column(c) for b in batches]

@@ -33,12 +33,10 @@ def keeps(ds: Dataset) -> bool:
     return ds._row_bytes() * ds._groups.ready().files.index.total <= ds._groups.cache_limit
 
 
-def gather_batch(
-    ds: Dataset, rows: np.ndarray, keep: bool | None = None, check: bool = False
-) -> pa.RecordBatch:
+def gather_batch(ds: Dataset, rows: np.ndarray, keep: bool | None = None) -> pa.RecordBatch:
     """Global rows in the given order, as one batch (see :class:`Gatherer`). Parquet groups
     are cached when ``keep`` (by default, :func:`keeps`)."""
-    return ds._gatherer.take(rows, keeps(ds) if keep is None else keep, check)
+    return ds._gatherer.take(rows, keeps(ds) if keep is None else keep)
 
 
 def taken(ds: Dataset, rows: np.ndarray) -> pa.Table:
@@ -111,8 +109,8 @@ def shuffled_batches(view: Dataset, batch_size: int, seed: int | None, fmt: str)
     for lo in range(0, len(order), window):
         rows = order[lo : lo + window] + view._start
         if fmt == "numpy":  # a binary column's values made once, from where they lie
-            taken = view._gatherer.values(rows, keeps(view), check=True)
+            taken = view._gatherer.values(rows, keeps(view))
             yield from formats.taken_pieces(view.schema, taken, batch_size, decoding(view, rows))
         else:
-            batch = gather_batch(view, rows, check=True)
+            batch = gather_batch(view, rows)
             yield from formats.pieces(batch, batch_size, fmt, decoding(view, rows))
