@@ -138,3 +138,12 @@ def test_big_values_with_nulls_and_lists_of_strings_are_taken_as_pyarrow_takes_t
     whole = pa.Table.from_batches(parts).combine_chunks()
     index = np.array([4, 0, 1, 3, 2, 1])
     assert pa.Table.from_batches([columns.take(index)]).equals(whole.take(pa.array(index)))
+
+
+def test_spans_split_rows_by_the_chunk_that_holds_them():
+    spans = gather.Spans([2, 3, 0, 4])
+    split = spans.split(np.array([3, 2, 8, 4, 5]))  # none in the first chunk
+    assert [(k, p.tolist(), r.tolist()) for k, p, r in split] == [
+        (1, [0, 1, 3], [1, 0, 2]),
+        (3, [2, 4], [3, 0]),
+    ]
