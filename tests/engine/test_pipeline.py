@@ -589,7 +589,8 @@ def test_the_repr_of_a_summary_is_short(counting_plugin, tmp_path):
     summary = recordmill.write(counting_plugin, tmp_path / "out", progress=False)
     text = repr(summary)
     assert text.startswith("Summary(output=") and "rows=25" in text
-    assert len(text) < 200 and "manifest" not in text, text
+    # short apart from the output's path (pytest's own folders make it 100 characters and more)
+    assert len(text) - len(str(summary.output)) < 150 and "manifest" not in text, text
 
 
 @pytest.mark.parametrize(
