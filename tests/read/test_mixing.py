@@ -112,6 +112,32 @@ def test_a_schedule_changes_the_shares_at_its_step():
     assert abs(int(np.sum(plan.source[5000:] == 0)) - 500) <= mixing.WINDOW_TOLERANCE
 
 
+def test_each_step_of_a_schedule_draws_its_own_rows_from_its_own_phase():
+    """Three steps (a job resumed twice with new weights): each draws the rows from its start to
+    the next step's, with its weights, from the phase of its first row counted from 0."""
+    steps = [(0, [1, 0]), (10, [0, 1]), (20, [1, 0])]
+    plan = mixing.plan_epoch([100, 100], steps, 4, 1, rows=30)
+    assert plan.source.tolist() == [0] * 10 + [1] * 10 + [0] * 10
+    halves = [(0, [0.5, 0.5]), (7, [0.3, 0.7])]
+    plan = mixing.plan_epoch([100, 100], halves, 4, 1, rows=20)
+    for start, stop, weights in ((0, 7, [0.5, 0.5]), (7, 20, [0.3, 0.7])):
+        bounds, u = mixing.thresholds(weights), mixing.phase(4, 1, start)
+        assert plan.source[start:stop].tolist() == mixing.draws(bounds, u, 0, stop - start).tolist()
+
+
+def test_all_exhausted_ends_without_the_sources_of_no_weight():
+    """A source of weight 0 is never drawn, so it is not waited for: the epoch ends once the
+    weighted ones were each drawn whole."""
+    plan = mixing.plan_epoch([5, 8, 5], [(0, [1, 1, 0])], 0, 0, until="all_exhausted")
+    counts = np.bincount(plan.source, minlength=3)
+    assert counts[0] >= 5 and counts[1] >= 8 and counts[2] == 0
+
+
+def test_an_epoch_of_no_rows_draws_none():
+    plan = mixing.plan_epoch([10, 10], [(0, [1, 1])], 0, 0, rows=0)
+    assert len(plan) == 0 and plan.source.dtype == np.int32
+
+
 def test_the_plan_depends_on_seed_and_epoch_only():
     args = ([100, 200], [(0, [0.5, 0.5])])
     same = mixing.plan_epoch(*args, 1, 0).source, mixing.plan_epoch(*args, 1, 0).source
