@@ -544,6 +544,29 @@ def test_a_state_of_a_replaced_history_is_refused(tmp_path, style):
         loader().load_state_dict(state)
 
 
+def test_a_state_of_a_full_permutation_resumed_through_a_cache_keeps_it_in_its_workers(
+    dataset, tmp_path
+):
+    """Saved where no cache shaped the order (a full permutation: no blocks), resumed through a
+    cache of a few parts by workers: they read the saved order on, not their cache's."""
+    part = recordmill.open(dataset, cache_dir=tmp_path / "probe").cache.largest
+
+    def loader(**cache):
+        data = rtorch.IterableDataset(dataset, columns=["id"], shuffle=True, seed=3, **cache)
+        return rtorch.DataLoader(data, batch_size=8, num_workers=2)
+
+    whole = epoch_ids(loader(cache_dir=False))
+    first = loader(cache_dir=False)
+    head = [batch["id"].tolist() for _, batch in zip(range(5), first, strict=False)]
+    state = first.state_dict()
+    assert state["blocks"] == 0
+    cached = {"cache_dir": tmp_path / "cache", "cache_limit": 4 * part}
+    assert epoch_ids(loader(**cached)) != whole  # its own order is another one
+    resumed = loader(**cached)
+    resumed.load_state_dict(state)
+    assert head + epoch_ids(resumed) == whole
+
+
 @pytest.mark.parametrize("style", ["map", "iterable"])
 def test_a_state_keeps_its_block_order_when_resumed_with_another_cache_limit(
     dataset, tmp_path, style
