@@ -133,6 +133,19 @@ def test_all_exhausted_ends_without_the_sources_of_no_weight():
     assert counts[0] >= 5 and counts[1] >= 8 and counts[2] == 0
 
 
+def test_an_epoch_ends_where_every_weighted_source_ran_out_whatever_its_later_steps_weigh():
+    """Without ``until``, a source that runs out leaves; once every weighted one did, the epoch
+    ends there, though a later step (never reached) would weigh the others."""
+    plan = mixing.plan_epoch([3, 3], [(0, [1, 0]), (100, [0, 1])], 0, 0, until=None)
+    assert plan.source.tolist() == [0, 0, 0]
+
+
+def test_a_source_with_no_rows_left_is_whole_at_once():
+    assert mixing._whole_at(np.array([2, 5]), 0) == 0
+    assert mixing._whole_at(np.array([2, 5]), 2) == 6
+    assert mixing._whole_at(np.array([2, 5]), 3) is None
+
+
 def test_an_epoch_of_no_rows_draws_none():
     plan = mixing.plan_epoch([10, 10], [(0, [1, 1])], 0, 0, rows=0)
     assert len(plan) == 0 and plan.source.dtype == np.int32
