@@ -377,6 +377,43 @@ def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(tmp_path
     assert as_rows(start) == as_rows(loader([0.1, 0.9]))
 
 
+def test_new_weights_apply_from_the_first_document_not_read_before_the_resume(tmp_path):
+    """Resumed at block ``at`` (odd ones too) with other weights: the documents that start in
+    the tokens read before it (its blocks and the next token, a target) are kept as drawn, and
+    the mixture's new weights draw every document from the next one on."""
+    paths = []
+    for name, base in (("low", 1000), ("high", 30000)):
+        plugin = make_plugin(tmp_path / f"{name}-p", SOURCE.replace("BASE", str(base)))
+        recordmill.write(plugin, tmp_path / name, progress=False)
+        paths.append(tmp_path / name)
+
+    def loader(weights):
+        mixture = recordmill.mix(paths, weights=weights, seed=3)
+        return rt.DataLoader(rt.TokenBlocks(mixture, 4), batch_size=3)
+
+    def runs(tokens):  # each document's tokens are its own value: its value, where it starts
+        starts = np.flatnonzero(np.diff(tokens, prepend=-1))
+        return tokens[starts], starts
+
+    def stream(blocks):
+        return np.concatenate([b[:4] for b in blocks] + [blocks[-1][4:]]).astype(np.int64)
+
+    old, starts = runs(stream(np.array(as_rows(loader([0.9, 0.1])))))
+    for stop in (5, 7, 9):  # at block 15, 21 and 27
+        _, state = stop_after(loader([0.9, 0.1]), stop)
+        at = 3 * stop
+        kept = int(np.sum(starts < at * 4 + 1))  # documents started in the tokens read
+        new = recordmill.mix(paths, weights=[0.1, 0.9], seed=3)
+        new.resume(state["mixture"], 0, kept)
+        drawn = [int(row["tokens"][0]) for row in new.rows(new.order(0))]
+        assert drawn[:kept] == old[:kept].tolist()
+        resumed = loader([0.1, 0.9])
+        resumed.load_state_dict(state)
+        rest, _ = runs(stream(np.array(as_rows(resumed))))
+        first = int(np.sum(starts <= at * 4)) - 1  # the document block ``at`` starts in
+        assert rest.tolist() == drawn[first : first + len(rest)]
+
+
 TWO_COLUMNS = """
     import numpy as np
 
