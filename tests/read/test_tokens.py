@@ -399,7 +399,9 @@ def test_new_weights_apply_from_the_first_document_not_read_before_the_resume(tm
         return np.concatenate([b[:4] for b in blocks] + [blocks[-1][4:]]).astype(np.int64)
 
     old, starts = runs(stream(np.array(as_rows(loader([0.9, 0.1])))))
-    for stop in (5, 7, 9):  # at block 15, 21 and 27
+    # at block 15, 21 and 27, and where a document starts right after the tokens read
+    edge = next(int(x - 1) // 12 for x in starts if x > 12 and (x - 1) % 12 == 0)
+    for stop in (5, 7, 9, edge):
         _, state = stop_after(loader([0.9, 0.1]), stop)
         at = 3 * stop
         kept = int(np.sum(starts < at * 4 + 1))  # documents started in the tokens read
