@@ -345,15 +345,21 @@ SOURCE = """
 """
 
 
-def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(tmp_path):
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    """Two sources of documents whose tokens are each document's own number, low and high."""
+    root, made = tmp_path_factory.mktemp("sources"), []
+    for name, base in (("low", 1000), ("high", 30000)):
+        plugin = make_plugin(root / f"{name}-p", SOURCE.replace("BASE", str(base)))
+        recordmill.write(plugin, root / name, progress=False)
+        made.append(root / name)
+    return made
+
+
+def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(paths):
     """A state saved late in an epoch (more blocks than the epoch has documents) resumed with
     other weights: the rest of the epoch follows them, where they once applied only after as
     many documents as blocks were served (here: never)."""
-    paths = []
-    for name, base in (("low", 1000), ("high", 30000)):
-        plugin = make_plugin(tmp_path / f"{name}-p", SOURCE.replace("BASE", str(base)))
-        recordmill.write(plugin, tmp_path / name, progress=False)
-        paths.append(tmp_path / name)
 
     def loader(weights):
         mixture = recordmill.mix(paths, weights=weights, seed=3)
@@ -377,15 +383,10 @@ def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(tmp_path
     assert as_rows(start) == as_rows(loader([0.1, 0.9]))
 
 
-def test_new_weights_apply_from_the_first_document_not_read_before_the_resume(tmp_path):
+def test_new_weights_apply_from_the_first_document_not_read_before_the_resume(paths):
     """Resumed at block ``at`` (odd ones too) with other weights: the documents that start in
     the tokens read before it (its blocks and the next token, a target) are kept as drawn, and
     the mixture's new weights draw every document from the next one on."""
-    paths = []
-    for name, base in (("low", 1000), ("high", 30000)):
-        plugin = make_plugin(tmp_path / f"{name}-p", SOURCE.replace("BASE", str(base)))
-        recordmill.write(plugin, tmp_path / name, progress=False)
-        paths.append(tmp_path / name)
 
     def loader(weights):
         mixture = recordmill.mix(paths, weights=weights, seed=3)
