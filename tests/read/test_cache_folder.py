@@ -83,8 +83,11 @@ def test_a_cache_folder_planted_as_a_link_is_not_followed(dataset, shared, tmp_p
     victim.mkdir()
     (victim / "keep.arrow").write_bytes(b"the user's own file")
     os.symlink(victim, os.path.join(shared, f"user-{os.geteuid()}"))  # as another user would
-    with pytest.warns(recordmill.RecordmillWarning, match=r"is not a folder \(a symbolic link\?\)"):
+    with pytest.warns(
+        recordmill.RecordmillWarning, match=r"is not a folder \(a symbolic link\?\)"
+    ) as said:
         ds = recordmill.open(dataset, cache_dir=shared)
+    assert str(said[-1].message).endswith(f"; reading from {ds._groups.files.store}")
     assert ids(ds) == list(range(ROWS))
     assert sorted(p.name for p in victim.iterdir()) == [
         "keep.arrow"
