@@ -92,33 +92,21 @@ def test_iterable_across_workers_and_two_ranks(dataset, shuffle):
         assert seen[:5] == sorted(all_ids(dataset))[:5]  # rank 0, worker 0 starts at the first row
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_an_iterable_without_a_batch_size_deals_its_rows_in_turn(dataset, world):
+@pytest.mark.parametrize(("world", "even"), [(2, "pad"), (4, "pad"), (2, None), (3, None)])
+def test_an_iterable_without_a_batch_size_deals_its_rows_in_turn(dataset, world, even):
     """Without ``batch_size`` (1: torch's DataLoader reads an iterable a row at a time), row k
-    of the order goes to rank ``k % world_size``; the ranks past the last row are padded with
-    the order's first rows, one each (153 rows: 1 row of padding for 2 ranks, 3 for 4)."""
+    of the order goes to rank ``k % world_size``; with ``even="pad"`` the ranks past the last row
+    are padded with the order's first rows, one each (153 rows: 1 row of padding for 2 ranks, 3
+    for 4), with None not at all; each rank's ``len()`` is the rows it reads."""
     stored = all_ids(dataset)
-    padded = stored + stored[: -len(stored) % world]
+    padded = stored + (stored[: -len(stored) % world] if even else [])
     ranks = [
-        rtorch.IterableDataset(dataset, columns=["id"], rank=r, world_size=world)
-        for r in range(world)
-    ]
-    got = [[int(row["id"]) for row in data] for data in ranks]
-    assert got == [padded[r::world] for r in range(world)]
-    assert [len(data) for data in ranks] == [len(padded) // world] * world
-
-
-@pytest.mark.parametrize("world", [2, 3])
-def test_rows_dealt_in_turn_unevenly_are_as_many_as_each_ranks_length(dataset, world):
-    """``even=None``: no padding, and each rank's ``len()`` is the rows it reads."""
-    stored = all_ids(dataset)
-    ranks = [
-        rtorch.IterableDataset(dataset, columns=["id"], rank=r, world_size=world, even=None)
+        rtorch.IterableDataset(dataset, columns=["id"], rank=r, world_size=world, even=even)
         for r in range(world)
     ]
     lengths = [len(data) for data in ranks]
     got = [[int(row["id"]) for row in data] for data in ranks]
-    assert got == [stored[r::world] for r in range(world)]
+    assert got == [padded[r::world] for r in range(world)]
     assert lengths == [len(rows) for rows in got]
 
 
