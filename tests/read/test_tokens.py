@@ -356,14 +356,19 @@ def paths(tmp_path_factory):
     return made
 
 
+def mixed_blocks(paths, weights, batch_size: int) -> rt.DataLoader:
+    """A loader of blocks of 4 tokens of ``paths`` mixed by ``weights`` (seed 3)."""
+    mixture = recordmill.mix(paths, weights=weights, seed=3)
+    return rt.DataLoader(rt.TokenBlocks(mixture, 4), batch_size=batch_size)
+
+
 def test_new_weights_given_to_token_blocks_at_a_resume_apply_from_there(paths):
     """A state saved late in an epoch (more blocks than the epoch has documents) resumed with
     other weights: the rest of the epoch follows them, where they once applied only after as
     many documents as blocks were served (here: never)."""
 
     def loader(weights):
-        mixture = recordmill.mix(paths, weights=weights, seed=3)
-        return rt.DataLoader(rt.TokenBlocks(mixture, 4), batch_size=8)
+        return mixed_blocks(paths, weights, batch_size=8)
 
     whole = as_rows(loader([0.9, 0.1]))
     seen, state = stop_after(loader([0.9, 0.1]), 60)  # 480 blocks: more than the 400 documents
@@ -389,8 +394,7 @@ def test_new_weights_apply_from_the_first_document_not_read_before_the_resume(pa
     the mixture's new weights draw every document from the next one on."""
 
     def loader(weights):
-        mixture = recordmill.mix(paths, weights=weights, seed=3)
-        return rt.DataLoader(rt.TokenBlocks(mixture, 4), batch_size=3)
+        return mixed_blocks(paths, weights, batch_size=3)
 
     def runs(tokens):  # each document's tokens are its own value: its value, where it starts
         starts = np.flatnonzero(np.diff(tokens, prepend=-1))
