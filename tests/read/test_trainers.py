@@ -417,6 +417,16 @@ def accelerator_state_reset():
     assert not is_initialized()
 
 
+def mixed(**settings):
+    """A Hugging Face ``Trainer`` with recordmill's ``TrainerMixin``, made in this process."""
+    from transformers import Trainer
+
+    class Mixed(rt.TrainerMixin, Trainer):
+        pass
+
+    return Mixed(**settings)
+
+
 @pytest.mark.usefixtures("accelerator_state_reset")
 def test_the_mixins_loader_takes_the_training_arguments(paths, tmp_path):
     """``get_train_dataloader()`` is recordmill's DataLoader with the ``TrainingArguments``' batch
@@ -424,9 +434,6 @@ def test_the_mixins_loader_takes_the_training_arguments(paths, tmp_path):
     strategy is sequential, and collated by a ``data_collator`` given; a plain dataset is left to
     the ``Trainer``."""
     from transformers import Trainer, TrainingArguments
-
-    class Mixed(rt.TrainerMixin, Trainer):
-        pass
 
     data = rt.MapDataset(paths["ids"], columns=["id"])
 
@@ -436,7 +443,7 @@ def test_the_mixins_loader_takes_the_training_arguments(paths, tmp_path):
             seed=42, data_seed=7, dataloader_drop_last=True, **more,
         )  # fmt: skip
         model = torch.nn.Linear(1, 1)
-        trainer = Mixed(model=model, args=args, train_dataset=data, data_collator=collator)
+        trainer = mixed(model=model, args=args, train_dataset=data, data_collator=collator)
         return trainer.get_train_dataloader()
 
     def ids(batches):
@@ -506,10 +513,7 @@ def test_a_mid_epoch_resume_is_refused_where_accumulation_ends_the_epoch_short(p
 def test_the_mixin_resumes_the_last_checkpoint_and_leaves_other_datasets_to_the_trainer(tmp_path):
     """``train(resume_from_checkpoint=True)`` finds the last checkpoint as the Trainer does; a
     dataset that is not recordmill's is resumed the Trainer's own way (no loader state asked)."""
-    from transformers import Trainer, TrainingArguments
-
-    class Mixed(rt.TrainerMixin, Trainer):
-        pass
+    from transformers import TrainingArguments
 
     class Model(torch.nn.Module):
         def __init__(self):
@@ -526,7 +530,7 @@ def test_the_mixin_resumes_the_last_checkpoint_and_leaves_other_datasets_to_the_
             output_dir=str(tmp_path), per_device_train_batch_size=2, max_steps=4, save_steps=2,
             use_cpu=True, report_to=[], logging_strategy="no", disable_tqdm=True,
         )  # fmt: skip
-        return Mixed(model=Model(), args=args, train_dataset=rows)
+        return mixed(model=Model(), args=args, train_dataset=rows)
 
     trainer().train()
     assert sorted(os.listdir(tmp_path)) == ["checkpoint-2", "checkpoint-4"]
