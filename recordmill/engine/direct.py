@@ -115,7 +115,7 @@ def default_group_size(
     total = sum(counts)
     width = _fixed_width(schema)
     if width is not None:  # no row to make: a CSV task of numbers is read once, not twice
-        return default_row_group_size(total, total * max(1, width))
+        return default_row_group_size(total, total * max(1, width), settings.format)
     task_id = next(t for t, n in enumerate(counts) if n)
     job = TaskJob(plugin, options, task_id, schema, staging, settings)
     batches = task_batches(job, TaskResult(task_id, rows=0, schema=schema))
@@ -127,7 +127,8 @@ def default_group_size(
         raise TaskError(
             task_id, f"task_rows() announced {counts[task_id]} rows, dict_data() yielded 0"
         )
-    return default_row_group_size(total, total * max(1, first.nbytes // max(1, first.num_rows)))
+    per_row = first.nbytes // max(1, first.num_rows)
+    return default_row_group_size(total, total * max(1, per_row), settings.format)
 
 
 def _fixed_width(schema: pa.Schema) -> int | None:

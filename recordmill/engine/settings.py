@@ -51,8 +51,8 @@ COMPRESSION_HELP = (
     "which stay uncompressed (default: auto; with --append, the dataset's)"
 )
 ROW_GROUP_HELP = (
-    "rows per Parquet row group / Arrow record batch (default: about 1 MB of rows of 1 KB and "
-    "more, up to 64 MB of smaller rows)"
+    "rows per Parquet row group / Arrow record batch (default: about 1 MB (Parquet) or 4 MB "
+    "(Arrow IPC) of rows of 1 KB and more, up to 64 MB of smaller rows)"
 )
 FSYNC_HELP = (
     "trade safety for speed: publish the output without flushing its files to the disk first; "

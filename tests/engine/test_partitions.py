@@ -16,6 +16,7 @@ from recordmill.engine.partitions import (
     fragments_done_after,
 )
 from recordmill.engine.settings import WriteSettings
+from tests.conftest import make_plugin, write_both_ways
 
 
 @pytest.mark.parametrize(
@@ -43,6 +44,41 @@ def test_row_groups_aim_at_1_mb_for_large_rows_and_64_mb_for_small_ones():
     assert default_row_group_size(10**6, 10**8) == 131072  # 100-byte rows: capped
     assert default_row_group_size(10**6, 10**9) == 67108  # 1,000-byte rows: about 64 MB
     assert default_row_group_size(10, 10**10) == 1  # rows bigger than the target
+
+
+def test_arrow_batches_of_large_rows_aim_at_4_mb_and_of_small_ones_at_64_mb():
+    assert default_row_group_size(20_000, 600_000_000, "arrow") == 139  # 30 KB rows: 4 MB
+    assert default_row_group_size(20_000, 600_000_000, "parquet") == 34
+    assert default_row_group_size(10**6, 10**9, "arrow") == 67108  # as Parquet's
+
+
+LARGE_ROWS = """
+def task_number():
+    return 2
+
+
+def task_rows(task_id):
+    return 80
+
+
+def schema():
+    return {"blob": {"type": "bytes"}}
+
+
+def dict_data(task_id):
+    for i in range(80):
+        yield {"blob": bytes([i]) * 65536}
+"""
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_a_write_groups_rows_of_64_kb_by_its_format_straight_or_staged(tmp_path, fmt):
+    plugin = make_plugin(tmp_path / "plugin", LARGE_ROWS)
+    direct = write_both_ways(str(plugin), tmp_path, {}, format=fmt, progress=False)
+    # 1 MiB or 4 MiB over 65,540 bytes a row (its value and its offset in Arrow)
+    rows = {"parquet": 15, "arrow": 63}[fmt]
+    assert direct.manifest["settings"]["row_group_size"] == rows
+    assert [p["row_groups"] for p in direct.manifest["partitions"]] == [-(-160 // rows)]
 
 
 def jobs_for(task_sizes: list[int], count: int, shuffle: bool = False) -> list[PartitionJob]:
