@@ -48,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_checks  # noqa: E402
+from bench_write_start import compiled  # noqa: E402
 
 BASELINE = HERE / "baseline.json"
 WORSE = 1.10  # a measure this much above its baseline is a regression (each is "less is better")
@@ -211,6 +212,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", type=Path, default=BASELINE)
     a = parser.parse_args()
+    compiled()  # as installed (see bench_write_start.py)
     root = Path(tempfile.mkdtemp(prefix="bench-regressions-"))
     saved = json.loads(a.baseline.read_text())["measures"] if a.baseline.exists() else {}
     try:
