@@ -36,7 +36,7 @@ from recordmill.errors import LeaseLost, writing
 # Rows of 1 KiB and more (images, audio, tensors) go in Parquet row groups of about 1 MiB: a row
 # read at random decodes its whole Parquet row group. Arrow IPC decodes nothing (its batches are
 # mapped), so its batches of such rows hold about 4 MiB: a pass then opens, checks and cuts 4x
-# fewer groups (a first pass over 30 KB images took 0.13 s instead of 0.17 s). Smaller rows keep
+# fewer groups (a first pass over 30 KB images took 0.150 s instead of 0.167 s). Smaller rows keep
 # groups of up to 64 MiB (at most 131,072 rows): small groups of small rows cost every column
 # chunk's overhead again and again (1 MiB groups of 100-byte rows wrote 50% slower and 45%
 # bigger). benchmarks/README.md has the measurements behind each.
