@@ -171,13 +171,6 @@ class OutputDir:
         name = manifest_file.find(self.staging)
         assert name is not None
         manifest = self.staging.read_bytes(name)
-        # Object storage: a run killed right after it published. Not on a local disk, where
-        # publishing is one rename: a manifest the same as the output's there is a run in the
-        # same second as the one before it (the manifest names the second), whose files go in.
-        final = self.final
-        if not final.local and final.is_file(name) and final.read_bytes(name) == manifest:
-            self.staging.delete_tree()
-            return
         _check_final(self)
         appending = self.append and append.is_append(manifest, name)
         if appending:

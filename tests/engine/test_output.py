@@ -252,22 +252,27 @@ def test_a_complete_output_is_not_taken_for_another_run(reference, tmp_path):
     assert checksums(str(out)) == sums[2]
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
 def test_an_overwrite_in_the_same_second_puts_its_own_files_in_place(
-    reference, tmp_path, monkeypatch
+    reference, tmp_path, monkeypatch, request, where
 ):
-    """Two runs in one second write the same manifest (it names the second it was made in); on
-    a local disk the second run's files still replace the first's, damaged ones among them."""
+    """Two runs in one second write the same manifest (it names the second it was made in); the
+    second run's files still replace the first's, damaged ones among them."""
     plugin, sums = reference
     second = time.struct_time((2026, 12, 2, 19, 0, 0, 2, 336, 0))
     monkeypatch.setattr(manifest_file.time, "gmtime", lambda *_: second)
-    out = tmp_path / "out"
+    out = (
+        str(tmp_path / "out") if where == "local" else request.getfixturevalue("s3")("same-second")
+    )
     api_write(plugin, out, 1)
-    part = out / manifest_file.read(str(out))["partitions"][0]["file"]
-    damaged = bytearray(part.read_bytes())
+    store = Store.at(out)
+    name = manifest_file.read(out)["partitions"][0]["file"]
+    damaged = bytearray(store.read_bytes(name))
     damaged[len(damaged) // 2] ^= 0xFF
-    part.write_bytes(bytes(damaged))
+    store.write_bytes(name, bytes(damaged))
+    assert verify(out) != []
     api_write(plugin, out, 1, overwrite=True)
-    assert checksums(str(out)) == sums[1] and verify(str(out)) == []
+    assert checksums(out) == sums[1] and verify(out) == []
 
 
 def test_an_s3_commit_cut_short_can_be_started_over(s3, reference):
